@@ -535,27 +535,34 @@ def test_the_start_up_pull_asks_an_older_supervisor_the_plain_pull():
     """kint-server's start-up pull asks the worker to keep what a settlement found
     (`unread`); a supervisor of an older kint refuses the argument, and is asked the plain
     pull. A stand-in session (an older kint cannot be had here) checks the arguments as
-    this kint's pull op did before `unread` (kint.protocol.ops, the same words)."""
+    this kint's pull op did before `unread` (kint.protocol.ops, the same words). The plain
+    pull is waited for within what is left of the start-up budget, not the whole of it
+    again: the stand-in's clock (kint-server's monotonic one, patched) has the refusal
+    take 30 of the 40 s."""
     from dataclasses import replace
+    from unittest import mock
 
     from kint.mcp_server import _start_up_pull
     from kint.protocol.ops import OPS
 
     older = replace(OPS["pull"], args={name: spec for name, spec in OPS["pull"].args.items()
                                        if name != "unread"})
-    sent: list[dict] = []
+    sent: list[tuple[dict, float]] = []
+    now = [100.0]
 
     class OlderSupervisor:
         def call(self, op: str, args: dict, timeout_s: float) -> dict:
-            sent.append(args)
+            sent.append((args, timeout_s))
             try:
                 older.validate_args(args, None)
             except ProtocolError as err:
+                now[0] += 30
                 raise KintError(err.code.value, err.message, err.hint) from None
             return {"message": "pulled"}
 
-    assert _start_up_pull(OlderSupervisor(), 1.0) == {"message": "pulled"}
-    assert sent == [{"unread": True}, {}]
+    with mock.patch("kint.mcp_server.time.monotonic", lambda: now[0]):
+        assert _start_up_pull(OlderSupervisor(), 140.0) == {"message": "pulled"}
+    assert sent == [({"unread": True}, 40.0), ({}, 10.0)]
 
 
 def test_a_human_step_no_command_names_is_the_humans():
