@@ -54,19 +54,25 @@ def bootstrap_seconds() -> float:
     return float(settings.value("KINT_BOOTSTRAP_SECONDS"))
 
 
-def _start_up_pull(session: Any, seconds: float) -> dict[str, Any]:
+def _start_up_pull(session: Any, deadline: float) -> dict[str, Any]:
     """The pull, `unread`: its answer reaches this log only, so what a settlement of an
     interrupted push finds stays kept for the agent's next push or pull to say (it was
     used up here, said to no one). A supervisor of an older kint, which does not know the
-    argument, is asked the plain pull."""
+    argument, is asked the plain pull, within what is left of the same budget (each waited
+    for at least MIN_PULL_WAIT_S)."""
     from kint.client import KintError
 
     try:
-        return session.call("pull", {"unread": True}, timeout_s=seconds)
+        return session.call("pull", {"unread": True}, timeout_s=_left(deadline))
     except KintError as err:
         if err.code != "BAD_REQUEST" or "unknown argument 'unread'" not in err.message:
             raise
-    return session.call("pull", {}, timeout_s=seconds)
+    return session.call("pull", {}, timeout_s=_left(deadline))
+
+
+def _left(deadline: float) -> float:
+    """What is left of the start-up budget for a pull to be waited for."""
+    return max(deadline - time.monotonic(), MIN_PULL_WAIT_S)
 
 
 def _bootstrap(session: Any, deadline: float) -> None:
@@ -77,9 +83,8 @@ def _bootstrap(session: Any, deadline: float) -> None:
     from kint.client import KintError, SupervisorUnavailable
     from kint.protocol.errors import ErrorCode
 
-    seconds = max(deadline - time.monotonic(), MIN_PULL_WAIT_S)
     try:
-        result = _start_up_pull(session, seconds)
+        result = _start_up_pull(session, deadline)
         log.info("bootstrap: %s", result.get("message"))
     except KintError as err:
         if err.code in (ErrorCode.TIMEOUT.value, SupervisorUnavailable.CODE):

@@ -242,7 +242,8 @@ def test_a_stopped_worker_a_killed_supervisor_left_keeps_the_store_closed(tmp_pa
             refused = wait_until(named, timeout=HOLD_S)
             assert refused and refused.get("error") == "RESTORE_RUNNING", refused  # closed
             assert f"the worker that ran it (pid {worker}) still runs" in refused["message"]
-            assert refused["hint"].startswith(f"`kill -CONT {worker}` if it is stopped"), refused
+            assert refused["hint"].startswith(  # the human's: the agent has no tool for it
+                f"stop and tell the human: `kill -CONT {worker}` if it is stopped"), refused
             assert not _server_holds(sb.sibyl_db)
 
             os.kill(worker, signal.SIGCONT)

@@ -298,6 +298,38 @@ def test_what_kint_servers_start_up_pull_settled_is_said_to_the_agent(box):
     assert said.startswith("an interrupted push of epoch 2 never landed and never can"), said
 
 
+def test_a_notice_the_start_up_pull_went_past_is_said_by_the_push_not_refused_on(box):
+    """(a) met first by kint-server's start-up pull: it records A's epoch 2, pulls B's 3 on
+    top and keeps the notice for the agent. The agent's first memory_push says it among
+    its notices and anchors what the agent wrote; it refused CHAIN_MOVED ("call
+    memory_pull first") with nothing left to pull, as if the store were still behind."""
+    from mcp_session import AgentProcess
+
+    s = Space(box, "landed-start-up")
+    write(s.dba, s.a.tenant, second="in the push killed after its send")
+    s.kill_a("after_send", "push")
+    assert s.b_pushes("third")["seq"] == 3
+    s.release()
+    env = {**s.a.env, "SIBYL_MEMORY_DB": str(s.dba), "KINT_BOOTSTRAP_SECONDS": "60"}
+    agent = AgentProcess(env).start()
+    try:
+        s.a.wait_for(lambda: s.mirror_head() == s.chain_head(), timeout=60,
+                     what="the start-up pull")
+        kept = agent.call("memory_status")["settled_notice"]
+        write(s.dba, s.a.tenant, fourth="written by the agent after the start-up")
+        pushed = agent.call("memory_push")
+        after = agent.call("memory_status")["settled_notice"]
+    finally:
+        agent.close()
+    landed = ("an interrupted push of epoch 2 had landed and is recorded now; another "
+              "machine has since pushed up to seq 3")
+    assert kept and landed in kept, kept
+    assert "error" not in pushed and pushed["pushed"] == 1, pushed
+    assert any(landed in n for n in pushed.get("notices", [])), pushed
+    assert after is None, after  # said once
+    assert s.names(s.dba) == {"first", "second", "third", "fourth"}
+
+
 def test_a_dropped_push_still_waiting_at_the_endpoint_is_replaced_not_left_to_revert(box):
     """(b) with A's transaction sent and still waiting at the endpoint: A's session key has
     a nonce below it that nothing has sent (held in A's nonce book by a live process), so

@@ -148,6 +148,35 @@ def test_a_pull_that_drops_a_revoked_keys_journal_goes_on(box):
     assert s.anchored() == {"first", "second"}
 
 
+def test_what_kint_servers_start_up_pull_drops_is_kept_for_the_agent(box):
+    """The same journal settled by kint-server's start-up pull (the restarted worker's own
+    settlement still held), which goes on past it: its answer reaches kint.log only, so
+    the notice stays kept; the agent's memory_status shows it and its memory_pull says it,
+    once. Used up by the start-up pull, the agent heard nothing of the dropped push."""
+    s = Space(box, "revoked-start-up")
+    s.kill("before_send")
+    owner = owner_account(s.a, s.owner)
+    anchor = devchain_anchor(box["home"])
+    anchor.transact(owner, anchor.encode_revoke_session_key(s.old))
+    env = {**s.a.env, "SIBYL_MEMORY_DB": str(s.db), "KINT_BOOTSTRAP_SECONDS": "60"}
+    try:
+        agent = AgentProcess(env).start()  # the start-up pull is done by the handshake
+        try:
+            assert not s.pending.exists()  # settled by that pull: the worker's is held
+            kept = agent.call("memory_status")["settled_notice"]
+            pulled = agent.call("memory_pull")
+            again = agent.call("memory_pull")
+        finally:
+            agent.close()
+    finally:  # the machine's key authorized again for the module's other tests, come what may
+        authorize_machine(box["home"], owner, s.old)
+        s.release()
+    dropped = "the interrupted push of epoch 2 was not sent again"
+    assert kept and dropped in kept, kept
+    assert [w for w in pulled.get("warnings", []) if dropped in w], pulled
+    assert not [w for w in again.get("warnings", []) if dropped in w], again
+
+
 def test_a_resent_journal_whose_receipt_does_not_come_is_kept(box):
     """The journal's transaction sent again waits at the endpoint behind a nonce nothing
     sends, and the receipt wait runs out: the push refuses RPC_UNAVAILABLE in the words a

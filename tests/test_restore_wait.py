@@ -240,7 +240,8 @@ def test_a_stopped_old_worker_keeps_the_store_closed_until_it_is_gone(monkeypatc
     message = under_way.message()
     assert f"the worker that ran it (pid {old_worker.pid}) still runs" in message, message
     assert "keeps the store closed while that worker lives" in message, message
-    assert under_way.hint().startswith(f"`kill -CONT {old_worker.pid}` if it is stopped")
+    assert under_way.hint().startswith(
+        f"stop and tell the human: `kill -CONT {old_worker.pid}` if it is stopped")
     old_worker.kill()
     old_worker.wait()
     thread.join(10)

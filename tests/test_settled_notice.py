@@ -155,13 +155,17 @@ REVOKED = Unauthorized(2, "0x" + "55" * 20, ENROLMENT.owner, False)
 
 
 def test_what_holds_now_is_not_kept(ctx):
-    """A notice said with `anchored_since` (what the store holds now) keeps no such field,
+    """A notice said with `anchored_since` or `pulled_since` (what the store holds now)
+    keeps no such field,
     so the previous kint, whose notice has none, reads it: it met a TypeError and removed
     the notice unsaid. Every field kept is one of that kint's."""
     settled_notice.keep(ctx, replace(REVOKED, anchored_since=True), settled_notice.vault(ctx))
     kept = orjson.loads(_path(ctx).read_bytes())["found"]
     before = {f.name for f in fields(Unauthorized)} - {"anchored_since"}
     assert set(kept) == before, kept
+    settled_notice.keep(ctx, replace(FOUND, pulled_since=True), settled_notice.vault(ctx))
+    kept = orjson.loads(_path(ctx).read_bytes())["found"]
+    assert set(kept) == {f.name for f in fields(Overtaken)} - {"pulled_since"}, kept
 
 
 def test_a_kept_anchored_since_is_not_trusted_nor_a_later_field_fatal(ctx):

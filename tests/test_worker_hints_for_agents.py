@@ -85,11 +85,9 @@ PASSED_ON = {
     ("agent_server/results.py", "mapped.hint"): "the translation itself",
     ("agent_server/results.py", "hint_with_notices(said, notices)"): "the translation itself",
     ("agent_server/results.py", "failure['hint']"): "the watcher's push refusal, a worker's",
-    ("agent_server/tools.py", "shared.restore.hint()"): "restore_wait.py's, said to an agent",
     ("client.py", "err.hint"): "the reply's",
     ("client.py", "reply.hint"): "the reply's",
     ("client_closed_door.py", "closed.hint"): "FrontClosed: CLOSED_HINT or STOPPING_HINT",
-    ("protocol/ops.py", "hint"): "an op's argument refused; none is given today",
     ("tenant_worker/connect.py", "err.hint"): "a connect step's own refusal",
     ("tenant_worker/discard.py", "err.hint"): "the discard's own refusal",
     ("tenant_worker/epoch_send.py", "hint"): "DeferredWait's: DEFERRED_FILL_HINT",
@@ -97,7 +95,6 @@ PASSED_ON = {
     ("tenant_worker/handlers.py", "hint if isinstance(hint, str) and hint else None"):
         "Sibyl's own next step: SIBYL_ERROR, always the human's",
     ("tenant_worker/rekey.py", "err.hint"): "the rekey's own refusal",
-    ("tenant_worker/space.py", "err.hint"): "kint.chain.config's ChainConfigError",
     ("tenant_worker/drift.py", "hint"): "HOLD_HINT or NOTHING_ANCHORED_OR_DROPPED",
     ("tenant_worker/connect_owner.py", "elsewhere.hint"): "enrolled_chain.other_chain's",
     ("tenant_worker/discard.py", "'; '.join(hints) + ', then try again'"):
@@ -185,6 +182,32 @@ def _built_at_run_time() -> dict[tuple[str, str], Callable[[], Iterator[tuple[st
             refused = FormerKey._refused_fill(key, 7, 8, ChainRefused(why, "refused"))
             yield refused.code.value, refused.hint
 
+    def chain_settings() -> Iterator[tuple[str, str]]:
+        # kint.chain.config's errors, passed on by SpaceContext.chain: a refused chain
+        # setting, wherever it was set (kint-server's own environment: its MCP config).
+        from kint.chain.config import CorruptDevchainRecord, RefusedChainSetting
+        from kint.settings import BY_NAME, FILE
+        from kint.settings.loader import DAEMON_ENV, THIS_CALL, Value, refusal
+
+        yield CorruptDevchainRecord.code, CorruptDevchainRecord.hint
+        for source in (THIS_CALL, DAEMON_ENV, FILE):
+            refused = RefusedChainSetting(*refusal(Value(
+                BY_NAME["KINT_CONTRACT"], None, source, "/home/u/.kint/config.toml",
+                refused="KINT_CONTRACT=0x12 is not an address")))
+            yield refused.code, refused.hint
+
+    def op_arguments() -> Iterator[tuple[str, str]]:
+        from kint.settings.secret_proof import malformed
+
+        yield "BAD_REQUEST", malformed("KINT_PASSPHRASE")[1]
+
+    def restores() -> Iterator[tuple[str, str]]:
+        from kint.agent_server.restore_wait import RestoreUnderWay
+
+        for stays in (True, False):
+            under_way = SimpleNamespace(worker_stays=stays, resumed=False, worker_pid=7)
+            yield "RESTORE_RUNNING", RestoreUnderWay.hint(under_way)
+
     def not_rekeys() -> Iterator[tuple[str, str]]:
         for opened in (False, True):
             refused = not_a_rekey(4, SimpleNamespace(tag=b"\x01" * 8), opened)
@@ -217,6 +240,9 @@ def _built_at_run_time() -> dict[tuple[str, str], Callable[[], Iterator[tuple[st
         ("agent_server/tools.py", "hint"): lambda: (
             ("BAD_REQUEST", hint) for _, hint in DEV_TOOL_REFUSALS.values()),
         ("tenant_worker/state_health.py", "hint"): disk_full,
+        ("tenant_worker/space.py", "err.hint"): chain_settings,
+        ("protocol/ops.py", "hint"): op_arguments,
+        ("agent_server/tools.py", "shared.restore.hint()"): restores,
     }
 
 
@@ -289,6 +315,21 @@ def _terminal_steps(said: str) -> list[str]:
     return re.findall(rf"\bkint (?:{commands})\b", asked)
 
 
+# The human's steps no command of kint's names (agent_hints.HUMAN_ONLY_WORDS): ETH to send,
+# a setting to correct where a process was started or to point at an endpoint, a process
+# to signal, a file's mode, space on the disk. Held against every hint as said to the agent.
+HUMAN_WORDS = re.compile(r"send ETH|MCP configuration|environment file|`kill |`chmod "
+                         r"|point KINT_|point kint at|free some space|KINT_[A-Z_0-9]+|config\.toml"
+                         r"|config file|\bin (?:this command's|the supervisor's|the service's) "
+                         r"environment")
+
+
+def _human_steps(said: str) -> list[str]:
+    """The human's steps without a command that `said` gives before it hands anything to
+    the human."""
+    return HUMAN_WORDS.findall(HANDED_OVER.split(said, maxsplit=1)[0])
+
+
 def test_the_agents_view_of_the_cli_is_the_clis():
     """The translation knows a terminal's command by the CLI's own list: a command added to
     the CLI and named in a hint would otherwise pass to the agent as its next step."""
@@ -307,7 +348,7 @@ def test_no_worker_hint_hands_an_agent_a_terminals_command():
             if mapped is not None:
                 err = mapped(err, lambda: True)
             said = agent_error(tool, err).hint or ""
-            if _terminal_steps(said):
+            if _terminal_steps(said) or _human_steps(said):
                 bad.append((where, line, tool, said))
     assert not bad, "\n".join(map(str, bad))
 
@@ -421,7 +462,11 @@ def test_a_former_keys_nonce_and_a_stale_journal_are_the_agents_pull():
     said = _said_to("memory_pull", "RPC_UNAVAILABLE", funds)
     assert said == (f"stop and tell the human: the previous session key {ADDRESS} needs ETH "
                     f"on chain 8453 to fill nonce 7, and funding it is the owner's; after "
-                    f"that, call memory_pull: it fills nonce 7 again"), said
+                    f"that, call memory_pull again: it fills nonce 7 again"), said
+    # From memory_pull, the pull is its own call again (`{pull}`, which a template's words
+    # could not name: KeyError).
+    assert _said_to("memory_pull", "RPC_UNAVAILABLE", plain).startswith(
+        "call memory_pull again in a minute: it fills nonce 7 again")
     said = _said_to("memory_push", "STALE_RPC", STALE_JOURNAL_HINT)
     assert said.startswith("call memory_pull in a minute: it settles the interrupted push"), \
         said
@@ -443,7 +488,10 @@ def test_a_session_key_short_of_eth_is_the_owners_to_fund():
 def test_a_pulls_warnings_name_the_agents_tools_for_the_rows():
     """A pull that went on past a dropped journal says what to do with its rows for a
     terminal (`kint push`, `kint status`): memory_pull's reply gives the agent's tools,
-    and the owner's authorization as the human's."""
+    and the owner's authorization as the human's. Rows in a store the pull moved aside are
+    the human's to say what is written back, whichever journal carried them: an unauthorized
+    or rotated key's told the agent to write back itself, and that a push anchored rows
+    still in that store."""
     from kint.agent_server.results import pull_result
     from kint.tenant_worker.overtaken import Overtaken
 
@@ -453,6 +501,10 @@ def test_a_pulls_warnings_name_the_agents_tools_for_the_rows():
     for notice in notices:
         said = agent_notice(notice)
         assert not _terminal_steps(said), said
+        if "/s/moved.db" in notice:  # what is written back is the human's, for every journal
+            assert "write back" not in said and "ask the human what of it is still wanted" \
+                in said, said
+            assert "memory_push anchors them" not in said, said  # rows still in that store
     shown = pull_result({"message": "pulled", "warnings": notices})["warnings"]
     assert shown[-2].endswith("; memory_status counts them, and memory_push anchors them")
     assert all("`kint push`" not in line for line in shown), shown
@@ -483,24 +535,56 @@ def test_the_start_up_pull_asks_an_older_supervisor_the_plain_pull():
     """kint-server's start-up pull asks the worker to keep what a settlement found
     (`unread`); a supervisor of an older kint refuses the argument, and is asked the plain
     pull. A stand-in session (an older kint cannot be had here) checks the arguments as
-    this kint's pull op did before `unread` (kint.protocol.ops, the same words)."""
+    this kint's pull op did before `unread` (kint.protocol.ops, the same words). The plain
+    pull is waited for within what is left of the start-up budget, not the whole of it
+    again: the stand-in's clock (kint-server's monotonic one, patched) has the refusal
+    take 30 of the 40 s."""
     from dataclasses import replace
+    from unittest import mock
 
     from kint.mcp_server import _start_up_pull
     from kint.protocol.ops import OPS
 
     older = replace(OPS["pull"], args={name: spec for name, spec in OPS["pull"].args.items()
                                        if name != "unread"})
-    sent: list[dict] = []
+    sent: list[tuple[dict, float]] = []
+    now = [100.0]
 
     class OlderSupervisor:
         def call(self, op: str, args: dict, timeout_s: float) -> dict:
-            sent.append(args)
+            sent.append((args, timeout_s))
             try:
                 older.validate_args(args, None)
             except ProtocolError as err:
+                now[0] += 30
                 raise KintError(err.code.value, err.message, err.hint) from None
             return {"message": "pulled"}
 
-    assert _start_up_pull(OlderSupervisor(), 1.0) == {"message": "pulled"}
-    assert sent == [{"unread": True}, {}]
+    with mock.patch("kint.mcp_server.time.monotonic", lambda: now[0]):
+        assert _start_up_pull(OlderSupervisor(), 140.0) == {"message": "pulled"}
+    assert sent == [({"unread": True}, 40.0), ({}, 10.0)]
+
+
+def test_a_human_step_no_command_names_is_the_humans():
+    """A setting (kint-server's own environment: a bad KINT_CONTRACT in its MCP
+    configuration, passed on by SpaceContext.chain), space on a full disk, an endpoint to
+    point a setting at: none names a `kint` command, and each reached the agent as its own
+    next step. A header the endpoint would not serve is tried again first."""
+    from kint.chain.chain_id import on_other_chain
+    from kint.protocol.errors import (DEFAULT_HINTS, DISK_FULL_PULL_TAIL, HEADER_TRANSPORT_HINT,
+                                      ErrorCode)
+    from kint.settings import BY_NAME
+    from kint.settings.loader import THIS_CALL, Value, refusal
+
+    _, env = refusal(Value(BY_NAME["KINT_CONTRACT"], None, THIS_CALL,
+                           refused="KINT_CONTRACT=0x12 in this call is not an address"))
+    assert _said_to("memory_push", "CONFIG_INVALID", env) == f"stop and tell the human: {env}"
+    full = DEFAULT_HINTS[ErrorCode.DISK_FULL] + DISK_FULL_PULL_TAIL
+    assert _said_to("memory_pull", "DISK_FULL", full) == (
+        "stop and tell the human: once space is freed, call memory_pull again: it picks up "
+        "where this one stopped (nothing to discard)")
+    chain = _chains()[3]
+    point = on_other_chain(chain, {0: 1, 1: 1}, 2)[1]
+    assert _said_to("memory_pull", "STALE_RPC", point) == f"stop and tell the human: {point}"
+    assert _said_to("memory_pull", "RPC_UNAVAILABLE", HEADER_TRANSPORT_HINT).startswith(
+        "call memory_pull again in a minute: that is a transport failure")

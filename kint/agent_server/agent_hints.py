@@ -19,8 +19,9 @@ from kint.open_files import ROOM_HINT, SYSTEM_FILES_HINT, WORKER_ROOM_HINT
 from kint.pid_file_lock import FOREIGN_FILE_HINT
 from kint.protocol.errors import (ARCHIVE_HINT, CHECKSUM_HINT, CORRUPT_FILE_HINT,
                                   CORRUPT_JOURNAL_HINT, DEFAULT_HINTS, DEFERRED_FILL_HINT,
-                                  DEVCHAIN_RPC_HINT, FILL_AGAIN_HINT, FORMER_KEY_FUND,
-                                  FUND_SESSION_KEY_HINT, GAP_NEVER_OPENS_HINT,
+                                  DEVCHAIN_RPC_HINT, DISK_FULL_PULL_TAIL, FILL_AGAIN_HINT,
+                                  FORMER_KEY_FUND, FUND_SESSION_KEY_HINT,
+                                  GAP_NEVER_OPENS_HINT, HEADER_TRANSPORT_HINT,
                                   NO_DATA_KEY_HINT, NO_LOCAL_SECRET_HINT, NOT_CONNECTED_HINT,
                                   OVERTAKEN_NOTICE_TAIL, RECOVERY_CODE_HINT,
                                   RECOVERY_FILE_HINT, REKEY_JOURNAL_HINT, REORG_HINT,
@@ -30,7 +31,7 @@ from kint.protocol.errors import (ARCHIVE_HINT, CHECKSUM_HINT, CORRUPT_FILE_HINT
                                   SNAPSHOT_TOO_LARGE_HINT, STALE_JOURNAL_HINT,
                                   UNAUTHORIZED_HINT, UNAUTHORIZED_KEPT_HINT,
                                   UNAUTHORIZED_PUSH_HINT, UNREAD_GAP_HINT, UNSETTLED_THEN,
-                                  WRAPS_ROTATED_HINT, WRITE_BACK_TAIL, ErrorCode,
+                                  WRAPS_ROTATED_HINT, WRITE_BACK, WRITE_BACK_TAIL, ErrorCode,
                                   hint_with_notices, split_notices)
 from kint.sibyl_client import LOCKED_HINT, UNREADABLE_HINT
 from kint.spaces import STORE_HINT
@@ -98,8 +99,8 @@ _AGENT_HINTS = {
     STALE_JOURNAL_HINT: "call memory_pull in a minute: it settles the interrupted push once "
                         "the endpoint answers truly; if it fails again, stop and tell the "
                         "human: KINT_RPC_URL and KINT_RPC_URL_2 (their settings) name an "
-                        "endpoint that answers with an old or different chain; they check "
-                        "them, then call memory_pull again",
+                        "endpoint that answers with an old or different chain, for them to "
+                        "check; once they have, call memory_pull again",
     # The vault's maker without its recovery code file: writing it again is the agent's own
     # step (14-agents.md: run it, tell the human where it is, do not open it); copying it off
     # the machine is the human's.
@@ -128,6 +129,15 @@ _AGENT_HINTS = {
                                    "state",
     DEFAULT_HINTS[ErrorCode.DISK_FULL]: "stop and tell the human: once space is freed, call "
                                         "{tool} again",
+    # A pull's: what it applied stays, and the agent's next pull goes on from there.
+    DEFAULT_HINTS[ErrorCode.DISK_FULL] + DISK_FULL_PULL_TAIL: (
+        "stop and tell the human: once space is freed, call {pull}: it picks up where this "
+        "one stopped (nothing to discard)"),
+    # The head epoch's header not read (kint.tenant_worker.head_header): a passing fault
+    # heals; the endpoint setting is the human's.
+    HEADER_TRANSPORT_HINT: "call {tool} again in a minute: that is a transport failure, never "
+                           "a verdict on the vault; if it fails again, stop and tell the "
+                           "human to change the RPC (KINT_RPC_URL)",
     EXITED_HINT: "call {tool} again: kint-server starts a new supervisor (memory_status says "
                  "whether the call that failed had run)",
     # A supervisor that stops ends by itself, in a minute at most (its workers first):
@@ -185,8 +195,8 @@ _AGENT_TEMPLATES = (
     (FORMER_KEY_FUND + FILL_AGAIN_HINT,
      "stop and tell the human: the previous session key {address} needs ETH on chain "
      "{chain_id} to fill nonce {hole}, and funding it is the owner's; after that, call "
-     "memory_pull: it fills nonce {hole} again"),
-    (FILL_AGAIN_HINT, "call memory_pull in a minute: it fills nonce {hole} again; if it is "
+     "{pull}: it fills nonce {hole} again"),
+    (FILL_AGAIN_HINT, "call {pull} in a minute: it fills nonce {hole} again; if it is "
                       "refused the same way, stop and tell the human what it says"),
 )
 
@@ -207,7 +217,7 @@ def _from_template(said: str) -> str | None:
     for pattern, words in _TEMPLATE_PATTERNS:
         found = pattern.fullmatch(said)
         if found is not None:
-            return words.format(tool="{tool}", **{k: _literal(v) for k, v in
+            return words.format(tool="{tool}", pull="{pull}", **{k: _literal(v) for k, v in
                                                   found.groupdict().items()})
     return None
 
@@ -233,6 +243,16 @@ _AGENT_HINTS.update({DEFAULT_HINTS[code]: f"stop and tell the human: {DEFAULT_HI
                                   ErrorCode.INTERNAL)})
 
 
+# Words of a step that is the human's though it names no command of kint's: a setting
+# (any KINT_ one, or the config file: set where kint-server or the supervisor was started),
+# ETH to send, a process to signal, a file's mode, space on the disk. kint-server has no
+# tool for any, and a hint passed on as it was gave them to the agent as its own next step
+# (tests/test_worker_hints_for_agents.py holds every hint to them).
+HUMAN_ONLY_WORDS = ("send ETH", "MCP configuration", "environment file", "`kill ", "`chmod ",
+                    "point KINT_RPC_URL", "point kint at", "free some space", "KINT_",
+                    "config.toml", "config file")
+
+
 # Steps v0.3.0 keeps for the human's own terminal (14-agents.md, "Anti-patterns to avoid"):
 # anchoring over an epoch that will never open, moving the store aside, rotating the data
 # key; and the owner's authorization of a session key ("What must go back to the human",
@@ -244,7 +264,11 @@ _AGENT_HINTS.update({DEFAULT_HINTS[code]: f"stop and tell the human: {DEFAULT_HI
 # past a fork the pull may meet: that pull's own refusal says so when it comes. Such hints
 # are known by their code (CHAIN_MOVED) or named (_AGENT_HINTS), and mapped before any word
 # they hold could turn them into "stop" (here, or TERMINAL_STEP below).
-HUMAN_ONLY_STEPS = ("--over-skipped", "pull --discard-local", "kint rekey", "`kint authorize`")
+HUMAN_ONLY_STEPS = ("--over-skipped", "pull --discard-local", "kint rekey", "`kint authorize`",
+                    # and the human's steps no command names: ETH to send, a setting where
+                    # kint-server or the supervisor was started, an endpoint to point a
+                    # setting at, a process to signal, a file's mode, space on the disk
+                    *HUMAN_ONLY_WORDS)
 PULL_STEP = "run `kint pull`"
 
 # Every command of kint's CLI (tests/test_worker_hints_for_agents.py holds it to the CLI's
@@ -325,21 +349,31 @@ def _agent_words(tool: str, code: str, said: str) -> str | None:
 # What a pull's warning of a journal it dropped (kint.tenant_worker's overtaken.py,
 # unauthorized_journal.py) says last, for a terminal, about the rows the journal carried:
 # the agent's tools for them, and the owner's authorization handed to the human.
+ASK_WANTED = "ask the human what of it is still wanted"
+_WRITTEN_BACK = f"{ASK_WANTED}; once that is written back, memory_push anchors it"
 _NOTICE_TAILS = {
     OVERTAKEN_NOTICE_TAIL: "memory_status counts them, and memory_push anchors them",
-    WRITE_BACK_TAIL: "ask the human what of it is still wanted; once that is written back, "
-                     "memory_push anchors it",
+    WRITE_BACK_TAIL: _WRITTEN_BACK,
     ROTATED_KEY_NOTICE_TAIL: "memory_push anchors them with this machine's current session "
                              "key",
     UNAUTHORIZED_PUSH_HINT: f"tell the human: {UNAUTHORIZED_HINT}; after that, memory_push "
                             f"anchors them",
 }
+# The same for rows in a store the pull moved aside (`--discard-local`), which the warning
+# says as WRITE_BACK then the step after it: what is written back from that store is the
+# human's to say, as for a journal the chain passed, and no push anchors rows still in it.
+_MOVED_ASIDE_TAILS = {
+    f"{WRITE_BACK}; {ROTATED_KEY_NOTICE_TAIL}": f"{_WRITTEN_BACK} with this machine's "
+                                                f"current session key",
+    f"{WRITE_BACK}; {UNAUTHORIZED_PUSH_HINT}": f"{ASK_WANTED}; tell the human too: "
+                                               f"{UNAUTHORIZED_HINT}; once both are done, "
+                                               f"memory_push anchors it",
+}
 
 
 def agent_notice(said: str) -> str:
     """A pull's warning with its last step in an agent's words; any other as it is."""
-    for tail, words in _NOTICE_TAILS.items():
+    for tail, words in (*_MOVED_ASIDE_TAILS.items(), *_NOTICE_TAILS.items()):
         if said.endswith(f"; {tail}"):
             return said.removesuffix(tail) + words
     return said
-

@@ -164,13 +164,14 @@ class RestoreUnderWay:
 
     def hint(self) -> str:
         """What to do about a refusal while this restore runs: how to end a worker that
-        outlived its supervisor (`worker_stays`), else to wait for the restore."""
+        outlived its supervisor (`worker_stays`), the human's (a process to signal, which
+        the agent has no tool for), else to wait for the restore."""
         if self.worker_stays and not self.resumed:
             pid = self.worker_pid
-            return (f"`kill -CONT {pid}` if it is stopped (it then exits, its supervisor "
-                    f"gone), or `kill -KILL {pid}` if it is stuck; this server then sends "
-                    f"the restore again and opens the store when it ends (memory_status "
-                    f"says how under restore_outcome)")
+            return (f"stop and tell the human: `kill -CONT {pid}` if it is stopped (it then "
+                    f"exits, its supervisor gone), or `kill -KILL {pid}` if it is stuck; this "
+                    f"server then sends the restore again and opens the store when it ends "
+                    f"(memory_status says how under restore_outcome)")
         return RESTORE_RUNNING_HINT
 
     def outcome(self) -> dict[str, Any] | None:

@@ -259,6 +259,12 @@ FILL_AGAIN_HINT = "run `kint pull`: it fills nonce {hole} again"
 DEVCHAIN_RPC_HINT = ("the devchain's endpoint did not answer: `kint devchain status` says "
                      "whether it runs (`kint devchain start` starts it), then try again")
 SPACE_RPC_HINT = SPACE_RPC_CHECK + RETRY_THEN
+# The head epoch's header that the endpoint would not serve (kint.tenant_worker.head_header).
+HEADER_TRANSPORT_HINT = ("that is a transport failure, never a verdict on the vault: try again, "
+                         "or change the RPC (KINT_RPC_URL)")
+# DISK_FULL's hint for a pull (kint.tenant_worker.state_health): what it had applied stays,
+# and the next pull goes on from there.
+DISK_FULL_PULL_TAIL = ": the next pull picks up where this one stopped (nothing to discard)"
 # RPC_UNAVAILABLE's hint for a receipt wait that ran out while the push waited behind a
 # previous session key's nonce held at another endpoint of the space, within the bound on
 # that wait (kint.tenant_worker.former_key_wait): no endpoint failed, so the generic hint's

@@ -20,6 +20,7 @@ from kint.chain.anchor import Anchor, CalldataRefused, Head
 from kint.chain.rpc import RpcUnavailable
 from kint.epochs.envelope import Header, MalformedHeader, parse_header
 from kint.protocol import ErrorCode, ProtocolError
+from kint.protocol.errors import HEADER_TRANSPORT_HINT
 
 log = logging.getLogger("kint.worker")
 
@@ -49,8 +50,7 @@ NO_KINT_HEADER_HINT = ("the chain answered: those epochs are none of them an env
 
 def _unreadable(message: str) -> ProtocolError:
     return ProtocolError(ErrorCode.RPC_UNAVAILABLE, message,
-                         "that is a transport failure, never a verdict on the vault: try "
-                         "again, or change the RPC (KINT_RPC_URL)")
+                         HEADER_TRANSPORT_HINT)
 
 
 def read_head(anchor: Anchor, owner: str, space: str) -> Head:

@@ -79,6 +79,9 @@ class Overtaken:
     head_seq: int
     landed: bool
     waiting: str | None = None  # REPLACED, WAITS_TO_REVERT: its transaction the endpoint held
+    # A kept notice whose chain the store was pulled up to since (settled_notice._as_now):
+    # said, but no push is behind for it. Never kept: it is what holds when read.
+    pulled_since: bool = False
 
     def describe(self, moved_to: str | None = None) -> str:
         """What became of the journal; `moved_to`: the store a pull moved aside

@@ -57,7 +57,7 @@ _KINDS: dict[str, type[Overtaken] | type[Unauthorized]] = {
 MAX_BYTES = 64 * 1024
 # What a notice says of the store now (`_as_now`), never kept: stored, a `true` was trusted
 # after new rows came, and a kint without the field could not read the notice at all.
-NOW_ONLY = frozenset({"anchored_since"})
+NOW_ONLY = frozenset({"anchored_since", "pulled_since"})
 # A file whose fields are not a notice's (JSON of another shape).
 UNREAD = (OSError, orjson.JSONDecodeError, KeyError, TypeError, AttributeError)
 
@@ -150,19 +150,26 @@ def _read(path: Path) -> tuple[Found, Any]:
 
 
 def _as_now(ctx: SpaceContext, notice: Found) -> Found:
-    """`notice` as it holds now: a dropped journal's rows that the store no longer holds
+    """`notice` as it holds now. A dropped journal's rows that the store no longer holds
     unanchored (the watcher's push, which leaves the notice kept, anchored them) are said
-    so, not sent to `kint push`, which would find nothing to push. A store that cannot be
-    counted leaves the words as they were kept."""
-    if not isinstance(notice, Unauthorized) or notice.kept is not None:
+    so, not sent to `kint push`, which would find nothing to push. A chain the store has
+    since been pulled up to (kint-server's start-up pull, which leaves the notice kept for
+    the agent, went on past it) is said so too: the notice is still said, but the push it
+    meets is no longer behind for it, where it refused CHAIN_MOVED ("pull first") with
+    nothing left to pull. A store that cannot be read leaves the words as they were kept."""
+    if isinstance(notice, Overtaken):
+        mirror = _mirror_now(ctx)
+        pulled = mirror is not None and mirror.head.seq >= notice.head_seq
+        return replace(notice, pulled_since=True) if pulled else notice
+    if notice.kept is not None:
         return notice
     from kint.tenant_worker.state_format import CorruptStateFile
     from kint.tenant_worker.unanchored import count_unanchored
 
+    mirror = _mirror_now(ctx)
+    if mirror is None or not os.path.exists(ctx.config.db):
+        return notice
     try:
-        mirror = ctx.state.mirror()
-        if mirror is None or not os.path.exists(ctx.config.db):
-            return notice
         left = len(count_unanchored(ctx, mirror).unanchored)
     except (OSError, sqlite3.Error, ProtocolError, CorruptStateFile) as err:
         log.info("space %s: whether the rows of a dropped journal are anchored since is not "
@@ -171,9 +178,25 @@ def _as_now(ctx: SpaceContext, notice: Found) -> Found:
     return replace(notice, anchored_since=True) if left == 0 else notice
 
 
+def _mirror_now(ctx: SpaceContext) -> Any:
+    """The mirror, for `_as_now`; None when there is none or it does not read (the
+    command's own read of it names that)."""
+    from kint.tenant_worker.state_format import CorruptStateFile
+
+    try:
+        return ctx.state.mirror()
+    except (OSError, ProtocolError, CorruptStateFile) as err:
+        log.info("space %s: the mirror a kept notice is read against does not read (%s)",
+                 ctx.config.space16, err)
+        return None
+
+
 def owes_nothing(found: Found) -> bool:
-    """Whether `found` is said only to tell it: nothing of it waits for the command."""
-    return isinstance(found, Unauthorized) and found.anchored_since
+    """Whether `found` is said only to tell it: nothing of it waits for the command (its
+    rows anchored since, or the chain it was settled against pulled since)."""
+    if isinstance(found, Overtaken):
+        return found.pulled_since
+    return found.anchored_since
 
 
 def waiting(ctx: SpaceContext) -> str | None:

@@ -14,7 +14,7 @@ from sibyl_memory_client.exceptions import SibylMemoryError
 
 from kint.pid_file_lock import FOREIGN_FILE_HINT, NotOwnFile
 from kint.protocol import ErrorCode, ProtocolError
-from kint.protocol.errors import CORRUPT_FILE_HINT
+from kint.protocol.errors import CORRUPT_FILE_HINT, DEFAULT_HINTS, DISK_FULL_PULL_TAIL
 from kint.tenant_worker.statefiles import CorruptStateFile
 
 _DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
@@ -51,9 +51,9 @@ def disk_full(err: OSError) -> bool:
 
 
 def _disk_full(what: str, why: str, op: str) -> ProtocolError:
-    hint = "free some space, then run the command again"
+    hint = DEFAULT_HINTS[ErrorCode.DISK_FULL]
     if op == "pull":
-        hint += ": the next pull picks up where this one stopped (nothing to discard)"
+        hint += DISK_FULL_PULL_TAIL
     return ProtocolError(ErrorCode.DISK_FULL,
                          f"the disk is full: writing {what} failed ({why}); what was already "
                          f"recorded stays as it was", hint)
