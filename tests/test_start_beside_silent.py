@@ -11,7 +11,8 @@ Lane fix29a: the line comes after a second only beside a supervisor /proc says i
 after 4 s beside one that runs (a busy one's ping can take over a second); never under
 --json, whose stderr stays quiet; and the wait's other ends: the supervisor answers after
 the line (the start ends 0), it exits during the wait (the start goes on and starts one),
-it holds the home but is not serving yet (no line, not waited for here).
+it holds the home but is not serving yet (no line, not waited for here). review29e: the 4 s
+line itself (docs/commands.md's example) and the refusal after it, beside one that runs.
 
 A real supervisor, held with SIGSTOP; the command runs through tests/support/run_kint.py
 with the 10 s cut (KINT_TEST_UNREACHABLE_AFTER_S) where the test waits it out.
@@ -25,8 +26,13 @@ import signal
 import subprocess
 import sys
 import threading
+import time
+from pathlib import Path
+
+import pytest
 
 from conftest import SUPPORT, make_sandbox, pid_alive
+from kint.client import SupervisorUnavailable
 from kint.commands import start_beside
 from kint.paths import run_dir
 from kint.supervisor.pidlock import PID_FILE
@@ -193,5 +199,47 @@ def test_a_supervisor_not_serving_yet_is_not_waited_for_here(tmp_path):
             _rewrite(path, held)
             os.kill(pid, signal.SIGCONT)
         assert (found, said) == (None, []), said
+    finally:
+        sb.shutdown()
+
+
+def test_a_running_supervisor_that_does_not_answer_is_said_waited_for_at_4s(tmp_path,
+                                                                            monkeypatch):
+    """review29e: the line docs/commands.md gives as its example, beside a supervisor that
+    runs but has not answered: said once 4 s have gone unanswered (not at 1 s), with no
+    "(it is stopped" note, and the refusal at the end of the wait (cut to 6 s here). A real
+    supervisor is held with SIGSTOP throughout; /proc would say it is stopped, so both of
+    the start's looks at its state (start_beside's and the line's note, autostart's) are
+    made to say it runs (stubbed: a busy supervisor cannot be made to go unanswered on
+    purpose here)."""
+    from kint.supervisor import autostart
+
+    monkeypatch.setattr(start_beside, "process_stopped", lambda pid: False)
+    monkeypatch.setattr(autostart, "process_stopped", lambda pid: False)
+    monkeypatch.setattr(autostart, "UNREACHABLE_AFTER_S", 6.0)
+    sb = make_sandbox(tmp_path)
+    said: list[tuple[float, str]] = []
+    try:
+        pid = sb.start()
+        os.kill(pid, signal.SIGSTOP)
+        began = time.monotonic()
+        try:
+            with pytest.raises(SupervisorUnavailable) as refused:
+                start_beside.answering_pid(sb.kint_home,
+                                           lambda line: said.append((time.monotonic(), line)))
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        assert [line for _, line in said] == [
+            f"kint: waiting for the supervisor (pid {pid}) to answer: it holds "
+            f"{sb.kint_home} and has not answered for 4s; it is said stuck if it has not "
+            f"within 6s"], said
+        assert said[0][0] - began >= start_beside.SAY_BUSY_AFTER_S, said  # never before 4 s
+        assert refused.value.message.startswith(
+            f"the supervisor (pid {pid}) runs but does not answer on "), refused.value.message
+        assert "(it is stopped" not in refused.value.message, refused.value.message
+        # The page's example is this line, with its pid, home and the whole 10 s wait.
+        example = said[0][1].replace(str(pid), "4242").replace(
+            str(sb.kint_home), "/home/me/.kint").replace("within 6s", "within 10s")
+        assert example in (Path(__file__).parent.parent / "docs" / "commands.md").read_text()
     finally:
         sb.shutdown()

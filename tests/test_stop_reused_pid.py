@@ -6,7 +6,9 @@ stop that meant one supervisor while another answers: session 28's leftovers, la
   running", not "is stopping";
 - `kint supervisor stop` whose look at the pid file named nobody (unreadable, -1) names the
   supervisor its ping found: one started since with the same pid is not stopped, and the
-  stop says so (exit 0).
+  stop says so (exit 0);
+- (review29e) one whose pid file still names nobody after PID_WRITE_GRACE_S, its ping
+  unanswered, sends no unnamed stop: refused, exit 2; one written within it is named.
 
 Real supervisors throughout. A pid cannot be given back on purpose here: where a reused
 pid is needed, the note names a process of the test's own, started after the supervisor
@@ -245,5 +247,101 @@ def test_a_stop_no_look_named_names_the_one_its_pid_file_names_by_then(tmp_path,
         _rewrite(path, b"-\n")
         _stop_finds_a_successor(sb, StillStarting(sb.kint_home, autostart=False), first,
                                 started, monkeypatch, capsys)
+    finally:
+        sb.shutdown()
+
+
+class _Unanswered(Client):
+    """A client whose stop's ping is answered None, as a supervisor still starting answers
+    nothing (stubbed: one cannot be held between its bind and its first answer here), and
+    whose calls are recorded in `asked` (op, args) before they go out."""
+
+    def __init__(self, home, asked: list) -> None:
+        super().__init__(home, autostart=False)
+        self.asked = asked
+
+    def ping_answer(self, timeout_s: float = 1.0):  # type: ignore[override]
+        return None
+
+    def call(self, op, **kw):  # type: ignore[override]
+        self.asked.append((op, kw.get("args")))
+        return super().call(op, **kw)
+
+
+def test_a_stop_whose_pid_file_never_names_one_sends_no_unnamed_stop(tmp_path, monkeypatch,
+                                                                     capsys):
+    """review29e: the pid file did not read at the stop's first look nor at its one look
+    again (corrupt, here `-`), and the ping got no answer. Before, `sup.stop` went out
+    naming nobody, and whichever supervisor read it stopped ("supervisor stopped"): a
+    successor started meanwhile too. Now the pid file is read again for PID_WRITE_GRACE_S;
+    still naming none, the stop is refused (exit 2, SUPERVISOR_UNAVAILABLE) with nothing
+    sent, and the supervisor serves on. A real supervisor; its ping stubbed (_Unanswered)."""
+    from kint.commands import supervisor_stop
+    from test_stop_names_its_run import _StopCtx, _rewrite
+
+    sb = make_sandbox(tmp_path)
+    asked: list = []
+    try:
+        pid = sb.start()
+        path = run_dir(sb.kint_home) / PID_FILE
+        held = path.read_bytes()
+        _rewrite(path, b"-\n")
+        monkeypatch.setenv("KINT_HOME", str(sb.kint_home))
+        try:
+            with _Unanswered(sb.kint_home, asked) as client, \
+                    pytest.raises(SystemExit) as refused:
+                supervisor_stop.run(_StopCtx(client), as_json=False)
+        finally:
+            _rewrite(path, held)
+        err = capsys.readouterr().err
+        assert refused.value.code == 2, err
+        assert asked == [], asked
+        assert "[SUPERVISOR_UNAVAILABLE]" in err, err
+        assert f"{path} names none (not after 3s); nothing was asked to stop" in err, err
+        with Client(sb.kint_home, autostart=False) as client:
+            assert client.call("sup.ping", timeout_s=10)["pid"] == pid
+    finally:
+        sb.shutdown()
+
+
+def test_a_stop_waits_for_a_pid_file_written_after_its_looks(tmp_path, monkeypatch, capsys):
+    """review29e: the pid file did not read through the stop's looks (its ping unanswered,
+    the holder not gone 2 s later) and was written only just after them, as a supervisor
+    slow to start writes it. Before, the one look again read it unwritten and the stop went
+    out naming nobody; now it is read again until it names the supervisor, and the stop
+    names it (its pid, as its ping gave no start time). Real supervisor; its ping stubbed
+    (_Unanswered), its pid written back (without `serving`: still starting) by the test at
+    the first read of the pid file after those looks."""
+    from kint.commands import supervisor_stop
+    from kint.supervisor import pidlock
+    from test_stop_names_its_run import _rewrite, _stop_with
+
+    sb = make_sandbox(tmp_path)
+    asked: list = []
+    looked: list[bool] = []
+    try:
+        pid = sb.start()
+        path = run_dir(sb.kint_home) / PID_FILE
+        looks, read = supervisor_stop._exits_within, pidlock.running_pid
+
+        def after_its_looks(*args):
+            gone = looks(*args)
+            looked.append(True)
+            return gone
+
+        def written_after_a_read(home):
+            now = read(home)
+            if looked == [True]:
+                looked.append(True)
+                _rewrite(path, f"{pid}\n".encode())
+            return now
+
+        monkeypatch.setattr(supervisor_stop, "_exits_within", after_its_looks)
+        monkeypatch.setattr(pidlock, "running_pid", written_after_a_read)
+        _rewrite(path, b"-\n")
+        out = _stop_with(_Unanswered(sb.kint_home, asked), monkeypatch, capsys)
+        assert asked == [("sup.stop", {"pid": pid})], asked
+        assert out == "supervisor stopped\n", out
+        assert not pid_alive(pid)
     finally:
         sb.shutdown()

@@ -21,7 +21,7 @@ import click
 
 from kint.client import Client, KintError, SupervisorUnavailable
 from kint.commands.common import Ctx, echo_json, fail, refuse
-from kint.paths import kint_home, log_path
+from kint.paths import kint_home, log_path, run_dir
 from kint.proc_stat import process_stopped
 from kint.protocol import ErrorCode
 from kint.seconds_text import seconds_text
@@ -120,16 +120,33 @@ def _asked(obj: Ctx, client: Client, home: Path, pid: int | None,
     meanwhile = not answered and (_stopping_meanwhile(home, pid)
                                   or _exits_within(home, pid, EXITING_GRACE_S))
     if not answered and not meanwhile:
+        if pid is None or pid <= 0:
+            # Named by neither the pid file's first look nor a ping: one just started
+            # writes its pid within moments, and is named by it rather than the stop
+            # going to whichever supervisor reads it.
+            pid = _read_past_unwritten(home, running_pid(home), PID_WRITE_GRACE_S)
         # Stopped (SIGSTOP) or stuck, it would not answer the stop either: said now,
         # not after the stop's whole minute as "no answer".
         refuse_if_silent(obj)
         if pid is None or pid <= 0:
-            # Named by neither the pid file's first look nor a ping: one just started has
-            # written its pid by now (the looks above took seconds), and is named by it
-            # rather than the stop going to whichever supervisor reads it.
-            pid = _meant(pid, {"pid": running_pid(home)})
+            _refuse_unnamed(obj, home)
     wait_s, successor, asked = _stop_or_meanwhile(obj, client, home, pid, answer, meanwhile)
     return wait_s, successor, asked, pid
+
+
+def _refuse_unnamed(obj: Ctx, home: Path) -> None:
+    """Refuse (exit 2) a stop that found no supervisor to name: none answered its ping and
+    the pid file still named none after PID_WRITE_GRACE_S (corrupt, or its holder gone).
+    A `sup.stop` naming none stops whichever supervisor reads it: one started meanwhile
+    (a kint-server's call, a command's autostart) as well as the one meant."""
+    from kint.supervisor.pidlock import PID_FILE
+
+    fail(SupervisorUnavailable(
+        f"no supervisor answered and {run_dir(home) / PID_FILE} names none (not after "
+        f"{seconds_text(PID_WRITE_GRACE_S)}); nothing was asked to stop, as a stop naming "
+        f"none would stop whichever supervisor read it",
+        f"`kint supervisor status` says whether one runs; see {log_path(home)}; run "
+        f"`kint supervisor stop` again once that file names it"), obj.debug)
 
 
 def _stop_or_meanwhile(obj: Ctx, client: Client, home: Path, pid: int | None,
