@@ -345,3 +345,37 @@ def test_a_stop_waits_for_a_pid_file_written_after_its_looks(tmp_path, monkeypat
         assert not pid_alive(pid)
     finally:
         sb.shutdown()
+
+
+def test_a_stop_whose_unnamed_supervisor_exits_during_its_looks_says_stopped(tmp_path,
+                                                                            monkeypatch,
+                                                                            capsys):
+    """The pid file did not read through the stop's looks (its ping unanswered) and the
+    supervisor there exited while the stop read the pid file again (another stop, a crash):
+    nobody holds KINT_HOME, so what the user asked for is done. Before, the stop refused
+    (exit 2, "names none") as if a supervisor still ran; now it says "supervisor stopped"
+    (exit 0) with nothing sent. Real supervisor, ended by SIGTERM between the looks and the
+    reads again; its ping stubbed (_Unanswered)."""
+    from kint.commands import supervisor_stop
+    from test_stop_names_its_run import _rewrite, _stop_with
+
+    sb = make_sandbox(tmp_path)
+    asked: list = []
+    try:
+        pid = sb.start()
+        path = run_dir(sb.kint_home) / PID_FILE
+        looks = supervisor_stop._exits_within
+
+        def ended_after_its_looks(*args):
+            gone = looks(*args)
+            os.kill(pid, signal.SIGTERM)
+            sb.wait_for(lambda: not pid_alive(pid), timeout=60, what="the supervisor's exit")
+            return gone
+
+        monkeypatch.setattr(supervisor_stop, "_exits_within", ended_after_its_looks)
+        _rewrite(path, b"-\n")
+        out = _stop_with(_Unanswered(sb.kint_home, asked), monkeypatch, capsys)
+        assert asked == [], asked
+        assert out == "supervisor stopped\n", out
+    finally:
+        sb.shutdown()

@@ -119,12 +119,14 @@ def _asked(obj: Ctx, client: Client, home: Path, pid: int | None,
     answered = answer is not None
     meanwhile = not answered and (_stopping_meanwhile(home, pid)
                                   or _exits_within(home, pid, EXITING_GRACE_S))
+    if not answered and not meanwhile and (pid is None or pid <= 0):
+        # Named by neither the pid file's first look nor a ping: one just started
+        # writes its pid within moments, and is named by it rather than the stop
+        # going to whichever supervisor reads it. Nobody holding the home by then, the
+        # one there exited meanwhile (another stop, a crash): stopped, nothing to ask.
+        pid = _read_past_unwritten(home, running_pid(home), PID_WRITE_GRACE_S)
+        meanwhile = pid is None
     if not answered and not meanwhile:
-        if pid is None or pid <= 0:
-            # Named by neither the pid file's first look nor a ping: one just started
-            # writes its pid within moments, and is named by it rather than the stop
-            # going to whichever supervisor reads it.
-            pid = _read_past_unwritten(home, running_pid(home), PID_WRITE_GRACE_S)
         # Stopped (SIGSTOP) or stuck, it would not answer the stop either: said now,
         # not after the stop's whole minute as "no answer".
         refuse_if_silent(obj)
@@ -136,7 +138,7 @@ def _asked(obj: Ctx, client: Client, home: Path, pid: int | None,
 
 def _refuse_unnamed(obj: Ctx, home: Path) -> None:
     """Refuse (exit 2) a stop that found no supervisor to name: none answered its ping and
-    the pid file still named none after PID_WRITE_GRACE_S (corrupt, or its holder gone).
+    the pid file, still held, named none after PID_WRITE_GRACE_S (corrupt).
     A `sup.stop` naming none stops whichever supervisor reads it: one started meanwhile
     (a kint-server's call, a command's autostart) as well as the one meant."""
     from kint.supervisor.pidlock import PID_FILE
