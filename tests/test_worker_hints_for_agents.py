@@ -510,6 +510,25 @@ def test_a_pulls_warnings_name_the_agents_tools_for_the_rows():
     assert all("`kint push`" not in line for line in shown), shown
 
 
+def test_a_dropped_journal_the_store_was_pulled_past_names_no_command():
+    """A dropped journal whose chain the store was pulled up to since (kint-server's
+    start-up pull went past it) is said by the push that goes on (memory_push's `notices`,
+    passed as the worker says them) and by a later pull: it said the rows were "still in
+    the store, not anchored" and that "`kint push` anchors them", inside the very push that
+    anchors what the store holds. It is `describe` alone, with what the pull since means for
+    the rows, wherever a pull moved the store since."""
+    from kint.agent_server.results import push_result
+    from kint.tenant_worker.overtaken import PULLED_SINCE, Overtaken
+
+    past = Overtaken(3, 5, False, pulled_since=True)
+    for moved in (None, "/s/moved.db"):
+        said = past.notice(moved)
+        assert said == past.describe() and said.endswith(f"dropped; {PULLED_SINCE}"), said
+        assert "still in the store" not in said and "`kint " not in said, said
+        assert agent_notice(said) == said
+    assert push_result({"notices": [past.notice()]}, "tool")["notices"] == [past.describe()]
+
+
 def test_the_archive_hint_sends_every_tool_to_the_pull():
     """ARCHIVE_HINT is a pull's walk's: "call memory_status again" healed nothing."""
     from kint.protocol.errors import ARCHIVE_HINT
