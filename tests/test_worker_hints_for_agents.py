@@ -556,10 +556,9 @@ def test_the_start_up_pull_asks_an_older_supervisor_the_plain_pull():
     pull. A stand-in session (an older kint cannot be had here) checks the arguments as
     this kint's pull op did before `unread` (kint.protocol.ops, the same words). The plain
     pull is waited for within what is left of the start-up budget, not the whole of it
-    again: the stand-in's clock (kint-server's monotonic one, patched) has the refusal
-    take 30 of the 40 s."""
+    again: the stand-in's clock, handed to it (patching kint-server's `time.monotonic`
+    froze the process's own for every thread), has the refusal take 30 of the 40 s."""
     from dataclasses import replace
-    from unittest import mock
 
     from kint.mcp_server import _start_up_pull
     from kint.protocol.ops import OPS
@@ -579,8 +578,7 @@ def test_the_start_up_pull_asks_an_older_supervisor_the_plain_pull():
                 raise KintError(err.code.value, err.message, err.hint) from None
             return {"message": "pulled"}
 
-    with mock.patch("kint.mcp_server.time.monotonic", lambda: now[0]):
-        assert _start_up_pull(OlderSupervisor(), 140.0) == {"message": "pulled"}
+    assert _start_up_pull(OlderSupervisor(), 140.0, lambda: now[0]) == {"message": "pulled"}
     assert sent == [({"unread": True}, 40.0), ({}, 10.0)]
 
 
