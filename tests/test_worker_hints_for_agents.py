@@ -586,7 +586,8 @@ def test_a_human_step_no_command_names_is_the_humans():
     """A setting (kint-server's own environment: a bad KINT_CONTRACT in its MCP
     configuration, passed on by SpaceContext.chain), space on a full disk, an endpoint to
     point a setting at: none names a `kint` command, and each reached the agent as its own
-    next step. A header the endpoint would not serve is tried again first."""
+    next step. A header the endpoint would not serve, and CHAIN_UNREADABLE's own hint for
+    the same transport failure, are tried again first."""
     from kint.chain.chain_id import on_other_chain
     from kint.protocol.errors import (DEFAULT_HINTS, DISK_FULL_PULL_TAIL, HEADER_TRANSPORT_HINT,
                                       ErrorCode)
@@ -605,3 +606,10 @@ def test_a_human_step_no_command_names_is_the_humans():
     assert _said_to("memory_pull", "STALE_RPC", point) == f"stop and tell the human: {point}"
     assert _said_to("memory_pull", "RPC_UNAVAILABLE", HEADER_TRANSPORT_HINT).startswith(
         "call memory_pull again in a minute: that is a transport failure")
+    # CHAIN_UNREADABLE's own hint is the same failure (rekey's today, which kint-server
+    # has no tool for): it was a stop, where the header's is tried again first.
+    unreadable = DEFAULT_HINTS[ErrorCode.CHAIN_UNREADABLE]
+    assert _said_to("memory_push", "CHAIN_UNREADABLE", unreadable) == (
+        "call memory_push again in a minute: that is a transport failure, never a verdict on "
+        "the vault: nothing was sent or changed; if it fails again, stop and tell the human "
+        "to change the RPC (KINT_RPC_URL)")
