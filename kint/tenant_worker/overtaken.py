@@ -68,13 +68,15 @@ def carried_where(moved_to: str | None) -> str:
 # settled against (`pulled_since`): a pull goes on over the head's move only when the store
 # holds no change the chain never saw (local_state.py), or one lost (restored, keeping what
 # was written since) or moved aside (--discard-local), so the rows it carried were gone
-# from the store by then. Said with no command: the push that says it anchors what the
-# store holds, and "still in the store, not anchored" and "`kint push` anchors them", said
-# inside that push (an agent's memory_push too), were false.
+# from the store by then; any written again since are new changes, anchored as any is.
+# Said with no command: "still in the store, not anchored" and "`kint push` anchors them"
+# were false inside the push that goes on past it (an agent's memory_push too), which
+# anchors what the store holds. Nor does it say this push anchors them: one refused after
+# it carries it under its hint, and so does a pull's FORK, where no push goes on.
 PULLED_SINCE = ("the store has since been pulled up to the chain, which a pull does only "
                 "over a store holding no unanchored change (or one lost, or moved aside), so "
-                "the changes it carried are in the store only if written again since, and "
-                "a push anchors what it holds")
+                "the changes it carried are in the store only if written again since, as new "
+                "changes")
 
 
 PULL_THEN = ("run `kint pull`, then `{again}` (should the pull refuse as a fork, `kint "
