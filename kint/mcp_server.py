@@ -18,7 +18,7 @@ import signal
 import sys
 import threading
 import time
-from typing import Any, NoReturn
+from typing import Any, Callable, NoReturn
 
 from kint.logs import SERVER_LOG, setup_file_logging
 from kint.paths import home_refusal, kint_home
@@ -54,25 +54,27 @@ def bootstrap_seconds() -> float:
     return float(settings.value("KINT_BOOTSTRAP_SECONDS"))
 
 
-def _start_up_pull(session: Any, deadline: float) -> dict[str, Any]:
+def _start_up_pull(session: Any, deadline: float,
+                   clock: Callable[[], float] = time.monotonic) -> dict[str, Any]:
     """The pull, `unread`: its answer reaches this log only, so what a settlement of an
     interrupted push finds stays kept for the agent's next push or pull to say (it was
     used up here, said to no one). A supervisor of an older kint, which does not know the
     argument, is asked the plain pull, within what is left of the same budget (each waited
-    for at least MIN_PULL_WAIT_S)."""
+    for at least MIN_PULL_WAIT_S). `clock` reads `deadline`'s clock: a test hands its own,
+    where patching this module's `time.monotonic` froze the process's for every thread."""
     from kint.client import KintError
 
     try:
-        return session.call("pull", {"unread": True}, timeout_s=_left(deadline))
+        return session.call("pull", {"unread": True}, timeout_s=_left(deadline, clock))
     except KintError as err:
         if err.code != "BAD_REQUEST" or "unknown argument 'unread'" not in err.message:
             raise
-    return session.call("pull", {}, timeout_s=_left(deadline))
+    return session.call("pull", {}, timeout_s=_left(deadline, clock))
 
 
-def _left(deadline: float) -> float:
+def _left(deadline: float, clock: Callable[[], float]) -> float:
     """What is left of the start-up budget for a pull to be waited for."""
-    return max(deadline - time.monotonic(), MIN_PULL_WAIT_S)
+    return max(deadline - clock(), MIN_PULL_WAIT_S)
 
 
 def _bootstrap(session: Any, deadline: float) -> None:

@@ -127,7 +127,7 @@ def test_a_devchain_that_does_not_answer_is_named_in_the_hint(machine):
 
 def test_the_endpoint_hint_names_where_the_endpoint_was_set():
     from kint.chain.config import DEVCHAIN_SOURCE, SPACE_URLS_SOURCE, ChainConfig
-    from kint.protocol.errors import DEFAULT_HINTS, ErrorCode
+    from kint.protocol.errors import DEFAULT_HINTS, SPACE_RPC_HINT, ErrorCode
     from kint.tenant_worker.rpc_hint import endpoint_hint
 
     def chain(source: str, where: str | None = None) -> ChainConfig:
@@ -135,7 +135,8 @@ def test_the_endpoint_hint_names_where_the_endpoint_was_set():
                            rpc_source=source, rpc_where=where)
 
     assert "kint devchain start" in endpoint_hint(chain(DEVCHAIN_SOURCE, "/k/devchain.json"))
-    assert "kint connect --rpc-urls" in endpoint_hint(chain(SPACE_URLS_SOURCE))
+    assert endpoint_hint(chain(SPACE_URLS_SOURCE)) == SPACE_RPC_HINT  # kint connect --rpc-urls
+    assert "kint connect --rpc-urls" in SPACE_RPC_HINT
     assert "/k/config.toml [spaces" in endpoint_hint(chain("file", '/k/config.toml [spaces."t"]'))
     for source in ("default", "daemon environment", "this call"):
         assert endpoint_hint(chain(source)) == DEFAULT_HINTS[ErrorCode.RPC_UNAVAILABLE]

@@ -26,7 +26,7 @@ from web3.exceptions import TransactionNotFound
 
 from chain_machines import (authorize_machine, jdb, kdb, new_machine, ok, owner_account,
                             wallet_signature)
-from conftest import write_rules as write
+from conftest import sibyl_client, write_rules as write
 from rpc_proxy import RpcProxy
 from kint.chain.artifact import load_artifact
 from kint.commands.exit_codes import CHAIN_MOVED as CHAIN_MOVED_EXIT
@@ -36,6 +36,7 @@ from kint.custody.vault_message import canonical_payload
 from kint.epochs.envelope import parse_header
 from kint.rows.export import connect_ro, export_rows
 from kint.spaces import space_id as space_id_of
+from kint.tenant_worker.overtaken import PULLED_SINCE
 
 
 @pytest.fixture(scope="module")
@@ -328,6 +329,46 @@ def test_a_notice_the_start_up_pull_went_past_is_said_by_the_push_not_refused_on
     assert any(landed in n for n in pushed.get("notices", [])), pushed
     assert after is None, after  # said once
     assert s.names(s.dba) == {"first", "second", "third", "fourth"}
+
+
+def test_a_dropped_notice_the_start_up_pull_went_past_is_said_true_in_the_agents_words(box):
+    """(b) met first by kint-server's start-up pull, which goes on past it: the row the
+    dropped journal carried was deleted from A's store, so no unanchored change forks the
+    pull. The agent's memory_push said among its notices that the changes were "still in
+    the store, not anchored", and that "`kint status` counts them, and `kint push` anchors
+    them": a terminal's commands, in the answer of the very push that anchors what the
+    store holds. It says what the pull since means for them, and names no command."""
+    from mcp_session import AgentProcess
+
+    s = Space(box, "lost-push-start-up-past")
+    write(s.dba, s.a.tenant, second="in the push killed before its send")
+    s.kill_a("before_send", "push")
+    assert s.b_pushes("other")["seq"] == 2
+    client = sibyl_client(s.dba, s.a.tenant)
+    try:
+        assert client.delete_entity("rules", "second")
+    finally:
+        client.storage.close()
+    s.release()
+    env = {**s.a.env, "SIBYL_MEMORY_DB": str(s.dba), "KINT_BOOTSTRAP_SECONDS": "60"}
+    agent = AgentProcess(env).start()
+    try:
+        s.a.wait_for(lambda: not s.pending.exists() and s.mirror_head() == s.chain_head(),
+                     timeout=60, what="the start-up pull")
+        write(s.dba, s.a.tenant, fourth="written by the agent after the start-up")
+        pushed = agent.call("memory_push")
+        after = agent.call("memory_status")["settled_notice"]
+    finally:
+        agent.close()
+    assert "error" not in pushed and pushed["pushed"] == 1, pushed
+    said = [n for n in pushed.get("notices", []) if "epoch 2 never landed" in n]
+    assert len(said) == 1, pushed
+    assert said[0].startswith("an interrupted push of epoch 2 never landed and never can: "
+                              "another machine's epoch holds seq 2"), said
+    assert said[0].endswith(f"its journal was dropped; {PULLED_SINCE}"), said
+    assert "still in the store" not in said[0] and "`kint " not in said[0], said
+    assert after is None, after  # said once
+    assert s.names(s.dba) == {"first", "other", "fourth"}
 
 
 def test_a_dropped_push_still_waiting_at_the_endpoint_is_replaced_not_left_to_revert(box):

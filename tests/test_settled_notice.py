@@ -191,3 +191,40 @@ def test_status_does_not_name_a_notice_of_another_vault(ctx):
     save_enrolment(ctx.state.files["enrol"], replace(ENROLMENT, owner="0x" + "33" * 20))
     assert settled_notice.waiting(ctx) is None and _path(ctx).exists()
     assert settled_notice.found(ctx) is None and not _path(ctx).exists()
+
+
+def _mirror_at(ctx, seq):
+    """A mirror whose head is at `seq` (its rows are not what `_as_now` reads)."""
+    from kint.tenant_worker.mirror_file import Head, Mirror
+
+    ctx.state.save_mirror(Mirror(space_id=ctx.state.space_id, head=Head(seq=seq)))
+
+
+@pytest.mark.parametrize("landed", [False, True], ids=["dropped", "landed"])
+@pytest.mark.parametrize("mirror_seq, pulled", [
+    (None, False), (FOUND.head_seq - 1, False), (FOUND.head_seq, True),
+    (FOUND.head_seq + 1, True)], ids=["no-mirror", "one-below", "at-head", "past-head"])
+def test_a_notice_is_pulled_past_once_the_mirror_reaches_the_head_it_names(
+        ctx, landed, mirror_seq, pulled):
+    """`pulled_since` (the push goes on past the notice, saying it) from a mirror at or
+    above the head the notice was settled against, never below it: one below is the
+    dropped journal's own prev (or a landed one recorded under the head), still behind,
+    whose push refuses CHAIN_MOVED. No mirror (a fresh store) is not pulled either."""
+    kept = replace(FOUND, landed=landed)
+    settled_notice.keep(ctx, kept, settled_notice.vault(ctx))
+    if mirror_seq is not None:
+        _mirror_at(ctx, mirror_seq)
+    assert settled_notice.found(ctx) == replace(kept, pulled_since=pulled)
+    assert settled_notice.owes_nothing(settled_notice.found(ctx)) is pulled
+
+
+def test_a_mirror_that_does_not_read_leaves_the_notice_behind_and_logged(ctx, caplog):
+    """A mirror that does not read cannot say the store was pulled past the notice: the
+    notice stays one to refuse on (the command's own read of the mirror names the file),
+    and the log says why."""
+    settled_notice.keep(ctx, FOUND, settled_notice.vault(ctx))
+    ctx.state.files["mirror"].write_bytes(b"not a mirror")
+    with caplog.at_level(logging.INFO, "kint.worker"):
+        assert settled_notice.found(ctx) == FOUND
+    assert "the mirror a kept notice is read against does not read" in caplog.text, \
+        caplog.text

@@ -510,6 +510,25 @@ def test_a_pulls_warnings_name_the_agents_tools_for_the_rows():
     assert all("`kint push`" not in line for line in shown), shown
 
 
+def test_a_dropped_journal_the_store_was_pulled_past_names_no_command():
+    """A dropped journal whose chain the store was pulled up to since (kint-server's
+    start-up pull went past it) is said by the push that goes on (memory_push's `notices`,
+    passed as the worker says them) and by a later pull: it said the rows were "still in
+    the store, not anchored" and that "`kint push` anchors them", inside the very push that
+    anchors what the store holds. It is `describe` alone, with what the pull since means for
+    the rows, wherever a pull moved the store since."""
+    from kint.agent_server.results import push_result
+    from kint.tenant_worker.overtaken import PULLED_SINCE, Overtaken
+
+    past = Overtaken(3, 5, False, pulled_since=True)
+    for moved in (None, "/s/moved.db"):
+        said = past.notice(moved)
+        assert said == past.describe() and said.endswith(f"dropped; {PULLED_SINCE}"), said
+        assert "still in the store" not in said and "`kint " not in said, said
+        assert agent_notice(said) == said
+    assert push_result({"notices": [past.notice()]}, "tool")["notices"] == [past.describe()]
+
+
 def test_the_archive_hint_sends_every_tool_to_the_pull():
     """ARCHIVE_HINT is a pull's walk's: "call memory_status again" healed nothing."""
     from kint.protocol.errors import ARCHIVE_HINT
@@ -537,10 +556,9 @@ def test_the_start_up_pull_asks_an_older_supervisor_the_plain_pull():
     pull. A stand-in session (an older kint cannot be had here) checks the arguments as
     this kint's pull op did before `unread` (kint.protocol.ops, the same words). The plain
     pull is waited for within what is left of the start-up budget, not the whole of it
-    again: the stand-in's clock (kint-server's monotonic one, patched) has the refusal
-    take 30 of the 40 s."""
+    again: the stand-in's clock, handed to it (patching kint-server's `time.monotonic`
+    froze the process's own for every thread), has the refusal take 30 of the 40 s."""
     from dataclasses import replace
-    from unittest import mock
 
     from kint.mcp_server import _start_up_pull
     from kint.protocol.ops import OPS
@@ -560,8 +578,7 @@ def test_the_start_up_pull_asks_an_older_supervisor_the_plain_pull():
                 raise KintError(err.code.value, err.message, err.hint) from None
             return {"message": "pulled"}
 
-    with mock.patch("kint.mcp_server.time.monotonic", lambda: now[0]):
-        assert _start_up_pull(OlderSupervisor(), 140.0) == {"message": "pulled"}
+    assert _start_up_pull(OlderSupervisor(), 140.0, lambda: now[0]) == {"message": "pulled"}
     assert sent == [({"unread": True}, 40.0), ({}, 10.0)]
 
 
@@ -569,7 +586,8 @@ def test_a_human_step_no_command_names_is_the_humans():
     """A setting (kint-server's own environment: a bad KINT_CONTRACT in its MCP
     configuration, passed on by SpaceContext.chain), space on a full disk, an endpoint to
     point a setting at: none names a `kint` command, and each reached the agent as its own
-    next step. A header the endpoint would not serve is tried again first."""
+    next step. A header the endpoint would not serve, and CHAIN_UNREADABLE's own hint for
+    the same transport failure, are tried again first."""
     from kint.chain.chain_id import on_other_chain
     from kint.protocol.errors import (DEFAULT_HINTS, DISK_FULL_PULL_TAIL, HEADER_TRANSPORT_HINT,
                                       ErrorCode)
@@ -588,3 +606,10 @@ def test_a_human_step_no_command_names_is_the_humans():
     assert _said_to("memory_pull", "STALE_RPC", point) == f"stop and tell the human: {point}"
     assert _said_to("memory_pull", "RPC_UNAVAILABLE", HEADER_TRANSPORT_HINT).startswith(
         "call memory_pull again in a minute: that is a transport failure")
+    # CHAIN_UNREADABLE's own hint is the same failure (rekey's today, which kint-server
+    # has no tool for): it was a stop, where the header's is tried again first.
+    unreadable = DEFAULT_HINTS[ErrorCode.CHAIN_UNREADABLE]
+    assert _said_to("memory_push", "CHAIN_UNREADABLE", unreadable) == (
+        "call memory_push again in a minute: that is a transport failure, never a verdict on "
+        "the vault: nothing was sent or changed; if it fails again, stop and tell the human "
+        "to change the RPC (KINT_RPC_URL)")

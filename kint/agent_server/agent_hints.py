@@ -41,6 +41,15 @@ from kint.spaces import STORE_HINT
 CALL_CONNECT = "call memory_connect"
 CALL_PULL_FIRST = "call memory_pull first"
 
+
+def _transport_retry(done: str) -> str:
+    """A transport failure's hint in an agent's words: its own call again first, the
+    endpoint after that the human's; `done` says what the failure left as it was."""
+    return ("call {tool} again in a minute: that is a transport failure, never a verdict on "
+            f"the vault{done}; if it fails again, stop and tell the human to change the RPC "
+            "(KINT_RPC_URL)")
+
+
 # The generic hints of the worker's and the supervisor's codes speak to a person at a
 # terminal ("run `kint pull` first", "see `kint supervisor status`"); an agent needs its next
 # tool call, or to be told that the next step is the human's. Keyed by the generic hint
@@ -133,11 +142,12 @@ _AGENT_HINTS = {
     DEFAULT_HINTS[ErrorCode.DISK_FULL] + DISK_FULL_PULL_TAIL: (
         "stop and tell the human: once space is freed, call {pull}: it picks up where this "
         "one stopped (nothing to discard)"),
-    # The head epoch's header not read (kint.tenant_worker.head_header): a passing fault
-    # heals; the endpoint setting is the human's.
-    HEADER_TRANSPORT_HINT: "call {tool} again in a minute: that is a transport failure, never "
-                           "a verdict on the vault; if it fails again, stop and tell the "
-                           "human to change the RPC (KINT_RPC_URL)",
+    # The head epoch's header not read (kint.tenant_worker.head_header), and the code's
+    # default hint (a chain read that failed in transport): a passing fault heals; the
+    # endpoint setting is the human's.
+    HEADER_TRANSPORT_HINT: _transport_retry(""),
+    DEFAULT_HINTS[ErrorCode.CHAIN_UNREADABLE]: _transport_retry(": nothing was sent or "
+                                                                "changed"),
     EXITED_HINT: "call {tool} again: kint-server starts a new supervisor (memory_status says "
                  "whether the call that failed had run)",
     # A supervisor that stops ends by itself, in a minute at most (its workers first):
@@ -247,7 +257,9 @@ _AGENT_HINTS.update({DEFAULT_HINTS[code]: f"stop and tell the human: {DEFAULT_HI
 # (any KINT_ one, or the config file: set where kint-server or the supervisor was started),
 # ETH to send, a process to signal, a file's mode, space on the disk. kint-server has no
 # tool for any, and a hint passed on as it was gave them to the agent as its own next step
-# (tests/test_worker_hints_for_agents.py holds every hint to them).
+# (tests/test_worker_hints_for_agents.py holds every hint to them). "KINT_" is broad on
+# purpose: a hint naming `KINT_HOME` only as a place (a file in it to read) is a stop too,
+# the safe way to be wrong; one the agent acts on is named in _AGENT_HINTS instead.
 HUMAN_ONLY_WORDS = ("send ETH", "MCP configuration", "environment file", "`kill ", "`chmod ",
                     "point KINT_RPC_URL", "point kint at", "free some space", "KINT_",
                     "config.toml", "config file")

@@ -64,6 +64,21 @@ def carried_where(moved_to: str | None) -> str:
 
 
 
+# What a dropped journal's rows are once the store was pulled up to the chain it was
+# settled against (`pulled_since`): a pull goes on over the head's move only when the store
+# holds no change the chain never saw (local_state.py), or one lost (restored, keeping what
+# was written since) or moved aside (--discard-local), so the rows it carried were gone
+# from the store by then; any written again since are new changes, anchored as any is.
+# Said with no command: "still in the store, not anchored" and "`kint push` anchors them"
+# were false inside the push that goes on past it (an agent's memory_push too), which
+# anchors what the store holds. Nor does it say this push anchors them: one refused after
+# it carries it under its hint, and so does a pull's FORK, where no push goes on.
+PULLED_SINCE = ("the store has since been pulled up to the chain, which a pull does only "
+                "over a store holding no unanchored change (or one lost, or moved aside), so "
+                "the changes it carried are in the store only if written again since, as new "
+                "changes")
+
+
 PULL_THEN = ("run `kint pull`, then `{again}` (should the pull refuse as a fork, `kint "
              "pull --discard-local` moves the store aside, nothing deleted, and restores "
              "the anchored rows)")
@@ -85,23 +100,26 @@ class Overtaken:
 
     def describe(self, moved_to: str | None = None) -> str:
         """What became of the journal; `moved_to`: the store a pull moved aside
-        (--discard-local), which holds the changes a dropped journal carried."""
+        (--discard-local), which holds the changes a dropped journal carried, unless the
+        store was pulled past it before (`pulled_since`: PULLED_SINCE)."""
         if self.landed:
             return (f"an interrupted push of epoch {self.seq} had landed and is recorded now; "
                     f"another machine has since pushed up to seq {self.head_seq}")
+        carried = (f"; {PULLED_SINCE}" if self.pulled_since
+                   else f", and the changes it carried are {carried_where(moved_to)}")
         return (f"an interrupted push of epoch {self.seq} never landed and never can: "
                 f"another machine's epoch holds seq {self.seq} (the chain is at seq "
                 f"{self.head_seq}), and the contract takes an epoch only on the current "
-                f"head; its journal was dropped, and the changes it carried are "
-                f"{carried_where(moved_to)}"
+                f"head; its journal was dropped{carried}"
                 + (f"; {self.waiting}" if self.waiting else ""))
 
     def notice(self, moved_to: str | None = None) -> str:
         """What a pull that went on past it carries among its warnings: `describe`, and for a
         dropped journal what to do with the rows it carried (PULL_THEN, the refusal's hint,
         asks for the very pull that is saying it), in the store or in the one the pull
-        moved aside (`moved_to`)."""
-        if self.landed:
+        moved aside (`moved_to`). One the store was pulled past since owes nothing, and is
+        `describe` alone, as an `Unauthorized` whose rows were anchored since is."""
+        if self.landed or self.pulled_since:
             return self.describe()
         if moved_to is not None:
             return f"{self.describe(moved_to)}; {WRITE_BACK_TAIL}"

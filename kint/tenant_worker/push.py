@@ -186,7 +186,7 @@ def _push_saying(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None,
         # A rekey killed after its snapshot landed: that snapshot's key is the one now.
         key, wraps = key_and_wraps(ctx, True)
     if overtaken is not None:  # settled: behind the chain, or the rows wait for a key
-        if settled_notice.owes_nothing(overtaken):  # a later push anchored its rows
+        if settled_notice.owes_nothing(overtaken):  # the store was pulled past it since
             said.setdefault("notices", []).append(overtaken.notice())
             settled.among = told
         else:

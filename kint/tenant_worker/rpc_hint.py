@@ -20,7 +20,6 @@ from kint import settings
 from kint.chain.config import DEVCHAIN_SOURCE, SPACE_URLS_SOURCE, ChainConfig
 from kint.protocol.errors import (DEFAULT_HINTS, DEVCHAIN_RPC_CHECK, DEVCHAIN_RPC_HINT,
                                   FILE_RPC_CHECK, RETRY_THEN, RPC_CHECK, SPACE_RPC_CHECK,
-                                  SPACE_RPC_HINT,
                                   UNSETTLED_HINT, UNSETTLED_THEN, ErrorCode, ProtocolError)
 from kint.tenant_worker.space import SpaceContext
 
@@ -42,9 +41,7 @@ def endpoint_hint(chain: ChainConfig) -> str:
     """The hint for an endpoint of `chain` that did not answer, by where it was set."""
     if chain.rpc_source == DEVCHAIN_SOURCE:
         return DEVCHAIN_RPC_HINT
-    if chain.rpc_source == SPACE_URLS_SOURCE:
-        return SPACE_RPC_HINT
-    return endpoint_check(chain) + RETRY_THEN
+    return endpoint_check(chain) + RETRY_THEN  # a space's own endpoints: SPACE_RPC_HINT
 
 
 def name_the_endpoint(ctx: SpaceContext, err: ProtocolError) -> None:
