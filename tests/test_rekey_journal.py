@@ -115,6 +115,57 @@ def test_a_journal_with_its_key_ttl_is_a_version_an_older_kint_does_not_read(hom
     assert orjson.loads(older.read_bytes())["v"] == 1
 
 
+def _v2_fields(home) -> dict:
+    import orjson
+
+    from kint.custody.vault_cache import SESSION
+
+    journal = _journal()
+    path = save_rekey_journal(home, SPACE, RekeyJournal(
+        journal.dek, journal.wraps, journal.old_dek_id, key_ttl=SESSION))
+    return orjson.loads(path.read_bytes())
+
+
+def test_a_newer_journal_is_refused_with_a_hint_that_keeps_it(home):
+    """A newer kint's journal is not damaged: the hint of a garbled one (move it aside)
+    would drop what may be the only copy of the key the chain's head is sealed under. Its
+    own hint sends the user, and an agent's human, to the kint that wrote it."""
+    import orjson
+
+    from kint.agent_server.agent_hints import agent_error
+    from kint.client import KintError
+    from kint.protocol import ErrorCode
+    from kint.protocol.errors import REKEY_JOURNAL_HINT, REKEY_JOURNAL_NEWER_HINT
+    from kint.tenant_worker.custody_errors import as_protocol_error
+
+    path = rekey_journal_path(home, SPACE)
+    path.write_bytes(orjson.dumps({**_v2_fields(home), "v": 3}))
+    with pytest.raises(RekeyJournalCorrupt) as raised:
+        load_rekey_journal(home, SPACE)
+    refused = as_protocol_error(raised.value)
+    assert refused.code is ErrorCode.CORRUPT_STATE
+    assert "newer kint" in refused.message and "left as it is" in refused.message
+    assert refused.hint == REKEY_JOURNAL_NEWER_HINT != REKEY_JOURNAL_HINT
+    assert "do not move the file aside" in refused.hint
+    said = agent_error("memory_push", KintError(refused.code.value, refused.message,
+                                                refused.hint)).hint
+    assert said == f"stop and tell the human: {REKEY_JOURNAL_NEWER_HINT}"
+    assert path.exists()
+
+
+@pytest.mark.parametrize("version", [True, 2.0, 1.0, "2", None, 0, -3])
+def test_a_journal_whose_version_is_not_a_whole_number_it_reads_is_garbled(home, version):
+    """`v` is an integer: `true` read as 1, or `2.0` as 2, was a journal whose version no
+    kint wrote taken for one it did."""
+    import orjson
+
+    path = rekey_journal_path(home, SPACE)
+    path.write_bytes(orjson.dumps({**_v2_fields(home), "v": version}))
+    with pytest.raises(RekeyJournalCorrupt, match="truncated or garbled"):
+        load_rekey_journal(home, SPACE)
+    assert path.exists()
+
+
 @pytest.mark.parametrize("ttl", [86400, 86400.0, ["session"], {"s": 1}, True])
 def test_a_journal_whose_key_ttl_is_not_text_is_corrupt(home, ttl):
     """`key_ttl` is `session` or the seconds as text; any other JSON value is a journal
