@@ -94,3 +94,14 @@ def test_an_older_session_is_told_its_rpc_timeout_is_not_the_watchers(tmp_path):
     assert any(line.startswith("kint: KINT_NONCE_RETRY_SECONDS=40 from this kint-server is "
                                "not used by the watcher's pushes ") for line in said), said
     assert _attach(ctx, "newer", NEWER) == []  # the newest is told nothing
+
+
+def test_each_push_settings_row_says_the_watchers_pushes_take_the_newest_sessions():
+    """docs/settings.md's table (generated from the schema) said so for KINT_KEY_TTL
+    only: a reader of KINT_RPC_TIMEOUT's or KINT_NONCE_RETRY_SECONDS's row could not tell
+    that a kint-server's value reaches the automatic pushes too."""
+    from kint.settings.schema import BY_NAME
+
+    for name in PUSH_SETTINGS:
+        doc = BY_NAME[name].doc
+        assert "watcher's pushes" in doc and "newest kint-server session's value" in doc, name
