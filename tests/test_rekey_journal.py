@@ -115,6 +115,18 @@ def test_a_journal_with_its_key_ttl_is_a_version_an_older_kint_does_not_read(hom
     assert orjson.loads(older.read_bytes())["v"] == 1
 
 
+def _space_context(home):
+    """The space's context as its worker holds it, for calling its ops in process."""
+    from kint.tenant_worker.config import WorkerConfig
+    from kint.tenant_worker.space import SpaceContext
+    from kint.tenant_worker.store import StoreReader
+
+    config = WorkerConfig(space_id=SPACE, label="t", tenant="t", db=str(home / "memory.db"),
+                          kint_home=str(home), back_address="ipc:///unused",
+                          supervisor_pid=1, idle_beat_s=2.5)
+    return SpaceContext(config=config, store=StoreReader(config.db, "t"))
+
+
 def _v2_fields(home) -> dict:
     import orjson
 
@@ -150,6 +162,32 @@ def test_a_newer_journal_is_refused_with_a_hint_that_keeps_it(home):
     said = agent_error("memory_push", KintError(refused.code.value, refused.message,
                                                 refused.hint)).hint
     assert said == f"stop and tell the human: {REKEY_JOURNAL_NEWER_HINT}"
+    assert path.exists()
+
+
+def test_doctor_keeps_a_newer_kints_journal_where_it_moved_a_garbled_one_aside(home):
+    """doctor's "state files" check gave one hint for every file it names, "move the file
+    named aside", a newer kint's rekey journal too: each file now gets the hint of the op
+    that meets it."""
+    import orjson
+
+    from kint.protocol.errors import REKEY_JOURNAL_HINT, REKEY_JOURNAL_NEWER_HINT
+    from kint.tenant_worker.doctor import doctor
+
+    home.chmod(0o700)
+    ctx = _space_context(home)
+    path = rekey_journal_path(home, SPACE)
+    path.write_bytes(orjson.dumps({**_v2_fields(home), "v": 3}))
+
+    def state_files() -> dict:
+        checks = [c for c in doctor(ctx, {})["checks"] if c["name"] == "state files"]
+        assert len(checks) == 1 and not checks[0]["ok"], checks
+        assert str(path) in checks[0]["detail"], checks
+        return checks[0]
+
+    assert state_files()["hint"] == REKEY_JOURNAL_NEWER_HINT
+    path.write_bytes(b'{"v": 2, "new_dek_id": "')
+    assert state_files()["hint"] == REKEY_JOURNAL_HINT
     assert path.exists()
 
 
@@ -203,17 +241,11 @@ def test_finishing_a_rotation_keeps_a_key_added_under_the_new_data_key(home):
     from kint.custody.vault_cache import (DEFAULT_TTL_SECONDS, MEMORY, read_cached_key,
                                           vault_cache_path)
     from kint.custody.wraps import KIND_PASSPHRASE, read_wraps, write_wraps
-    from kint.tenant_worker.config import WorkerConfig
     from kint.tenant_worker.enrolment import Enrolment, load_enrolment, save_enrolment
     from kint.tenant_worker.rekey_settle import keep_new_key
-    from kint.tenant_worker.space import SpaceContext
-    from kint.tenant_worker.store import StoreReader
 
     home.chmod(0o700)
-    config = WorkerConfig(space_id=SPACE, label="t", tenant="t", db=str(home / "memory.db"),
-                          kint_home=str(home), back_address="ipc:///unused",
-                          supervisor_pid=1, idle_beat_s=2.5)
-    ctx = SpaceContext(config=config, store=StoreReader(config.db, "t"))
+    ctx = _space_context(home)
     journal = _journal()
     added = wrap_data_key(journal.dek, new_data_key(), KIND_PASSPHRASE)
     write_wraps(home, SPACE, journal.new_dek_id, journal.wraps + (added,))
