@@ -115,6 +115,95 @@ def test_a_journal_with_its_key_ttl_is_a_version_an_older_kint_does_not_read(hom
     assert orjson.loads(older.read_bytes())["v"] == 1
 
 
+def _space_context(home):
+    """The space's context as its worker holds it, for calling its ops in process."""
+    from kint.tenant_worker.config import WorkerConfig
+    from kint.tenant_worker.space import SpaceContext
+    from kint.tenant_worker.store import StoreReader
+
+    config = WorkerConfig(space_id=SPACE, label="t", tenant="t", db=str(home / "memory.db"),
+                          kint_home=str(home), back_address="ipc:///unused",
+                          supervisor_pid=1, idle_beat_s=2.5)
+    return SpaceContext(config=config, store=StoreReader(config.db, "t"))
+
+
+def _v2_fields(home) -> dict:
+    import orjson
+
+    from kint.custody.vault_cache import SESSION
+
+    journal = _journal()
+    path = save_rekey_journal(home, SPACE, RekeyJournal(
+        journal.dek, journal.wraps, journal.old_dek_id, key_ttl=SESSION))
+    return orjson.loads(path.read_bytes())
+
+
+def test_a_newer_journal_is_refused_with_a_hint_that_keeps_it(home):
+    """A newer kint's journal is not damaged: the hint of a garbled one (move it aside)
+    would drop what may be the only copy of the key the chain's head is sealed under. Its
+    own hint sends the user, and an agent's human, to the kint that wrote it."""
+    import orjson
+
+    from kint.agent_server.agent_hints import agent_error
+    from kint.client import KintError
+    from kint.protocol import ErrorCode
+    from kint.protocol.errors import REKEY_JOURNAL_HINT, REKEY_JOURNAL_NEWER_HINT
+    from kint.tenant_worker.custody_errors import as_protocol_error
+
+    path = rekey_journal_path(home, SPACE)
+    path.write_bytes(orjson.dumps({**_v2_fields(home), "v": 3}))
+    with pytest.raises(RekeyJournalCorrupt) as raised:
+        load_rekey_journal(home, SPACE)
+    refused = as_protocol_error(raised.value)
+    assert refused.code is ErrorCode.CORRUPT_STATE
+    assert "newer kint" in refused.message and "left as it is" in refused.message
+    assert refused.hint == REKEY_JOURNAL_NEWER_HINT != REKEY_JOURNAL_HINT
+    assert "do not move the file aside" in refused.hint
+    said = agent_error("memory_push", KintError(refused.code.value, refused.message,
+                                                refused.hint)).hint
+    assert said == f"stop and tell the human: {REKEY_JOURNAL_NEWER_HINT}"
+    assert path.exists()
+
+
+def test_doctor_keeps_a_newer_kints_journal_where_it_moved_a_garbled_one_aside(home):
+    """doctor's "state files" check gave one hint for every file it names, "move the file
+    named aside", a newer kint's rekey journal too: each file now gets the hint of the op
+    that meets it."""
+    import orjson
+
+    from kint.protocol.errors import REKEY_JOURNAL_HINT, REKEY_JOURNAL_NEWER_HINT
+    from kint.tenant_worker.doctor import doctor
+
+    home.chmod(0o700)
+    ctx = _space_context(home)
+    path = rekey_journal_path(home, SPACE)
+    path.write_bytes(orjson.dumps({**_v2_fields(home), "v": 3}))
+
+    def state_files() -> dict:
+        checks = [c for c in doctor(ctx, {})["checks"] if c["name"] == "state files"]
+        assert len(checks) == 1 and not checks[0]["ok"], checks
+        assert str(path) in checks[0]["detail"], checks
+        return checks[0]
+
+    assert state_files()["hint"] == REKEY_JOURNAL_NEWER_HINT
+    path.write_bytes(b'{"v": 2, "new_dek_id": "')
+    assert state_files()["hint"] == REKEY_JOURNAL_HINT
+    assert path.exists()
+
+
+@pytest.mark.parametrize("version", [True, 2.0, 1.0, "2", None, 0, -3])
+def test_a_journal_whose_version_is_not_a_whole_number_it_reads_is_garbled(home, version):
+    """`v` is an integer: `true` read as 1, or `2.0` as 2, was a journal whose version no
+    kint wrote taken for one it did."""
+    import orjson
+
+    path = rekey_journal_path(home, SPACE)
+    path.write_bytes(orjson.dumps({**_v2_fields(home), "v": version}))
+    with pytest.raises(RekeyJournalCorrupt, match="truncated or garbled"):
+        load_rekey_journal(home, SPACE)
+    assert path.exists()
+
+
 @pytest.mark.parametrize("ttl", [86400, 86400.0, ["session"], {"s": 1}, True])
 def test_a_journal_whose_key_ttl_is_not_text_is_corrupt(home, ttl):
     """`key_ttl` is `session` or the seconds as text; any other JSON value is a journal
@@ -152,17 +241,11 @@ def test_finishing_a_rotation_keeps_a_key_added_under_the_new_data_key(home):
     from kint.custody.vault_cache import (DEFAULT_TTL_SECONDS, MEMORY, read_cached_key,
                                           vault_cache_path)
     from kint.custody.wraps import KIND_PASSPHRASE, read_wraps, write_wraps
-    from kint.tenant_worker.config import WorkerConfig
     from kint.tenant_worker.enrolment import Enrolment, load_enrolment, save_enrolment
     from kint.tenant_worker.rekey_settle import keep_new_key
-    from kint.tenant_worker.space import SpaceContext
-    from kint.tenant_worker.store import StoreReader
 
     home.chmod(0o700)
-    config = WorkerConfig(space_id=SPACE, label="t", tenant="t", db=str(home / "memory.db"),
-                          kint_home=str(home), back_address="ipc:///unused",
-                          supervisor_pid=1, idle_beat_s=2.5)
-    ctx = SpaceContext(config=config, store=StoreReader(config.db, "t"))
+    ctx = _space_context(home)
     journal = _journal()
     added = wrap_data_key(journal.dek, new_data_key(), KIND_PASSPHRASE)
     write_wraps(home, SPACE, journal.new_dek_id, journal.wraps + (added,))

@@ -24,7 +24,8 @@ from kint.protocol.errors import (ARCHIVE_HINT, CHECKSUM_HINT, CORRUPT_FILE_HINT
                                   GAP_NEVER_OPENS_HINT, HEADER_TRANSPORT_HINT,
                                   NO_DATA_KEY_HINT, NO_LOCAL_SECRET_HINT, NOT_CONNECTED_HINT,
                                   OVERTAKEN_NOTICE_TAIL, RECOVERY_CODE_HINT,
-                                  RECOVERY_FILE_HINT, REKEY_JOURNAL_HINT, REORG_HINT,
+                                  RECOVERY_FILE_HINT, REKEY_JOURNAL_HINT,
+                                  REKEY_JOURNAL_NEWER_HINT, REORG_HINT,
                                   REREAD_HINT, RETRY_THEN, ROTATED_KEY_NOTICE_TAIL,
                                   ROTATED_KEY_PUSH_HINT, SESSION_KEY_CORRUPT_HINT,
                                   SESSION_KEY_LOCKED_HINT, SESSION_KEY_MISSING_HINT,
@@ -166,12 +167,14 @@ _AGENT_HINTS = {
                   "tell the human: the endpoint keeps no history that old, and the space "
                   "needs an archive endpoint (rpc_url in config.toml)",
     REORG_HINT: f"stop and tell the human: {REORG_HINT}",
-    # The local passphrase, a key file kint will not rewrite, the open-file limit the
-    # supervisor started with (its workers inherit it), the system's table of open files, a
-    # stranger's file in KINT_HOME: the human's, at a terminal.
+    # The local passphrase, a key file kint will not rewrite, a rekey journal a newer kint
+    # wrote, the open-file limit the supervisor started with (its workers inherit it), the
+    # system's table of open files, a stranger's file in KINT_HOME: the human's, at a
+    # terminal.
     **{hint: f"stop and tell the human: {hint}" for hint in (
         SESSION_KEY_LOCKED_HINT, NO_LOCAL_SECRET_HINT, SESSION_KEY_CORRUPT_HINT,
-        REKEY_JOURNAL_HINT, WORKER_ROOM_HINT, SYSTEM_FILES_HINT, FOREIGN_FILE_HINT)},
+        REKEY_JOURNAL_HINT, REKEY_JOURNAL_NEWER_HINT, WORKER_ROOM_HINT, SYSTEM_FILES_HINT,
+        FOREIGN_FILE_HINT)},
     # The code came from the human: the agent cannot copy it again itself.
     RECOVERY_CODE_HINT: "nothing was done; ask the human for the recovery code again (the "
                         "last line of RECOVERY-<space16>.txt) and call {tool} again with it",

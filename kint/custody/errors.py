@@ -174,6 +174,12 @@ class RekeyJournalCorrupt(CustodyError):
         self.path = path
 
 
+class RekeyJournalNewer(RekeyJournalCorrupt):
+    """A journal a later kint wrote, in a version this kint does not read. Not damaged: the
+    kint that wrote it settles it, and moving it aside (the way out of a garbled one) would
+    drop what may be the only copy of the data key the chain's head is sealed under."""
+
+
 class VaultCacheCorrupt(CustodyError):
     """A cache file that is garbled or was altered. Named, never rewritten behind the user."""
 

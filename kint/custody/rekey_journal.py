@@ -44,7 +44,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from kint.custody.data_key import check_data_key, dek_id
-from kint.custody.errors import RekeyJournalCorrupt
+from kint.custody.errors import RekeyJournalCorrupt, RekeyJournalNewer
 from kint.custody.files import space_file, write_private
 from kint.custody.ids import space_hex
 from kint.custody.keks import hkdf_sha256
@@ -130,10 +130,13 @@ def load_rekey_journal(home: Path | None, space: str | bytes, *,
     try:
         obj = orjson.loads(raw)
         version = obj.get("v")
-        if _newer(version):
-            raise RekeyJournalCorrupt(path, f"was written by a newer kint (journal version "
-                                      f"{version}; this kint reads versions 1 and 2): "
-                                      f"settle it with that kint")
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise TypeError("version")  # `true` is not 1, nor `2.0` 2
+        if version > JOURNAL_VERSION:
+            read = " and ".join(str(v) for v in _READ_VERSIONS)
+            raise RekeyJournalNewer(path, f"was written by a newer kint (journal version "
+                                    f"{version}; this kint reads versions {read}): "
+                                    f"settle it with that kint")
         if version not in _READ_VERSIONS or len(raw) > _MAX_BYTES:
             raise ValueError("version")
         new_id = bytes.fromhex(obj["new_dek_id"])
@@ -156,12 +159,6 @@ def load_rekey_journal(home: Path | None, space: str | bytes, *,
                                   "changed)") from None
     return RekeyJournal(dek=dek, wraps=wraps, old_dek_id=old_id,
                         key_ttl=None if ttl is None else parse_key_ttl(ttl))
-
-
-def _newer(version: object) -> bool:
-    """Whether `version` is one a later kint wrote (an integer past JOURNAL_VERSION)."""
-    return (isinstance(version, int) and not isinstance(version, bool)
-            and version > JOURNAL_VERSION)
 
 
 def remove_rekey_journal(home: Path | None, space: str | bytes) -> None:

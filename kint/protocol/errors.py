@@ -151,6 +151,12 @@ SESSION_KEY_CORRUPT_HINT = ("`kint session-key rotate` moves it aside and makes 
 REKEY_JOURNAL_HINT = ("give back the local secret it was sealed under if its source changed; "
                       "otherwise run `kint connect` (a carried key opens the chain head), "
                       "then move the file aside")
+# A rekey journal a newer kint wrote: nothing is wrong with it, and moving it aside (the
+# garbled one's way out) may drop the only copy of the data key the chain's head is under.
+REKEY_JOURNAL_NEWER_HINT = ("run the newer kint that wrote it: its worker settles the "
+                            "rotation when it starts, or at the next push or pull; do not "
+                            "move the file aside (it may hold the only copy of the data key "
+                            "the chain's head is sealed under)")
 # The next step for a session key the chain will not take epochs from (not NOT_CONNECTED's
 # default, `kint connect`: this machine is connected, its key cannot write).
 UNAUTHORIZED_HINT = ("the owner authorizes this machine's session key with `kint authorize` "

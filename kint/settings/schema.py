@@ -159,7 +159,8 @@ SETTINGS: tuple[Setting, ...] = (
        "unreachable (never over a disagreement)", "unset", space_table=True),
     _s("KINT_RPC_TIMEOUT", "float", 10.0, "call", CLI_DAEMON, CHAIN,
        "seconds for any one try of an RPC call; a read that times out or cannot connect is "
-       "tried twice more, a send never", minimum=0.1),
+       "tried twice more, a send never. The watcher's pushes take the newest kint-server "
+       "session's value, as v0.3.0's kint-server pushes with its own", minimum=0.1),
     _s("KINT_VERIFY_HEAD_SECONDS", "float", 2.0, "call", DAEMON, CHAIN,
        "how long verify's head read may wait", minimum=0.1),
     _s("KINT_OFFLINE", "flag", False, "call", CLI_DAEMON, CHAIN,
@@ -170,7 +171,8 @@ SETTINGS: tuple[Setting, ...] = (
        "twice it, how long a previous session key's nonce that waits at another endpoint "
        "of the space is waited for before it is filled (a kint extension); a previous "
        "session key's receipt wait looks for such a nonce by half the wait at the latest, "
-       "whatever the setting", minimum=0.5),
+       "whatever the setting. The watcher's pushes take the newest kint-server session's "
+       "value", minimum=0.5),
     _s("KINT_ANVIL", "path", None, "call", CLI, CHAIN,
        "the anvil binary `kint devchain start` runs",
        "the checkout's pinned npm package, then `anvil` on `PATH`, then "

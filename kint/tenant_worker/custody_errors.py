@@ -6,6 +6,7 @@ from __future__ import annotations
 from kint.custody import errors as e
 from kint.protocol import ErrorCode, ProtocolError
 from kint.protocol.errors import (RECOVERY_CODE_HINT, REKEY_JOURNAL_HINT,
+                                  REKEY_JOURNAL_NEWER_HINT,
                                   SESSION_KEY_CORRUPT_HINT, SESSION_KEY_LOCKED_HINT,
                                   SESSION_KEY_MISSING_HINT)
 
@@ -33,6 +34,8 @@ SIGNATURE_HINT = ("give the whole signature the wallet printed for `kint canonic
 def as_protocol_error(err: e.CustodyError) -> ProtocolError:
     if isinstance(err, e.WrongSigner):  # another wallet signed: say which, and what to do
         return ProtocolError(ErrorCode.WRONG_KEY, str(err), wrong_signer_hint(err))
+    if isinstance(err, e.RekeyJournalNewer):  # not damaged: the kint that wrote it settles it
+        return ProtocolError(ErrorCode.CORRUPT_STATE, str(err), REKEY_JOURNAL_NEWER_HINT)
     if isinstance(err, e.RekeyJournalCorrupt):  # the one key file kint never rewrites itself
         return ProtocolError(ErrorCode.CORRUPT_STATE, str(err), REKEY_JOURNAL_HINT)
     if isinstance(err, e.BadRecoveryCode):  # a typo: the command's --help would not say where

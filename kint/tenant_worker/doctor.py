@@ -17,7 +17,7 @@ from kint.tenant_worker.store_sharers import SHARING_HINT, other_homes_on_store,
 def doctor(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     from kint.protocol import ProtocolError
     from kint.tenant_worker.doctor_chain import chain_checks, no_session_key
-    from kint.tenant_worker.state_health import corrupt_error, problems
+    from kint.tenant_worker.state_health import corrupt_error, problems_and_hints
     from kint.tenant_worker.statefiles import CorruptStateFile
     from kint.tenant_worker.store import StoreUnreadable, check_openable
 
@@ -63,10 +63,11 @@ def doctor(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         checks.append(check("enrolment", True, f"owner {enrolment.owner} ({enrolment.account} "
                             f"account), space {cfg.space16}"))
         checks += [_data_key(ctx), _recovery_file(ctx, enrolment.vault_created)]
-    broken = problems(ctx)
-    checks.append(check("state files", not broken, "; ".join(broken) if broken else
-                        "every file of this space reads", "move the file named aside and run "
-                        "`kint pull` (or `kint connect` for a key file)"))
+    broken = problems_and_hints(ctx)
+    checks.append(check("state files", not broken,
+                        "; ".join(said for said, _ in broken) if broken else
+                        "every file of this space reads",
+                        "; ".join(dict.fromkeys(hint for _, hint in broken))))
     checks.append(_journals(ctx))
     mirror, local_checks = _disk_pull_and_changes(ctx, enrolment is not None)
     checks += local_checks

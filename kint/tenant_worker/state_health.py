@@ -88,6 +88,13 @@ def guarded(op: str, handler: Handler) -> Handler:
 
 def problems(ctx: Any) -> list[str]:
     """Every state file of the space that cannot be trusted, named (empty when all read)."""
+    return [said for said, _ in problems_and_hints(ctx)]
+
+
+def problems_and_hints(ctx: Any) -> list[tuple[str, str]]:
+    """`problems`, each with what to do about it as the op that meets it says: doctor gave
+    one "move the file aside" for all, a newer kint's rekey journal too, which is to be
+    kept (it may hold the only copy of the data key the chain's head is sealed under)."""
     from kint.custody.errors import CustodyError
     from kint.custody.rekey_journal import load_rekey_journal
     from kint.custody.session_key import read_keystore, session_key_path
@@ -96,7 +103,9 @@ def problems(ctx: Any) -> list[str]:
     from kint.tenant_worker import lost_restore
     from kint.tenant_worker.apply_journal import interrupted
 
-    found: list[str] = []
+    from kint.tenant_worker.custody_errors import as_protocol_error
+
+    found: list[tuple[str, str]] = []
     state, home, space = ctx.state, ctx.config.home, ctx.config.space_id
     checks: list[Callable[[], Any]] = [
         ctx.enrolment, state.mirror, state.watermark,
@@ -111,9 +120,9 @@ def problems(ctx: Any) -> list[str]:
         try:
             check()
         except CorruptStateFile as err:
-            found.append(f"{err.path} {err.why}")
+            found.append((f"{err.path} {err.why}", CORRUPT_FILE_HINT))
         except CustodyError as err:
-            found.append(str(err))
+            found.append((str(err), as_protocol_error(err).hint or CORRUPT_FILE_HINT))
         except ProtocolError as err:
-            found.append(err.message)
+            found.append((err.message, err.hint or CORRUPT_FILE_HINT))
     return found

@@ -1,0 +1,107 @@
+"""The call-scope settings a kint-server session sends on attach, as the watcher's pushes
+take them (kint.tenant_worker.sessions._watcher_push, space.PUSH_SETTINGS).
+
+In process: the real attach op (handlers.HANDLERS, through with_settings and the wire's
+own parsing) on a real SpaceContext, then the watcher's push with the push itself replaced
+by one that records the settings it would read. The push over a real chain with a
+session's KINT_RPC_TIMEOUT is tests/test_call_switches.py's; a nonce stuck long enough to
+show KINT_NONCE_RETRY_SECONDS at work there is beyond a quick test, so this one pins that
+every name of the tuple reaches the push.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kint import settings
+from kint.tenant_worker import sessions
+from kint.tenant_worker.config import WorkerConfig
+from kint.tenant_worker.handlers import HANDLERS
+from kint.tenant_worker.space import PUSH_SETTINGS, SpaceContext
+from kint.tenant_worker.store import StoreReader
+
+SPACE16 = "0123456789abcdef"
+OLDER = {"KINT_KEY_TTL": "30d", "KINT_RPC_TIMEOUT": "60", "KINT_NONCE_RETRY_SECONDS": "40"}
+NEWER = {"KINT_KEY_TTL": "1h", "KINT_RPC_TIMEOUT": "5", "KINT_NONCE_RETRY_SECONDS": "3"}
+
+
+def _context(tmp_path: Path) -> SpaceContext:
+    home = tmp_path / "kint"
+    home.mkdir(mode=0o700)
+    db = tmp_path / "memory.db"  # not created: attach reads no rows from it
+    cfg = WorkerConfig(space_id=SPACE16 * 4, label="t", tenant="t", db=str(db),
+                       kint_home=str(home), back_address="ipc:///unused", supervisor_pid=1,
+                       idle_beat_s=2.5)
+    return SpaceContext(config=cfg, store=StoreReader(str(db), "t"))
+
+
+def _attach(ctx: SpaceContext, sid: str, sent: dict[str, str]) -> list[str]:
+    said = HANDLERS["attach"](ctx, {"session": sid, "watcher": False, "settings": dict(sent)})
+    return said.get("notices", [])
+
+
+def _pushed_with(ctx: SpaceContext, monkeypatch) -> dict[str, Any]:
+    """What each push setting reads as inside the watcher's push (named here, not taken
+    from the tuple: a name dropped from it is what this is to catch)."""
+    seen: dict[str, Any] = {}
+
+    def recorded(_ctx: SpaceContext, reason: str) -> dict[str, Any]:
+        seen.update({name: settings.lookup(name) for name in NEWER})
+        return {"pushed": False}
+
+    monkeypatch.setattr(sessions, "server_push", recorded)
+    sessions._watcher_push(ctx, "watcher")
+    return seen
+
+
+def test_the_watchers_push_runs_with_the_newest_sessions_push_settings(tmp_path,
+                                                                        monkeypatch):
+    """Every name of PUSH_SETTINGS, KINT_NONCE_RETRY_SECONDS among them, reaches the
+    watcher's push as the newest session sent it (one dropped from the tuple went back to
+    the space's value, unsaid), and the space's own values once no session is attached."""
+    ctx = _context(tmp_path)
+    assert _attach(ctx, "older", OLDER) == []
+    assert _attach(ctx, "newer", NEWER) == []
+    seen = _pushed_with(ctx, monkeypatch)
+    assert set(PUSH_SETTINGS) <= set(NEWER)
+    for name, raw in NEWER.items():
+        assert (seen[name].source, seen[name].raw) == (settings.SESSION, raw), seen[name]
+    assert seen["KINT_NONCE_RETRY_SECONDS"].value == 3.0
+    assert seen["KINT_RPC_TIMEOUT"].value == 5.0
+    for sid in ("older", "newer"):
+        HANDLERS["detach"](ctx, {"session": sid})
+    alone = _pushed_with(ctx, monkeypatch)
+    for name in NEWER:
+        assert alone[name].source != settings.SESSION, alone[name]
+        assert alone[name].value == settings.lookup(name).value
+
+
+def test_an_older_session_is_told_its_rpc_timeout_is_not_the_watchers(tmp_path):
+    """KINT_RPC_TIMEOUT is a call setting: the older session's own calls still use its
+    value, only the watcher's pushes take the newest session's, and its line says so (as
+    for KINT_KEY_TTL), never a bare "is not used"."""
+    ctx = _context(tmp_path)
+    _attach(ctx, "older", OLDER)
+    _attach(ctx, "newer", NEWER)
+    said = _attach(ctx, "older", OLDER)  # its next keepalive
+    timeout = [line for line in said if line.startswith("kint: KINT_RPC_TIMEOUT=60 ")]
+    assert timeout == [
+        "kint: KINT_RPC_TIMEOUT=60 from this kint-server is not used by the watcher's pushes "
+        "(this session's own calls use it): space t's watcher runs with 5 (from "
+        "kint-server session that attached later); the newest session's values apply "
+        "while it runs"], said
+    assert any(line.startswith("kint: KINT_NONCE_RETRY_SECONDS=40 from this kint-server is "
+                               "not used by the watcher's pushes ") for line in said), said
+    assert _attach(ctx, "newer", NEWER) == []  # the newest is told nothing
+
+
+def test_each_push_settings_row_says_the_watchers_pushes_take_the_newest_sessions():
+    """docs/settings.md's table (generated from the schema) said so for KINT_KEY_TTL
+    only: a reader of KINT_RPC_TIMEOUT's or KINT_NONCE_RETRY_SECONDS's row could not tell
+    that a kint-server's value reaches the automatic pushes too."""
+    from kint.settings.schema import BY_NAME
+
+    for name in PUSH_SETTINGS:
+        doc = BY_NAME[name].doc
+        assert "watcher's pushes" in doc and "newest kint-server session's value" in doc, name
