@@ -102,7 +102,6 @@ def problems_and_hints(ctx: Any) -> list[tuple[str, str]]:
     from kint.custody.wraps import read_wraps
     from kint.tenant_worker import lost_restore
     from kint.tenant_worker.apply_journal import interrupted
-
     from kint.tenant_worker.custody_errors import as_protocol_error
 
     found: list[tuple[str, str]] = []

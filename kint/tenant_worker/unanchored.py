@@ -23,15 +23,15 @@ they match, if its signature was read two seconds or more after the store's file
 changed (store.SettledRule, the rule the status counts keep to: a commit within a tick of
 the files' clock may leave their times and sizes as they were, so a figure counted then
 could be shown fresh after a change it never saw; such a figure is recounted), and while
-that signature still does (one ahead of the clock, which told by standing steady, no longer
-does once the clock comes within two seconds of its times: recounted, as the status counts
-are). Otherwise
-the beat reports the last figure marked stale (`unanchored_stale`,
-`~N` in the table: the count before the last change, still the best figure there is, which
-reads better than a `-` that flickers with every write) and starts one recount on the op
-pool: at most one at a time, only while no op or watcher push runs (it then takes the
-thread the last op left idle), and no sooner than RECOUNT_MIN_INTERVAL_S after the last
-one ended, or RECOUNT_SPACING times its duration when that is longer.
+that signature still tells every commit after it (one ahead of the clock, which told by
+standing steady, no longer does once the clock comes within two seconds of its times:
+recounted, as the status counts are). Otherwise the beat reports the last figure marked
+stale (`unanchored_stale`, `~N` in the table: the count before the last change, still the
+best figure there is, which reads better than a `-` that flickers with every write) and
+starts one recount on the op pool: at most one at a time, only while no op or watcher push
+runs (it then takes the thread the last op left idle), and no sooner than
+RECOUNT_MIN_INTERVAL_S after the last one ended, or RECOUNT_SPACING times its duration when
+that is longer.
 
 A recount is not work: it is never counted in flight, never makes the worker beat faster,
 and never keeps an idle worker alive (`Worker._has_work` does not look here), so a space
