@@ -167,7 +167,8 @@ SETTINGS: tuple[Setting, ...] = (
        "`1`: verify reads no chain head; `connect`, `rekey` and `recovery-code` read no "
        "header", "unset"),
     _s("KINT_NONCE_RETRY_SECONDS", "float", 15.0, "call", CLI_DAEMON, CHAIN,
-       "how long a transaction waits before another space's stuck one is pushed through; "
+       "how long a transaction waits before another space's stuck one is pushed through "
+       "(by half its 60 s receipt wait at the latest, whatever the setting); "
        "twice it, how long a previous session key's nonce that waits at another endpoint "
        "of the space is waited for before it is filled (a kint extension); a previous "
        "session key's receipt wait looks for such a nonce by half the wait at the latest, "
