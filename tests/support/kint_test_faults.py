@@ -62,7 +62,9 @@ One wrapper fails every time rather than once: while the file `KINT_TEST_FAIL_ST
 exists and holds a space's 16 hex characters, a worker of that space fails as it starts
 (`Worker.__init__` raises ImportError, as a module that no longer imports would), so a
 test sees what the supervisor makes of a worker that can never start, and the other
-spaces beside it.
+spaces beside it. Given as `<space16>:enfile`, the start raises ENFILE instead (the
+system's table of open files full, which cannot be brought about here: it is the whole
+box's), and the worker exits EXIT_NO_SYSTEM_FILES (6) by kint's own code.
 
 One wrapper makes a worker's last words late: while the file `KINT_TEST_LATE_FATAL` names
 exists, a worker that cannot start (`_tell_supervisor`, `kint.tenant_worker.process`) exits
@@ -239,6 +241,8 @@ def _failing_start(init: Callable[..., None]) -> Callable[..., None]:
             doomed = []
         if config.space16 in doomed:
             raise ImportError("No module named 'kint_plugin_gone' (a test's broken module)")
+        if f"{config.space16}:enfile" in doomed:  # the system's table of open files full
+            raise OSError(errno.ENFILE, os.strerror(errno.ENFILE))
         init(self, config, *rest)
     return wrapper
 
