@@ -182,6 +182,10 @@ def _built_at_run_time() -> dict[tuple[str, str], Callable[[], Iterator[tuple[st
             refused = FormerKey._refused_fill(key, 7, 8, ChainRefused(why, "refused"))
             yield refused.code.value, refused.hint
 
+    def unfillable() -> Iterator[tuple[str, str]]:
+        for refused in _unfillable():
+            yield refused.code.value, refused.hint
+
     def chain_settings() -> Iterator[tuple[str, str]]:
         # kint.chain.config's errors, passed on by SpaceContext.chain: a refused chain
         # setting, wherever it was set (kint-server's own environment: its MCP config).
@@ -233,6 +237,9 @@ def _built_at_run_time() -> dict[tuple[str, str], Callable[[], Iterator[tuple[st
         ("tenant_worker/recovery_binding.py", "_when_readable(chain_error, \"the head epoch's "
                                               "header checks the code\")"): readable,
         ("tenant_worker/former_key.py", "fund + FILL_AGAIN_HINT.format(hole=hole)"): fills,
+        ("tenant_worker/former_key.py", "passed + FORMER_KEY_UNFILLABLE.format(hole=hole, "
+                                        "address=self.address, space16=self.space16)"):
+            unfillable,
         ("tenant_worker/session_sender.py", "FUND_SESSION_KEY_HINT.format(chain_id=self.anchor."
                                             "config.chain_id, address=self.account.address)"):
             lambda: iter([("NOT_CONNECTED", FUND_SESSION_KEY_HINT.format(chain_id=8453,
@@ -247,6 +254,17 @@ def _built_at_run_time() -> dict[tuple[str, str], Callable[[], Iterator[tuple[st
 
 
 ADDRESS = "0x" + "ab" * 20
+
+
+def _unfillable() -> list:
+    """A previous key's nonce nothing here can fill (former_key): never sent, and waiting at
+    another endpoint past the bound."""
+    from kint.tenant_worker.former_key import FormerKey
+    from kint.tenant_worker.former_key_wait import Elsewhere
+
+    key = FormerKey(anchor=None, address=ADDRESS, home=Path("/k"), space16="ab" * 8)
+    return [key._unfillable(7, 8, elsewhere) for elsewhere in (
+        None, Elsewhere("http://127.0.0.1:2/", 300.0, True))]
 
 
 def _unauthorized() -> list:
@@ -471,6 +489,31 @@ def test_a_former_keys_nonce_and_a_stale_journal_are_the_agents_pull():
     assert said.startswith("call memory_pull in a minute: it settles the interrupted push"), \
         said
     assert "stop and tell the human: KINT_RPC_URL and KINT_RPC_URL_2 (their settings)" in said
+
+
+def test_a_former_keys_unfillable_nonce_and_a_rotated_data_key_end_with_the_agents_pull():
+    """A previous key's nonce this machine can no longer fill, and an epoch sealed under a
+    data key another machine's rekey made, stopped the agent with the human's steps and
+    `kint pull` after them, never the agent's own memory_pull once the human is done."""
+    from kint.protocol.errors import ROTATED_DISCARD_HINT
+    from kint.tenant_worker.push_refusals import gap_hint
+
+    for refused in _unfillable():
+        for tool, pull in (("memory_push", "memory_pull"), ("memory_pull", "memory_pull again")):
+            said = _said_to(tool, refused.code.value, refused.hint)
+            assert said.startswith("stop and tell the human: "), said
+            assert f"; after that, call {pull}: it fills nonce 7 with a transfer to self" \
+                in said, said
+            assert "`kint pull`" not in said and ADDRESS in said, said
+            assert ("http://127.0.0.1:2/" in said) == ("http://127.0.0.1:2/" in refused.hint)
+    rotated = gap_hint(SimpleNamespace(rotated_gap=True, unread_gap=None))
+    said = _said_to("memory_push", "GAP", rotated)
+    assert said.startswith("stop and tell the human: if the data key was rotated on another "
+                           "machine, `kint connect` again in their terminal"), said
+    assert "; after that, call memory_pull. If that connect says" in said, said
+    assert "then `kint pull`" not in said, said
+    said = _said_to("memory_pull", "GAP", ROTATED_DISCARD_HINT)
+    assert said.endswith("; after that, call memory_pull with discard_local again"), said
 
 
 def test_a_session_key_short_of_eth_is_the_owners_to_fund():

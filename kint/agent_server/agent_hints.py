@@ -20,13 +20,16 @@ from kint.pid_file_lock import FOREIGN_FILE_HINT
 from kint.protocol.errors import (ARCHIVE_HINT, CHECKSUM_HINT, CORRUPT_FILE_HINT,
                                   CORRUPT_JOURNAL_HINT, DEFAULT_HINTS, DEFERRED_FILL_HINT,
                                   DEVCHAIN_RPC_HINT, DISK_FULL_PULL_TAIL, FILL_AGAIN_HINT,
-                                  FORMER_KEY_FUND, FUND_SESSION_KEY_HINT,
+                                  FORMER_KEY_ELSEWHERE, FORMER_KEY_FUND,
+                                  FORMER_KEY_UNFILLABLE, FUND_SESSION_KEY_HINT,
                                   GAP_NEVER_OPENS_HINT, HEADER_TRANSPORT_HINT,
-                                  NO_DATA_KEY_HINT, NO_LOCAL_SECRET_HINT, NOT_CONNECTED_HINT,
+                                  NO_DATA_KEY_HINT, NO_LOCAL_SECRET_HINT, NOT_A_REKEY_HINT,
+                                  NOT_CONNECTED_HINT,
                                   OVERTAKEN_NOTICE_TAIL, RECOVERY_CODE_HINT,
                                   RECOVERY_FILE_HINT, REKEY_JOURNAL_HINT,
                                   REKEY_JOURNAL_NEWER_HINT, REORG_HINT,
-                                  REREAD_HINT, RETRY_THEN, ROTATED_KEY_NOTICE_TAIL,
+                                  REREAD_HINT, RETRY_THEN, ROTATED_DISCARD_HINT,
+                                  ROTATED_GAP_HINT, ROTATED_KEY_NOTICE_TAIL,
                                   ROTATED_KEY_PUSH_HINT, SESSION_KEY_CORRUPT_HINT,
                                   SESSION_KEY_LOCKED_HINT, SESSION_KEY_MISSING_HINT,
                                   SNAPSHOT_TOO_LARGE_HINT, STALE_JOURNAL_HINT,
@@ -87,6 +90,21 @@ _AGENT_HINTS = {
                         "machine; `kint connect` in their terminal, with the owner's "
                         "signature, the vault passphrase or the new recovery code, carries it "
                         "here; after that, call {tool} again",
+    # An epoch sealed under a data key another machine's rekey made: the connect that
+    # carries the key here is the human's (the owner's key), the pull after it the agent's.
+    ROTATED_GAP_HINT: "stop and tell the human: if the data key was rotated on another "
+                      "machine, `kint connect` again in their terminal with a key that opens "
+                      "the vault now (the owner's signature, the vault passphrase or the new "
+                      "recovery code) carries it here; after that, call {pull}. If that "
+                      f"connect says the head epoch's wrap under the key does not open, no "
+                      f"rekey made it: {NOT_A_REKEY_HINT}",
+    # The same met by a pull with discard_local before it moved anything: that pull again.
+    ROTATED_DISCARD_HINT: "stop and tell the human: `kint connect` again in their terminal, "
+                          "with a key that opens the vault in the head epoch (the owner's "
+                          "signature, the vault passphrase or its recovery code), takes that "
+                          "vault's data key (after a `kint rekey` on another machine, or a "
+                          "vault started on two machines before the first push); after that, "
+                          "call memory_pull with discard_local again",
     # Only memory_push(snapshot=true) asks for one snapshot: a plain memory_push splits.
     SNAPSHOT_TOO_LARGE_HINT: "nothing was anchored; call memory_push without snapshot: it "
                              "splits the changes across epochs",
@@ -196,6 +214,13 @@ _AGENT_HINTS = {
                               "owner authorizes that address (`kint authorize`) and funds it "
                               "with a little ETH; after that, call {tool} again",
 }
+# The human's ways past a previous key's nonce this machine cannot fill, then the pull.
+_UNFILLED = ("put the previous session key's keystore back as session.key.old under "
+             "KINT_HOME, or send any transaction from {address} at nonce {hole}, or move "
+             "pending-{space16}.json out of KINT_HOME (the push's rows stay in the store); "
+             "after that, call {pull}: it fills nonce {hole} with a transfer to self once the "
+             "keystore is back, and settles the interrupted push (with the journal moved out "
+             "there is none, and memory_push then anchors the rows with this machine's key)")
 # Hints the worker builds at run time (an address, a chain, a nonce, a file), known by their
 # template in kint.protocol.errors, each value carried into the agent's words.
 _AGENT_TEMPLATES = (
@@ -211,14 +236,26 @@ _AGENT_TEMPLATES = (
      "{pull}: it fills nonce {hole} again"),
     (FILL_AGAIN_HINT, "call {pull} in a minute: it fills nonce {hole} again; if it is "
                       "refused the same way, stop and tell the human what it says"),
+    # A previous key's nonce nothing here can fill: the ways past it are the human's, the
+    # pull after them the agent's own (it fills or settles; a journal moved out, the push).
+    (FORMER_KEY_ELSEWHERE + FORMER_KEY_UNFILLABLE, f"stop and tell the human: "
+                                                   f"{FORMER_KEY_ELSEWHERE}or {_UNFILLED}"),
+    (FORMER_KEY_UNFILLABLE, f"stop and tell the human: {_UNFILLED}"),
 )
 
 
 def _pattern(template: str) -> re.Pattern[str]:
-    """`template` with each `{name}` a group that takes the value said in its place."""
-    parts = re.split(r"\{(\w+)\}", template)
-    return re.compile("".join(re.escape(part) if n % 2 == 0 else f"(?P<{part}>.+?)"
-                              for n, part in enumerate(parts)))
+    """`template` with each `{name}` a group that takes the value said in its place (the
+    same value again where a name comes back)."""
+    parts, named = re.split(r"\{(\w+)\}", template), set()
+    out = []
+    for n, part in enumerate(parts):
+        if n % 2 == 0:
+            out.append(re.escape(part))
+        else:
+            out.append(f"(?P={part})" if part in named else f"(?P<{part}>.+?)")
+            named.add(part)
+    return re.compile("".join(out))
 
 
 _TEMPLATE_PATTERNS = tuple((_pattern(template), words) for template, words in _AGENT_TEMPLATES)

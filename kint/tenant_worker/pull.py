@@ -58,6 +58,7 @@ from kint.chain.config import ChainConfig
 from kint.chain.rpc import RpcUnavailable
 from kint.custody import errors as custody_errors
 from kint.protocol import ErrorCode, ProtocolError
+from kint.protocol.errors import ROTATED_DISCARD_HINT, ROTATED_GAP_STEP
 from kint.rows.canon import Row
 from kint.rows.merkle import merkle_root
 from kint.tenant_worker import apply_journal, lost_restore, settled_notice
@@ -72,7 +73,6 @@ from kint.tenant_worker.head_lock import head_op
 from kint.tenant_worker.header_wraps import take_in_header_wraps
 from kint.tenant_worker.landed_block import settle_block, settle_head_block
 from kint.tenant_worker.local_state import LocalState, local_state
-from kint.tenant_worker.mirror_file import ROTATED_GAP_STEP
 from kint.tenant_worker.provenance import refine_from_cache
 from kint.tenant_worker.pull_plan import epochs_to_apply, split_rotated
 from kint.tenant_worker.rekey_settle import COMPLETED, settle_journals
@@ -247,10 +247,7 @@ def _refuse_gap(todo: list[Fetched]) -> None:
             ErrorCode.GAP, f"epoch {gap.log.seq} is sealed under a data key this machine does "
             f"not hold, so the restore would stop there, before the chain's rows from it on; "
             f"nothing was moved",
-            "`kint connect` again with a key that opens the vault in the head epoch (the "
-            "owner's signature, the vault passphrase or its recovery code): after a `kint "
-            "rekey` on another machine, or a vault started on two machines before the first "
-            "push, it takes that vault's data key; then `kint pull --discard-local` again")
+            ROTATED_DISCARD_HINT)
 
 
 def _start_from(ctx: SpaceContext, local: LocalState,
