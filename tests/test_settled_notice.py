@@ -228,3 +228,21 @@ def test_a_mirror_that_does_not_read_leaves_the_notice_behind_and_logged(ctx, ca
         assert settled_notice.found(ctx) == FOUND
     assert "the mirror a kept notice is read against does not read" in caplog.text, \
         caplog.text
+
+
+@pytest.mark.parametrize("unread", [False, True], ids=["kept", "unread"])
+def test_memory_status_names_the_agents_tools_that_say_it(ctx, unread):
+    """memory_status's `settled_notice` is `kint status`'s line, which named the commands
+    that say the notice (`the next push, pull, rekey or recovery-code`): terminal commands,
+    two of which kint-server has no tool for. The agent is given its own tools."""
+    from kint.agent_server.results import status_result
+
+    if unread:
+        _path(ctx).write_bytes(b"{not json")
+    else:
+        settled_notice.keep(ctx, FOUND, settled_notice.vault(ctx))
+    line = settled_notice.waiting(ctx)
+    assert "rekey or recovery-code" in line, line  # the CLI's words kept
+    said = status_result({"settled_notice": line})["settled_notice"]
+    assert "rekey" not in said and "recovery-code" not in said, said
+    assert "the agent's next memory_pull or memory_push" in said, said

@@ -18,11 +18,16 @@ from kint.agent_server.agent_hints import (CALL_CONNECT, CALL_PULL_FIRST, agent_
 from kint.client import KintError
 from kint.front_closed import CLOSED_HINT
 from kint.open_files import ROOM_HINT, SYSTEM_FILES_HINT, WORKER_ROOM_HINT
-from kint.protocol.errors import DISCARD_FROM_AGENT, hint_with_notices, split_notices
+from kint.protocol.errors import (DISCARD_FROM_AGENT, SAID_BY_NEXT, hint_with_notices,
+                                  split_notices)
 
 # v0.3.0's hints for a push that the space's running work holds up, and for its data key.
 PUSH_RUNNING = "a push is already running"
 KEY_GONE = "the data key on this machine has expired or is missing"
+
+# The agent's calls that say (and use up) a kept settled notice: memory_status names them
+# where the worker names the CLI's commands.
+SAID_BY_TOOLS = "the agent's next memory_pull or memory_push"
 
 # The worker's codes under v0.3.0's name for the same refusal, per tool. A code not named
 # here is this kint's own (docs/harnesses.md lists them) and passes as it is.
@@ -154,6 +159,8 @@ def status_result(worker: dict[str, Any]) -> dict[str, Any]:
             out["chain_head"] = {**chain_head, "contract": worker.get("contract")}
             out["in_step"] = bool(worker.get("in_step"))
             out["session_key"] = worker.get("session_key")
+    if isinstance(out.get("settled_notice"), str):  # the commands that say it: the tools
+        out["settled_notice"] = out["settled_notice"].replace(SAID_BY_NEXT, SAID_BY_TOOLS)
     failure = out.get("watcher_failure")
     if isinstance(failure, dict) and failure.get("hint"):
         out["watcher_failure"] = {**failure, "hint": watcher_failure_hint(failure)}

@@ -327,6 +327,9 @@ GAP_NEVER_OPENS_HINT = ("run `kint pull` to apply it; for an epoch that will nev
                         "`kint compact --over-skipped` anchors this machine's store over it")
 UNREAD_GAP_HINT = ("run `kint pull` again: the last one could not read that epoch (through "
                    "another endpoint if this one keeps failing: rpc_url in config.toml)")
+# The commands that say a kept settled notice (kint.tenant_worker.settled_notice), as
+# `kint status` names them; kint-server names its own tools in their place.
+SAID_BY_NEXT = "the next push, pull, rekey or recovery-code"
 # The way past a discard refused because another process holds the store, for a person at
 # a terminal: an agent's kint-server closes its own connection first. Said to an agent
 # that has just called memory_pull with discard_local, it would send the agent round in a

@@ -41,6 +41,7 @@ import orjson
 
 from kint.paths import atomic_write, read_small_file, settled_notice_path
 from kint.protocol import ProtocolError
+from kint.protocol.errors import SAID_BY_NEXT
 from kint.taken_once import removed
 from kint.tenant_worker.overtaken import Overtaken
 from kint.tenant_worker.space import SpaceContext
@@ -211,8 +212,8 @@ def waiting(ctx: SpaceContext) -> str | None:
     path = _path(ctx)
     held = _held(path)
     if held.unread is not None:
-        return (f"{path.name}: it does not read ({held.unread}), and is removed by the next "
-                f"push, pull, rekey or recovery-code")
+        return (f"{path.name}: it does not read ({held.unread}), and is removed by "
+                f"{SAID_BY_NEXT}")
     if held.notice is None:
         return None
     try:
@@ -221,8 +222,7 @@ def waiting(ctx: SpaceContext) -> str | None:
     except (ProtocolError, CorruptStateFile):
         pass
     return (f"{path.name} keeps what settling an interrupted push found, said by no "
-            f"command yet: {_as_now(ctx, held.notice).describe()}; the next push, pull, "
-            f"rekey or recovery-code says it")
+            f"command yet: {_as_now(ctx, held.notice).describe()}; {SAID_BY_NEXT} says it")
 
 
 def said(ctx: SpaceContext) -> None:
