@@ -334,10 +334,12 @@ def _terminal_steps(said: str) -> list[str]:
 
 
 # The human's steps no command of kint's names (agent_hints.HUMAN_ONLY_WORDS): ETH to send,
-# a setting to correct where a process was started or to point at an endpoint, a process
+# a setting to set, unset, check, correct or point at an endpoint (a KINT_ name alone, a
+# place or what sets a bound, is no step), a process
 # to signal, a file's mode, space on the disk. Held against every hint as said to the agent.
 HUMAN_WORDS = re.compile(r"send ETH|MCP configuration|environment file|`kill |`chmod "
-                         r"|point KINT_|point kint at|free some space|KINT_[A-Z_0-9]+|config\.toml"
+                         r"|point kint at|free some space|config\.toml"
+                         r"|\b(?:check|correct|point|set|unset|change) KINT_|\bKINT_\w+="
                          r"|config file|\bin (?:this command's|the supervisor's|the service's) "
                          r"environment")
 
@@ -656,3 +658,23 @@ def test_a_human_step_no_command_names_is_the_humans():
         "call memory_push again in a minute: that is a transport failure, never a verdict on "
         "the vault: nothing was sent or changed; if it fails again, stop and tell the human "
         "to change the RPC (KINT_RPC_URL)")
+
+
+def test_a_setting_named_only_as_a_place_or_a_bound_is_no_human_step():
+    """"KINT_" anywhere in a hint made it a stop: a retry that named KINT_HOME as where a
+    file is, or the setting that sets a bound, was handed to the human. A setting to set,
+    unset, check, correct or point (in kint-server's environment, which the agent cannot
+    change) is still the human's, in the translation and in the guard alike."""
+    from kint.agent_server.agent_hints import agent_error
+
+    for retry in ("try again in a minute; the log in KINT_HOME says why it waited",
+                  "try again once the bound has passed (KINT_NONCE_RETRY_SECONDS sets it)"):
+        assert agent_error("memory_push", KintError("BUSY", "busy", retry)).hint == retry
+        assert not _human_steps(retry), retry
+    for step in ("set KINT_RPC_URL_2 to another operator's endpoint",
+                 "unset KINT_OFFLINE", "check KINT_CONTRACT", "correct KINT_CONTRACT here",
+                 "point KINT_RPC_URL at an endpoint of chain 8453",
+                 "or KINT_ALLOW_SINGLE_RPC=1 to accept one"):
+        said = agent_error("memory_push", KintError("BUSY", "busy", step)).hint
+        assert said == f"stop and tell the human: {step}", said
+        assert _human_steps(step), step  # the guard still fails a hint that gives it as is

@@ -294,15 +294,16 @@ _AGENT_HINTS.update({DEFAULT_HINTS[code]: f"stop and tell the human: {DEFAULT_HI
 
 
 # Words of a step that is the human's though it names no command of kint's: a setting
-# (any KINT_ one, or the config file: set where kint-server or the supervisor was started),
-# ETH to send, a process to signal, a file's mode, space on the disk. kint-server has no
-# tool for any, and a hint passed on as it was gave them to the agent as its own next step
-# (tests/test_worker_hints_for_agents.py holds every hint to them). "KINT_" is broad on
-# purpose: a hint naming `KINT_HOME` only as a place (a file in it to read) is a stop too,
-# the safe way to be wrong; one the agent acts on is named in _AGENT_HINTS instead.
+# (the config file, or a KINT_ one to set, unset, check, correct or point: in the
+# environment kint-server or the supervisor was started with, which the agent cannot
+# change), ETH to send, a process to signal, a file's mode, space on the disk. kint-server
+# has no tool for any, and a hint passed on as it was gave them to the agent as its own
+# next step (tests/test_worker_hints_for_agents.py holds every hint to them). A KINT_ name
+# alone is no step: `KINT_HOME` as a place, a setting named as what sets a bound, in a hint
+# whose step is a retry, stopped the agent where the retry was its own.
 HUMAN_ONLY_WORDS = ("send ETH", "MCP configuration", "environment file", "`kill ", "`chmod ",
-                    "point KINT_RPC_URL", "point kint at", "free some space", "KINT_",
-                    "config.toml", "config file")
+                    "point kint at", "free some space", "config.toml", "config file")
+HUMAN_SETTING = re.compile(r"\b(?:check|correct|point|set|unset|change) KINT_|\bKINT_\w+=")
 
 
 # Steps v0.3.0 keeps for the human's own terminal (14-agents.md, "Anti-patterns to avoid"):
@@ -350,12 +351,13 @@ HANDED_OVER = re.compile(r"(?:stop and )?(?:tell|ask) the human")
 
 def _human_only(said: str) -> bool:
     """Whether a hint no earlier rule gave the agent's words names, before anything it
-    hands to the human, a step of the human's terminal (HUMAN_ONLY_STEPS), or any command of
-    kint's CLI the agent does not run itself (TERMINAL_STEP). The CHAIN_MOVED pull and the
-    named hints are mapped before this is asked, so a hint that starts with a pull and
-    names one of those steps stops the agent."""
+    hands to the human, a step of the human's terminal (HUMAN_ONLY_STEPS, HUMAN_SETTING), or
+    any command of kint's CLI the agent does not run itself (TERMINAL_STEP). The CHAIN_MOVED
+    pull and the named hints are mapped before this is asked, so a hint that starts with a
+    pull and names one of those steps stops the agent."""
     asked = HANDED_OVER.split(said, maxsplit=1)[0]
-    return any(step in asked for step in HUMAN_ONLY_STEPS) or bool(TERMINAL_STEP.search(asked))
+    return (any(step in asked for step in HUMAN_ONLY_STEPS) or bool(HUMAN_SETTING.search(asked))
+            or bool(TERMINAL_STEP.search(asked)))
 
 
 def agent_error(tool: str, err: KintError) -> KintError:
