@@ -678,3 +678,58 @@ def test_a_setting_named_only_as_a_place_or_a_bound_is_no_human_step():
         said = agent_error("memory_push", KintError("BUSY", "busy", step)).hint
         assert said == f"stop and tell the human: {step}", said
         assert _human_steps(step), step  # the guard still fails a hint that gives it as is
+
+
+def _setting_lines() -> list[str]:
+    """Every line of a setting not used that names the way to change it, built by the code
+    that writes them (kint.settings.wire.report, each way; secret_proof.notice, both)."""
+    from kint.settings import BY_NAME
+    from kint.settings import secret_proof
+    from kint.settings.loader import DAEMON_ENV, DEFAULT, Value
+    from kint.settings.wire import report
+
+    lines = []
+    for name, source in (("KINT_QUIET_SECONDS", DEFAULT), ("KINT_RPC_URL", DEFAULT),
+                         ("KINT_WORKER_IDLE_SECONDS", DAEMON_ENV),
+                         ("KINT_WORKER_IDLE_SECONDS", DEFAULT)):
+        setting = BY_NAME[name]
+        raw = "http://127.0.0.1:9/" if setting.kind == "url" else "5"
+        lines.append(report(setting, raw, Value(setting, setting.default, source), "t",
+                            "/home/u/.kint/config.toml"))
+    proof = secret_proof.proof("mine")
+    lines += [secret_proof.notice("KINT_SESSION_PASSPHRASE", proof, running)
+              for running in (None, "theirs")]
+    return lines
+
+
+def test_a_settings_way_to_change_it_reaches_the_agent_as_the_humans():
+    """The lines about settings of the call not used (`notices`, in every tool's result and
+    refusal) name the way to change the value: the harness's MCP configuration, the
+    service's environment file, the config file, `kint supervisor stop`. They reached the
+    agent as they were, its own next step; the way is handed to the human where it begins,
+    in a result and in a refusal alike."""
+    from kint.agent_server.surface import call
+    from kint.agent_server.tool_args import PushArgs
+    from kint.agent_server.tools import KintTool
+    from kint.protocol.errors import hint_with_notices
+
+    lines = _setting_lines()
+    assert len(lines) == 6 and all(lines), lines
+
+    def answered(_: PushArgs) -> dict:
+        return {"notices": lines}
+
+    def refused(_: PushArgs) -> dict:
+        raise KintError("BUSY", "busy", hint_with_notices("call memory_push again", lines))
+
+    for run in (answered, refused):
+        tool = KintTool("memory_push", "t", "d", PushArgs, run, None)
+        said = call(tool, {}).structuredContent["notices"]
+        assert len(said) == len(lines), said
+        for line, told in zip(lines, said):
+            asked = HANDED_OVER.split(told, maxsplit=1)[0]
+            assert asked != told, told  # handed over
+            for step in ("`kint ", "MCP configuration", "environment file"):
+                assert step not in asked, (step, told)
+            assert not re.search(r"\bset \w+ (?:under|in) ", asked), told  # a key to set
+            assert line.startswith(asked.rpartition(";")[0]), (line, told)  # the fact kept

@@ -37,6 +37,8 @@ from kint.protocol.errors import (ARCHIVE_HINT, CHECKSUM_HINT, CORRUPT_FILE_HINT
                                   UNAUTHORIZED_PUSH_HINT, UNREAD_GAP_HINT, UNSETTLED_THEN,
                                   WRAPS_ROTATED_HINT, WRITE_BACK, WRITE_BACK_TAIL, ErrorCode,
                                   hint_with_notices, split_notices)
+from kint.settings.secret_proof import GIVE_SAME, GIVE_THIS
+from kint.settings.wire import CHANGE_IT
 from kint.sibyl_client import LOCKED_HINT, UNREADABLE_HINT
 from kint.spaces import STORE_HINT
 
@@ -431,3 +433,28 @@ def agent_notice(said: str) -> str:
         if said.endswith(f"; {tail}"):
             return said.removesuffix(tail) + words
     return said
+
+
+# The lines about settings of the call that were not used (kint.settings.wire's reports,
+# secret_proof's), which every tool's result and refusal carries as `notices`: the way to
+# change a value or give the supervisor a secret (kint-server's MCP configuration, the
+# service's environment file, the config file, `kint supervisor stop`) is the human's, so
+# it is handed over where it begins. The other lines name no step (a value that does not
+# parse, one with no effect on this platform, a refused config file still serving its last
+# good values; and the push's REANCHOR_UNUSED, OVER_SKIPPED_UNUSED and dry run lines, which
+# memory_push never asks for), and pass as they are.
+_SETTING_STEPS = ((CHANGE_IT, "; to change it, tell the human: "),
+                  (GIVE_SAME, "; tell the human to give the supervisor the same ("),
+                  (GIVE_THIS, "; to use this one, tell the human to give it to the supervisor ("))
+
+
+def agent_notices(lines: list[str]) -> list[str]:
+    """`notices` with the human's way to change a setting handed to the human."""
+    out = []
+    for line in lines:
+        for step, words in _SETTING_STEPS:
+            if step in line:
+                line = line.replace(step, words, 1)
+                break
+        out.append(line)
+    return out
