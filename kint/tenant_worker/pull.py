@@ -141,6 +141,8 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool, told: bool = True) -> di
     if not discard and todo and todo[0].opened is not None:  # it writes: it applies todo[0]
         sibyl_takes_writes()  # before the apply journal: see the docstring's last paragraph
     mirror, backups = _start_from(ctx, local, discard)
+    if overtaken is not None and backups:  # its rows went aside with the store
+        settled_notice.moved_aside(ctx, overtaken, backups[0])
     done = _apply_epochs(ctx, mirror, todo, fetched, local.present, skipped)
     if overtaken is not None:
         # With what to do about its rows, and where they are: the store moved aside
