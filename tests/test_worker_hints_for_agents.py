@@ -79,8 +79,8 @@ NOT_SCANNED = ("commands",)
 # Refusals that pass on a hint another refusal was made with (scanned where that one is
 # made), or words that are already an agent's: (file, the hint's source) -> where from.
 PASSED_ON = {
-    ("agent_server/agent_hints.py", "hint_with_notices(hint.format(tool=tool, pull=pull), "
-                                    "notices)"): "the translation itself",
+    ("agent_server/agent_hints.py", "hint_with_notices(hint, notices)"):
+        "the translation itself",
     ("agent_server/results.py", "hint_with_notices(hint, notices)"): "the translation itself",
     ("agent_server/results.py", "mapped.hint"): "the translation itself",
     ("agent_server/results.py", "hint_with_notices(said, notices)"): "the translation itself",

@@ -6,12 +6,15 @@ for, or to a step v0.3.0 keeps for the human (14-agents.md, "What must go back t
 human", "Anti-patterns to avoid"). Here each is turned into the agent's next tool call, or
 into "stop and tell the human: " and the human's step. kint-server applies it to every
 tool's refusal (kint.agent_server.surface), after v0.3.0's codes and hints
-(kint.agent_server.results: push_error, pull_error).
+(kint.agent_server.results: push_error, pull_error). The translation is one table of
+rules (_RULES), asked in order: the hints named word for word, those built from a
+template, then the rules known by a code, a start or a tail, and last the human's steps.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Callable
 
 from kint.client import EXITED_HINT, NO_ANSWER_HINT, KintError, SupervisorUnavailable
 from kint.front_closed import CLOSED_HINT, STOPPING_HINT
@@ -246,45 +249,6 @@ _AGENT_TEMPLATES = (
 )
 
 
-def _pattern(template: str) -> re.Pattern[str]:
-    """`template` with each `{name}` a group that takes the value said in its place (the
-    same value again where a name comes back)."""
-    parts, named = re.split(r"\{(\w+)\}", template), set()
-    out = []
-    for n, part in enumerate(parts):
-        if n % 2 == 0:
-            out.append(re.escape(part))
-        else:
-            out.append(f"(?P={part})" if part in named else f"(?P<{part}>.+?)")
-            named.add(part)
-    return re.compile("".join(out))
-
-
-_TEMPLATE_PATTERNS = tuple((_pattern(template), words) for template, words in _AGENT_TEMPLATES)
-
-
-def _from_template(said: str) -> str | None:
-    """The agent's words for a hint built from one of _AGENT_TEMPLATES, the values kept (and
-    kept from being read as fields of the words), or None."""
-    for pattern, words in _TEMPLATE_PATTERNS:
-        found = pattern.fullmatch(said)
-        if found is not None:
-            return words.format(tool="{tool}", pull="{pull}", **{k: _literal(v) for k, v in
-                                                  found.groupdict().items()})
-    return None
-
-
-def _literal(text: str) -> str:
-    """`text` as it is once formatted: its braces doubled."""
-    return text.replace("{", "{{").replace("}", "}}")
-
-
-# An interrupted push's journal kept while the chain could not be read: memory_pull settles
-# it first, whichever tool met it; the endpoint, if it stays so, is the human's. Known by
-# its tail (UNSETTLED_THEN), since the check before it names the endpoint in force
-# (kint.tenant_worker.rpc_hint), one of several.
-UNSETTLED_FOR_AGENT = ("call memory_pull in a minute: it settles the interrupted push first; "
-                       "if it fails again, stop and tell the human to {check}")
 # Codes whose next step only the human can take (a setting, a key, a file, the endpoint):
 # the agent is told to stop, with what the human is to do.
 _AGENT_HINTS.update({DEFAULT_HINTS[code]: f"stop and tell the human: {DEFAULT_HINTS[code]}"
@@ -362,6 +326,96 @@ def _human_only(said: str) -> bool:
             or bool(TERMINAL_STEP.search(asked)))
 
 
+def _pattern(template: str) -> re.Pattern[str]:
+    """`template` with each `{name}` a group that takes the value said in its place (the
+    same value again where a name comes back)."""
+    parts, named = re.split(r"\{(\w+)\}", template), set()
+    out = []
+    for n, part in enumerate(parts):
+        if n % 2 == 0:
+            out.append(re.escape(part))
+        else:
+            out.append(f"(?P={part})" if part in named else f"(?P<{part}>.+?)")
+            named.add(part)
+    return re.compile("".join(out))
+
+
+# A rule's matcher: given a refusal's code and its hint, the values the rule's words take
+# (the hint's own parts), or None when the rule is not the hint's.
+Matcher = Callable[[str, str], "dict[str, str] | None"]
+
+
+def _named(hint: str) -> Matcher:
+    """A hint said word for word (_AGENT_HINTS)."""
+    return lambda code, said: {} if said == hint else None
+
+
+def _built(template: str) -> Matcher:
+    """A hint built from `template` (_AGENT_TEMPLATES), its values taken."""
+    pattern = _pattern(template)
+
+    def matches(code: str, said: str) -> dict[str, str] | None:
+        found = pattern.fullmatch(said)
+        return None if found is None else found.groupdict()
+    return matches
+
+
+def _pull_first(code: str, said: str) -> dict[str, str] | None:
+    """Another machine pushed (push_refusals' head check, an overtaken journal's
+    PULL_THEN): the pull is the agent's next call, as v0.3.0's CHAIN_MOVED says."""
+    return {} if code == ErrorCode.CHAIN_MOVED.value and said.startswith(PULL_STEP) else None
+
+
+def _unsettled(code: str, said: str) -> dict[str, str] | None:
+    """An interrupted push's journal kept while the chain could not be read: known by its
+    tail (UNSETTLED_THEN), since the check before it names the endpoint in force
+    (kint.tenant_worker.rpc_hint), one of several."""
+    return ({"check": said.removesuffix(UNSETTLED_THEN)} if said.endswith(UNSETTLED_THEN)
+            else None)
+
+
+def _endpoint_check(code: str, said: str) -> dict[str, str] | None:
+    """An endpoint to check, whichever (the generic settings, a space's own, a config
+    file's: kint.tenant_worker.rpc_hint), then try again."""
+    checked = (code == ErrorCode.RPC_UNAVAILABLE.value and said.startswith("check ")
+               and said.endswith(RETRY_THEN))
+    return {"said": said} if checked else None
+
+
+def _humans(code: str, said: str) -> dict[str, str] | None:
+    """A supervisor that does not start, or runs stopped or stuck; Sibyl refusing the
+    store or the account (`Run sibyl init in a terminal`, a store's permissions):
+    kint-server cannot put either right, and the hint says what the human does. So does a
+    hint naming a step only the human takes (HUMAN_ONLY_STEPS), or a command of a terminal
+    kint-server has no tool for (TERMINAL_STEP). One that already hands the rest over is
+    left as it is."""
+    theirs = not HANDED_OVER.match(said) and (
+        code in (SupervisorUnavailable.CODE, ErrorCode.SIBYL_ERROR.value) or _human_only(said))
+    return {"said": said} if theirs else None
+
+
+# The rules, in the order they are asked, each (matcher, the agent's words): the first
+# whose matcher answers gives the words, filled with its values, `{tool}` (the tool
+# called), `{pull}` (`memory_pull`, or `memory_pull again` from memory_pull) and
+# `{pull_first}` (`memory_pull first`, v0.3.0's CHAIN_MOVED hint, or `memory_pull again`).
+# A hint no rule answers is left as it is. The named hints and the templates come first:
+# a hint whose first step is a pull is mapped before any word it holds could make it a
+# stop (the last rule).
+_RULES: tuple[tuple[Matcher, str], ...] = (
+    *((_named(hint), words) for hint, words in _AGENT_HINTS.items()),
+    *((_built(template), words) for template, words in _AGENT_TEMPLATES),
+    (_pull_first, "call {pull_first}"),
+    # memory_pull settles it first, whichever tool met it; the endpoint, if it stays so,
+    # is the human's.
+    (_unsettled, "call memory_pull in a minute: it settles the interrupted push first; if it "
+                 "fails again, stop and tell the human to {check}"),
+    # A passing fault heals; the setting is the human's.
+    (_endpoint_check, "call {tool} again in a minute; if it fails again, stop and tell the "
+                      "human to {said}"),
+    (_humans, "stop and tell the human: {said}"),
+)
+
+
 def agent_error(tool: str, err: KintError) -> KintError:
     """`err` with its generic hint in an agent's words (its next call); any other as it is.
     The lines about settings of the call that ride under a hint stay under it."""
@@ -369,37 +423,22 @@ def agent_error(tool: str, err: KintError) -> KintError:
     hint = _agent_words(tool, err.code, said) if said else None
     if hint is None:
         return err
-    pull = "memory_pull again" if tool == "memory_pull" else "memory_pull"
-    return KintError(err.code, err.message,
-                     hint_with_notices(hint.format(tool=tool, pull=pull), notices))
+    return KintError(err.code, err.message, hint_with_notices(hint, notices))
 
 
 def _agent_words(tool: str, code: str, said: str) -> str | None:
-    """The agent's words for hint `said` of a refusal with `code` (`{tool}` and `{pull}`
-    still to fill), or None to leave it as it is."""
-    hint = _AGENT_HINTS.get(said) or _from_template(said)
-    if hint is None and code == ErrorCode.CHAIN_MOVED.value and said.startswith(PULL_STEP):
-        # Another machine pushed (push_refusals' head check, an overtaken journal's
-        # PULL_THEN): the pull is the agent's next call, as v0.3.0's CHAIN_MOVED says.
-        hint = "call memory_pull again" if tool == "memory_pull" else CALL_PULL_FIRST
-    if hint is None and said.endswith(UNSETTLED_THEN):
-        hint = UNSETTLED_FOR_AGENT.format(check=_literal(said.removesuffix(UNSETTLED_THEN)))
-    if hint is None and code == ErrorCode.RPC_UNAVAILABLE.value and said.startswith(
-            "check ") and said.endswith(RETRY_THEN):
-        # An endpoint to check, whichever (the generic settings, a space's own, a config
-        # file's: kint.tenant_worker.rpc_hint): a passing fault heals; the setting is the
-        # human's.
-        hint = ("call {tool} again in a minute; if it fails again, stop and tell the human to "
-                + _literal(said))
-    if hint is None and not HANDED_OVER.match(said) and (code in (
-            SupervisorUnavailable.CODE, ErrorCode.SIBYL_ERROR.value) or _human_only(said)):
-        # A supervisor that does not start, or runs stopped or stuck; Sibyl refusing the
-        # store or the account (`Run sibyl init in a terminal`, a store's permissions):
-        # kint-server cannot put either right, and the hint says what the human does. So
-        # does a hint naming a step only the human takes (HUMAN_ONLY_STEPS), or a command
-        # of a terminal kint-server has no tool for (TERMINAL_STEP).
-        hint = f"stop and tell the human: {_literal(said)}"
-    return hint
+    """The agent's words for hint `said` of a refusal with `code` to `tool`, by the first of
+    _RULES that answers for it, or None to leave it as it is. The values go in as they
+    are: a brace in one is never read as a field of the words."""
+    again = tool == "memory_pull"
+    for matches, words in _RULES:
+        values = matches(code, said)
+        if values is not None:
+            return words.format(**values, tool=tool,
+                                pull="memory_pull again" if again else "memory_pull",
+                                pull_first="memory_pull again" if again else CALL_PULL_FIRST
+                                .removeprefix("call "))
+    return None
 
 
 # What a pull's warning of a journal it dropped (kint.tenant_worker's overtaken.py,
