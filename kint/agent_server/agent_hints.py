@@ -431,13 +431,12 @@ def _agent_words(tool: str, code: str, said: str) -> str | None:
     _RULES that answers for it, or None to leave it as it is. The values go in as they
     are: a brace in one is never read as a field of the words."""
     again = tool == "memory_pull"
+    pull = "memory_pull again" if again else "memory_pull"
+    first = "memory_pull again" if again else CALL_PULL_FIRST.removeprefix("call ")
     for matches, words in _RULES:
         values = matches(code, said)
         if values is not None:
-            return words.format(**values, tool=tool,
-                                pull="memory_pull again" if again else "memory_pull",
-                                pull_first="memory_pull again" if again else CALL_PULL_FIRST
-                                .removeprefix("call "))
+            return words.format(**values, tool=tool, pull=pull, pull_first=first)
     return None
 
 
