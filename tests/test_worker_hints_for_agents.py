@@ -733,3 +733,22 @@ def test_a_settings_way_to_change_it_reaches_the_agent_as_the_humans():
                 assert step not in asked, (step, told)
             assert not re.search(r"\bset \w+ (?:under|in) ", asked), told  # a key to set
             assert line.startswith(asked.rpartition(";")[0]), (line, told)  # the fact kept
+
+
+def test_a_pull_stopped_at_a_rotated_key_gives_the_agent_its_pull_after_the_connect():
+    """memory_pull's `message` for a pull that stopped at an epoch sealed under a data key
+    another machine's rekey made ended with the terminal's step (`kint connect` again,
+    then `kint pull`): the connect is the human's, the pull after it the agent's."""
+    from kint.agent_server.results import pull_result
+    from kint.protocol.errors import ROTATED_GAP_STEP
+
+    said = "stopped at epoch 3: sealed under another key; the mirror stays at 2; "
+    for warnings in ([], ["a warning"]):
+        shown = pull_result({"message": said + ROTATED_GAP_STEP, "warnings": warnings})
+        message = shown["message"]
+        assert message.startswith(said + "if the data key was rotated on another machine, "
+                                         "stop and tell the human: `kint connect` again"), message
+        assert "; after that, call memory_pull again" in message, message
+        assert "then `kint pull`" not in message, message
+        assert message.endswith(" (1 warning(s))") == bool(warnings), message
+    assert pull_result({"message": said})["message"] == said
