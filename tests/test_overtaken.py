@@ -250,6 +250,32 @@ def test_a_pull_that_drops_a_journal_another_machine_passed_says_what_to_do(box)
     assert "second" in s.names(moved)
 
 
+def test_a_discarding_pull_killed_after_the_move_leaves_the_copy_named(box):
+    """(b) settled by a `pull --discard-local` killed after it moved the store aside and
+    before it said what it found (mid-replay): the kept notice said the journal's rows were
+    "still in the store", the restored one that does not hold them, in `kint status` and in
+    the pull that finishes the restore. Both name the store moved aside."""
+    s = Space(box, "lost-push-discard-killed")
+    write(s.dba, s.a.tenant, second="in the push killed before its send")
+    s.kill_a("before_send", "push")
+    assert s.b_pushes("other")["seq"] == 2
+    try:
+        box["flag"].write_text(f"after_set_entity {s.space16}")
+        killed = kdb(s.a, s.dba, "pull", "--discard-local")
+        assert killed.returncode != 0, killed.stdout  # the worker died under the request
+        assert not box["flag"].exists(), "the pull did not reach the replay"
+    finally:
+        s.release()
+    moved = [p for p in s.dba.parent.glob(f"{s.dba.name}.kint-backup-*")
+             if not p.name.endswith(("-wal", "-shm"))]
+    assert len(moved) == 1 and "second" in s.names(moved[0]), moved
+    where = f"a discarding pull moved aside ({moved[0]}), not anchored"
+    kept = jdb(s.a, s.dba, "status")["settled_notice"]
+    assert where in kept and "still in the store" not in kept, kept
+    pulled = json.loads(ok(s.pull_a("--json")).stdout)
+    assert where in pulled["warnings"][0] and "still in the store" not in pulled["warnings"][0]
+
+
 def test_an_agents_restore_that_drops_a_journal_names_its_own_tools_for_the_rows(box):
     """(b) settled by an agent's memory_pull with discard_local, through a real kint-server
     started before the kill (its start-up pull would meet the journal first): the pull's

@@ -228,3 +228,51 @@ def test_a_mirror_that_does_not_read_leaves_the_notice_behind_and_logged(ctx, ca
         assert settled_notice.found(ctx) == FOUND
     assert "the mirror a kept notice is read against does not read" in caplog.text, \
         caplog.text
+
+
+@pytest.mark.parametrize("unread", [False, True], ids=["kept", "unread"])
+def test_memory_status_names_the_agents_tools_that_say_it(ctx, unread):
+    """memory_status's `settled_notice` is `kint status`'s line, which named the commands
+    that say the notice (`the next push, pull, rekey or recovery-code`): terminal commands,
+    two of which kint-server has no tool for. The agent is given its own tools."""
+    from kint.agent_server.results import status_result
+
+    if unread:
+        _path(ctx).write_bytes(b"{not json")
+    else:
+        settled_notice.keep(ctx, FOUND, settled_notice.vault(ctx))
+    line = settled_notice.waiting(ctx)
+    assert "rekey or recovery-code" in line, line  # the CLI's words kept
+    said = status_result({"settled_notice": line})["settled_notice"]
+    assert "rekey" not in said and "recovery-code" not in said, said
+    assert "the agent's next memory_pull or memory_push" in said, said
+
+
+@pytest.mark.parametrize("found", [FOUND, Unauthorized(2, "0x" + "ab" * 20, ENROLMENT.owner,
+                                                       False)], ids=["overtaken", "unauthorized"])
+def test_a_kept_dropped_notice_names_the_store_a_discarding_pull_moved_aside(ctx, found):
+    """A `pull --discard-local` killed after it moved the store aside and before it said
+    the notice left it kept, saying the rows the dropped journal carried were "still in the
+    store": the restored one, which does not hold them. The pull names the copy in the kept
+    notice as it moves it (the first copy named stays: one moved aside later held none)."""
+    settled_notice.keep(ctx, found, settled_notice.vault(ctx))
+    settled_notice.moved_aside(ctx, found, "/s/m.db.kint-backup-1")
+    settled_notice.moved_aside(ctx, settled_notice.found(ctx), "/s/m.db.kint-backup-2")
+    said = settled_notice.found(ctx)
+    for line in (said.describe(), said.notice(), settled_notice.waiting(ctx)):
+        assert "a discarding pull moved aside (/s/m.db.kint-backup-1), not anchored" in line, \
+            line
+        assert "still in the store" not in line and "backup-2" not in line, line
+    assert "; write back from it what is still wanted" in said.notice(), said.notice()
+    # Pulled up to the chain since (the pull's restore went that far before the kill): the
+    # copy is still where the rows are.
+    if isinstance(found, Overtaken):
+        pulled = replace(said, pulled_since=True)
+        assert "moved aside (/s/m.db.kint-backup-1)" in pulled.describe(), pulled.describe()
+
+
+def test_a_journal_that_landed_names_no_copy(ctx):
+    landed = Overtaken(2, 3, True)
+    settled_notice.keep(ctx, landed, settled_notice.vault(ctx))
+    settled_notice.moved_aside(ctx, landed, "/s/m.db.kint-backup-1")
+    assert settled_notice.found(ctx) == landed

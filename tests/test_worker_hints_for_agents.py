@@ -79,8 +79,8 @@ NOT_SCANNED = ("commands",)
 # Refusals that pass on a hint another refusal was made with (scanned where that one is
 # made), or words that are already an agent's: (file, the hint's source) -> where from.
 PASSED_ON = {
-    ("agent_server/agent_hints.py", "hint_with_notices(hint.format(tool=tool, pull=pull), "
-                                    "notices)"): "the translation itself",
+    ("agent_server/agent_hints.py", "hint_with_notices(hint, notices)"):
+        "the translation itself",
     ("agent_server/results.py", "hint_with_notices(hint, notices)"): "the translation itself",
     ("agent_server/results.py", "mapped.hint"): "the translation itself",
     ("agent_server/results.py", "hint_with_notices(said, notices)"): "the translation itself",
@@ -182,6 +182,10 @@ def _built_at_run_time() -> dict[tuple[str, str], Callable[[], Iterator[tuple[st
             refused = FormerKey._refused_fill(key, 7, 8, ChainRefused(why, "refused"))
             yield refused.code.value, refused.hint
 
+    def unfillable() -> Iterator[tuple[str, str]]:
+        for refused in _unfillable():
+            yield refused.code.value, refused.hint
+
     def chain_settings() -> Iterator[tuple[str, str]]:
         # kint.chain.config's errors, passed on by SpaceContext.chain: a refused chain
         # setting, wherever it was set (kint-server's own environment: its MCP config).
@@ -233,6 +237,9 @@ def _built_at_run_time() -> dict[tuple[str, str], Callable[[], Iterator[tuple[st
         ("tenant_worker/recovery_binding.py", "_when_readable(chain_error, \"the head epoch's "
                                               "header checks the code\")"): readable,
         ("tenant_worker/former_key.py", "fund + FILL_AGAIN_HINT.format(hole=hole)"): fills,
+        ("tenant_worker/former_key.py", "passed + FORMER_KEY_UNFILLABLE.format(hole=hole, "
+                                        "address=self.address, space16=self.space16)"):
+            unfillable,
         ("tenant_worker/session_sender.py", "FUND_SESSION_KEY_HINT.format(chain_id=self.anchor."
                                             "config.chain_id, address=self.account.address)"):
             lambda: iter([("NOT_CONNECTED", FUND_SESSION_KEY_HINT.format(chain_id=8453,
@@ -247,6 +254,17 @@ def _built_at_run_time() -> dict[tuple[str, str], Callable[[], Iterator[tuple[st
 
 
 ADDRESS = "0x" + "ab" * 20
+
+
+def _unfillable() -> list:
+    """A previous key's nonce nothing here can fill (former_key): never sent, and waiting at
+    another endpoint past the bound."""
+    from kint.tenant_worker.former_key import FormerKey
+    from kint.tenant_worker.former_key_wait import Elsewhere
+
+    key = FormerKey(anchor=None, address=ADDRESS, home=Path("/k"), space16="ab" * 8)
+    return [key._unfillable(7, 8, elsewhere) for elsewhere in (
+        None, Elsewhere("http://127.0.0.1:2/", 300.0, True))]
 
 
 def _unauthorized() -> list:
@@ -316,10 +334,12 @@ def _terminal_steps(said: str) -> list[str]:
 
 
 # The human's steps no command of kint's names (agent_hints.HUMAN_ONLY_WORDS): ETH to send,
-# a setting to correct where a process was started or to point at an endpoint, a process
+# a setting to set, unset, check, correct or point at an endpoint (a KINT_ name alone, a
+# place or what sets a bound, is no step), a process
 # to signal, a file's mode, space on the disk. Held against every hint as said to the agent.
 HUMAN_WORDS = re.compile(r"send ETH|MCP configuration|environment file|`kill |`chmod "
-                         r"|point KINT_|point kint at|free some space|KINT_[A-Z_0-9]+|config\.toml"
+                         r"|point kint at|free some space|config\.toml"
+                         r"|\b(?:check|correct|point|set|unset|change) KINT_|\bKINT_\w+="
                          r"|config file|\bin (?:this command's|the supervisor's|the service's) "
                          r"environment")
 
@@ -473,6 +493,31 @@ def test_a_former_keys_nonce_and_a_stale_journal_are_the_agents_pull():
     assert "stop and tell the human: KINT_RPC_URL and KINT_RPC_URL_2 (their settings)" in said
 
 
+def test_a_former_keys_unfillable_nonce_and_a_rotated_data_key_end_with_the_agents_pull():
+    """A previous key's nonce this machine can no longer fill, and an epoch sealed under a
+    data key another machine's rekey made, stopped the agent with the human's steps and
+    `kint pull` after them, never the agent's own memory_pull once the human is done."""
+    from kint.protocol.errors import ROTATED_DISCARD_HINT
+    from kint.tenant_worker.push_refusals import gap_hint
+
+    for refused in _unfillable():
+        for tool, pull in (("memory_push", "memory_pull"), ("memory_pull", "memory_pull again")):
+            said = _said_to(tool, refused.code.value, refused.hint)
+            assert said.startswith("stop and tell the human: "), said
+            assert f"; after that, call {pull}: it fills nonce 7 with a transfer to self" \
+                in said, said
+            assert "`kint pull`" not in said and ADDRESS in said, said
+            assert ("http://127.0.0.1:2/" in said) == ("http://127.0.0.1:2/" in refused.hint)
+    rotated = gap_hint(SimpleNamespace(rotated_gap=True, unread_gap=None))
+    said = _said_to("memory_push", "GAP", rotated)
+    assert said.startswith("stop and tell the human: if the data key was rotated on another "
+                           "machine, `kint connect` again in their terminal"), said
+    assert "; after that, call memory_pull. If that connect says" in said, said
+    assert "then `kint pull`" not in said, said
+    said = _said_to("memory_pull", "GAP", ROTATED_DISCARD_HINT)
+    assert said.endswith("; after that, call memory_pull with discard_local again"), said
+
+
 def test_a_session_key_short_of_eth_is_the_owners_to_fund():
     """session_sender's "send ETH on chain C to 0x... (`kint status` names it), then try
     again" names no command the catch-all knows, and reached the agent as its step: the
@@ -613,3 +658,97 @@ def test_a_human_step_no_command_names_is_the_humans():
         "call memory_push again in a minute: that is a transport failure, never a verdict on "
         "the vault: nothing was sent or changed; if it fails again, stop and tell the human "
         "to change the RPC (KINT_RPC_URL)")
+
+
+def test_a_setting_named_only_as_a_place_or_a_bound_is_no_human_step():
+    """"KINT_" anywhere in a hint made it a stop: a retry that named KINT_HOME as where a
+    file is, or the setting that sets a bound, was handed to the human. A setting to set,
+    unset, check, correct or point (in kint-server's environment, which the agent cannot
+    change) is still the human's, in the translation and in the guard alike."""
+    from kint.agent_server.agent_hints import agent_error
+
+    for retry in ("try again in a minute; the log in KINT_HOME says why it waited",
+                  "try again once the bound has passed (KINT_NONCE_RETRY_SECONDS sets it)"):
+        assert agent_error("memory_push", KintError("BUSY", "busy", retry)).hint == retry
+        assert not _human_steps(retry), retry
+    for step in ("set KINT_RPC_URL_2 to another operator's endpoint",
+                 "unset KINT_OFFLINE", "check KINT_CONTRACT", "correct KINT_CONTRACT here",
+                 "point KINT_RPC_URL at an endpoint of chain 8453",
+                 "or KINT_ALLOW_SINGLE_RPC=1 to accept one"):
+        said = agent_error("memory_push", KintError("BUSY", "busy", step)).hint
+        assert said == f"stop and tell the human: {step}", said
+        assert _human_steps(step), step  # the guard still fails a hint that gives it as is
+
+
+def _setting_lines() -> list[str]:
+    """Every line of a setting not used that names the way to change it, built by the code
+    that writes them (kint.settings.wire.report, each way; secret_proof.notice, both)."""
+    from kint.settings import BY_NAME
+    from kint.settings import secret_proof
+    from kint.settings.loader import DAEMON_ENV, DEFAULT, Value
+    from kint.settings.wire import report
+
+    lines = []
+    for name, source in (("KINT_QUIET_SECONDS", DEFAULT), ("KINT_RPC_URL", DEFAULT),
+                         ("KINT_WORKER_IDLE_SECONDS", DAEMON_ENV),
+                         ("KINT_WORKER_IDLE_SECONDS", DEFAULT)):
+        setting = BY_NAME[name]
+        raw = "http://127.0.0.1:9/" if setting.kind == "url" else "5"
+        lines.append(report(setting, raw, Value(setting, setting.default, source), "t",
+                            "/home/u/.kint/config.toml"))
+    proof = secret_proof.proof("mine")
+    lines += [secret_proof.notice("KINT_SESSION_PASSPHRASE", proof, running)
+              for running in (None, "theirs")]
+    return lines
+
+
+def test_a_settings_way_to_change_it_reaches_the_agent_as_the_humans():
+    """The lines about settings of the call not used (`notices`, in every tool's result and
+    refusal) name the way to change the value: the harness's MCP configuration, the
+    service's environment file, the config file, `kint supervisor stop`. They reached the
+    agent as they were, its own next step; the way is handed to the human where it begins,
+    in a result and in a refusal alike."""
+    from kint.agent_server.surface import call
+    from kint.agent_server.tool_args import PushArgs
+    from kint.agent_server.tools import KintTool
+    from kint.protocol.errors import hint_with_notices
+
+    lines = _setting_lines()
+    assert len(lines) == 6 and all(lines), lines
+
+    def answered(_: PushArgs) -> dict:
+        return {"notices": lines}
+
+    def refused(_: PushArgs) -> dict:
+        raise KintError("BUSY", "busy", hint_with_notices("call memory_push again", lines))
+
+    for run in (answered, refused):
+        tool = KintTool("memory_push", "t", "d", PushArgs, run, None)
+        said = call(tool, {}).structuredContent["notices"]
+        assert len(said) == len(lines), said
+        for line, told in zip(lines, said):
+            asked = HANDED_OVER.split(told, maxsplit=1)[0]
+            assert asked != told, told  # handed over
+            for step in ("`kint ", "MCP configuration", "environment file"):
+                assert step not in asked, (step, told)
+            assert not re.search(r"\bset \w+ (?:under|in) ", asked), told  # a key to set
+            assert line.startswith(asked.rpartition(";")[0]), (line, told)  # the fact kept
+
+
+def test_a_pull_stopped_at_a_rotated_key_gives_the_agent_its_pull_after_the_connect():
+    """memory_pull's `message` for a pull that stopped at an epoch sealed under a data key
+    another machine's rekey made ended with the terminal's step (`kint connect` again,
+    then `kint pull`): the connect is the human's, the pull after it the agent's."""
+    from kint.agent_server.results import pull_result
+    from kint.protocol.errors import ROTATED_GAP_STEP
+
+    said = "stopped at epoch 3: sealed under another key; the mirror stays at 2; "
+    for warnings in ([], ["a warning"]):
+        shown = pull_result({"message": said + ROTATED_GAP_STEP, "warnings": warnings})
+        message = shown["message"]
+        assert message.startswith(said + "if the data key was rotated on another machine, "
+                                         "stop and tell the human: `kint connect` again"), message
+        assert "; after that, call memory_pull again" in message, message
+        assert "then `kint pull`" not in message, message
+        assert message.endswith(" (1 warning(s))") == bool(warnings), message
+    assert pull_result({"message": said})["message"] == said

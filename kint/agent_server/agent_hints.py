@@ -6,12 +6,15 @@ for, or to a step v0.3.0 keeps for the human (14-agents.md, "What must go back t
 human", "Anti-patterns to avoid"). Here each is turned into the agent's next tool call, or
 into "stop and tell the human: " and the human's step. kint-server applies it to every
 tool's refusal (kint.agent_server.surface), after v0.3.0's codes and hints
-(kint.agent_server.results: push_error, pull_error).
+(kint.agent_server.results: push_error, pull_error). The translation is one table of
+rules (_RULES), asked in order: the hints named word for word, those built from a
+template, then the rules known by a code, a start or a tail, and last the human's steps.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Callable
 
 from kint.client import EXITED_HINT, NO_ANSWER_HINT, KintError, SupervisorUnavailable
 from kint.front_closed import CLOSED_HINT, STOPPING_HINT
@@ -20,13 +23,16 @@ from kint.pid_file_lock import FOREIGN_FILE_HINT
 from kint.protocol.errors import (ARCHIVE_HINT, CHECKSUM_HINT, CORRUPT_FILE_HINT,
                                   CORRUPT_JOURNAL_HINT, DEFAULT_HINTS, DEFERRED_FILL_HINT,
                                   DEVCHAIN_RPC_HINT, DISK_FULL_PULL_TAIL, FILL_AGAIN_HINT,
-                                  FORMER_KEY_FUND, FUND_SESSION_KEY_HINT,
+                                  FORMER_KEY_ELSEWHERE, FORMER_KEY_FUND,
+                                  FORMER_KEY_UNFILLABLE, FUND_SESSION_KEY_HINT,
                                   GAP_NEVER_OPENS_HINT, HEADER_TRANSPORT_HINT,
-                                  NO_DATA_KEY_HINT, NO_LOCAL_SECRET_HINT, NOT_CONNECTED_HINT,
+                                  NO_DATA_KEY_HINT, NO_LOCAL_SECRET_HINT, NOT_A_REKEY_HINT,
+                                  NOT_CONNECTED_HINT,
                                   OVERTAKEN_NOTICE_TAIL, RECOVERY_CODE_HINT,
                                   RECOVERY_FILE_HINT, REKEY_JOURNAL_HINT,
                                   REKEY_JOURNAL_NEWER_HINT, REORG_HINT,
-                                  REREAD_HINT, RETRY_THEN, ROTATED_KEY_NOTICE_TAIL,
+                                  REREAD_HINT, RETRY_THEN, ROTATED_DISCARD_HINT,
+                                  ROTATED_GAP_HINT, ROTATED_KEY_NOTICE_TAIL,
                                   ROTATED_KEY_PUSH_HINT, SESSION_KEY_CORRUPT_HINT,
                                   SESSION_KEY_LOCKED_HINT, SESSION_KEY_MISSING_HINT,
                                   SNAPSHOT_TOO_LARGE_HINT, STALE_JOURNAL_HINT,
@@ -34,6 +40,8 @@ from kint.protocol.errors import (ARCHIVE_HINT, CHECKSUM_HINT, CORRUPT_FILE_HINT
                                   UNAUTHORIZED_PUSH_HINT, UNREAD_GAP_HINT, UNSETTLED_THEN,
                                   WRAPS_ROTATED_HINT, WRITE_BACK, WRITE_BACK_TAIL, ErrorCode,
                                   hint_with_notices, split_notices)
+from kint.settings.secret_proof import GIVE_SAME, GIVE_THIS
+from kint.settings.wire import CHANGE_IT
 from kint.sibyl_client import LOCKED_HINT, UNREADABLE_HINT
 from kint.spaces import STORE_HINT
 
@@ -87,6 +95,21 @@ _AGENT_HINTS = {
                         "machine; `kint connect` in their terminal, with the owner's "
                         "signature, the vault passphrase or the new recovery code, carries it "
                         "here; after that, call {tool} again",
+    # An epoch sealed under a data key another machine's rekey made: the connect that
+    # carries the key here is the human's (the owner's key), the pull after it the agent's.
+    ROTATED_GAP_HINT: "stop and tell the human: if the data key was rotated on another "
+                      "machine, `kint connect` again in their terminal with a key that opens "
+                      "the vault now (the owner's signature, the vault passphrase or the new "
+                      "recovery code) carries it here; after that, call {pull}. If that "
+                      f"connect says the head epoch's wrap under the key does not open, no "
+                      f"rekey made it: {NOT_A_REKEY_HINT}",
+    # The same met by a pull with discard_local before it moved anything: that pull again.
+    ROTATED_DISCARD_HINT: "stop and tell the human: `kint connect` again in their terminal, "
+                          "with a key that opens the vault in the head epoch (the owner's "
+                          "signature, the vault passphrase or its recovery code), takes that "
+                          "vault's data key (after a `kint rekey` on another machine, or a "
+                          "vault started on two machines before the first push); after that, "
+                          "call memory_pull with discard_local again",
     # Only memory_push(snapshot=true) asks for one snapshot: a plain memory_push splits.
     SNAPSHOT_TOO_LARGE_HINT: "nothing was anchored; call memory_push without snapshot: it "
                              "splits the changes across epochs",
@@ -196,6 +219,13 @@ _AGENT_HINTS = {
                               "owner authorizes that address (`kint authorize`) and funds it "
                               "with a little ETH; after that, call {tool} again",
 }
+# The human's ways past a previous key's nonce this machine cannot fill, then the pull.
+_UNFILLED = ("put the previous session key's keystore back as session.key.old under "
+             "KINT_HOME, or send any transaction from {address} at nonce {hole}, or move "
+             "pending-{space16}.json out of KINT_HOME (the push's rows stay in the store); "
+             "after that, call {pull}: it fills nonce {hole} with a transfer to self once the "
+             "keystore is back, and settles the interrupted push (with the journal moved out "
+             "there is none, and memory_push then anchors the rows with this machine's key)")
 # Hints the worker builds at run time (an address, a chain, a nonce, a file), known by their
 # template in kint.protocol.errors, each value carried into the agent's words.
 _AGENT_TEMPLATES = (
@@ -211,41 +241,14 @@ _AGENT_TEMPLATES = (
      "{pull}: it fills nonce {hole} again"),
     (FILL_AGAIN_HINT, "call {pull} in a minute: it fills nonce {hole} again; if it is "
                       "refused the same way, stop and tell the human what it says"),
+    # A previous key's nonce nothing here can fill: the ways past it are the human's, the
+    # pull after them the agent's own (it fills or settles; a journal moved out, the push).
+    (FORMER_KEY_ELSEWHERE + FORMER_KEY_UNFILLABLE, f"stop and tell the human: "
+                                                   f"{FORMER_KEY_ELSEWHERE}or {_UNFILLED}"),
+    (FORMER_KEY_UNFILLABLE, f"stop and tell the human: {_UNFILLED}"),
 )
 
 
-def _pattern(template: str) -> re.Pattern[str]:
-    """`template` with each `{name}` a group that takes the value said in its place."""
-    parts = re.split(r"\{(\w+)\}", template)
-    return re.compile("".join(re.escape(part) if n % 2 == 0 else f"(?P<{part}>.+?)"
-                              for n, part in enumerate(parts)))
-
-
-_TEMPLATE_PATTERNS = tuple((_pattern(template), words) for template, words in _AGENT_TEMPLATES)
-
-
-def _from_template(said: str) -> str | None:
-    """The agent's words for a hint built from one of _AGENT_TEMPLATES, the values kept (and
-    kept from being read as fields of the words), or None."""
-    for pattern, words in _TEMPLATE_PATTERNS:
-        found = pattern.fullmatch(said)
-        if found is not None:
-            return words.format(tool="{tool}", pull="{pull}", **{k: _literal(v) for k, v in
-                                                  found.groupdict().items()})
-    return None
-
-
-def _literal(text: str) -> str:
-    """`text` as it is once formatted: its braces doubled."""
-    return text.replace("{", "{{").replace("}", "}}")
-
-
-# An interrupted push's journal kept while the chain could not be read: memory_pull settles
-# it first, whichever tool met it; the endpoint, if it stays so, is the human's. Known by
-# its tail (UNSETTLED_THEN), since the check before it names the endpoint in force
-# (kint.tenant_worker.rpc_hint), one of several.
-UNSETTLED_FOR_AGENT = ("call memory_pull in a minute: it settles the interrupted push first; "
-                       "if it fails again, stop and tell the human to {check}")
 # Codes whose next step only the human can take (a setting, a key, a file, the endpoint):
 # the agent is told to stop, with what the human is to do.
 _AGENT_HINTS.update({DEFAULT_HINTS[code]: f"stop and tell the human: {DEFAULT_HINTS[code]}"
@@ -257,15 +260,16 @@ _AGENT_HINTS.update({DEFAULT_HINTS[code]: f"stop and tell the human: {DEFAULT_HI
 
 
 # Words of a step that is the human's though it names no command of kint's: a setting
-# (any KINT_ one, or the config file: set where kint-server or the supervisor was started),
-# ETH to send, a process to signal, a file's mode, space on the disk. kint-server has no
-# tool for any, and a hint passed on as it was gave them to the agent as its own next step
-# (tests/test_worker_hints_for_agents.py holds every hint to them). "KINT_" is broad on
-# purpose: a hint naming `KINT_HOME` only as a place (a file in it to read) is a stop too,
-# the safe way to be wrong; one the agent acts on is named in _AGENT_HINTS instead.
+# (the config file, or a KINT_ one to set, unset, check, correct or point: in the
+# environment kint-server or the supervisor was started with, which the agent cannot
+# change), ETH to send, a process to signal, a file's mode, space on the disk. kint-server
+# has no tool for any, and a hint passed on as it was gave them to the agent as its own
+# next step (tests/test_worker_hints_for_agents.py holds every hint to them). A KINT_ name
+# alone is no step: `KINT_HOME` as a place, a setting named as what sets a bound, in a hint
+# whose step is a retry, stopped the agent where the retry was its own.
 HUMAN_ONLY_WORDS = ("send ETH", "MCP configuration", "environment file", "`kill ", "`chmod ",
-                    "point KINT_RPC_URL", "point kint at", "free some space", "KINT_",
-                    "config.toml", "config file")
+                    "point kint at", "free some space", "config.toml", "config file")
+HUMAN_SETTING = re.compile(r"\b(?:check|correct|point|set|unset|change) KINT_|\bKINT_\w+=")
 
 
 # Steps v0.3.0 keeps for the human's own terminal (14-agents.md, "Anti-patterns to avoid"):
@@ -313,12 +317,103 @@ HANDED_OVER = re.compile(r"(?:stop and )?(?:tell|ask) the human")
 
 def _human_only(said: str) -> bool:
     """Whether a hint no earlier rule gave the agent's words names, before anything it
-    hands to the human, a step of the human's terminal (HUMAN_ONLY_STEPS), or any command of
-    kint's CLI the agent does not run itself (TERMINAL_STEP). The CHAIN_MOVED pull and the
-    named hints are mapped before this is asked, so a hint that starts with a pull and
-    names one of those steps stops the agent."""
+    hands to the human, a step of the human's terminal (HUMAN_ONLY_STEPS, HUMAN_SETTING), or
+    any command of kint's CLI the agent does not run itself (TERMINAL_STEP). The CHAIN_MOVED
+    pull and the named hints are mapped before this is asked, so a hint that starts with a
+    pull and names one of those steps stops the agent."""
     asked = HANDED_OVER.split(said, maxsplit=1)[0]
-    return any(step in asked for step in HUMAN_ONLY_STEPS) or bool(TERMINAL_STEP.search(asked))
+    return (any(step in asked for step in HUMAN_ONLY_STEPS) or bool(HUMAN_SETTING.search(asked))
+            or bool(TERMINAL_STEP.search(asked)))
+
+
+def _pattern(template: str) -> re.Pattern[str]:
+    """`template` with each `{name}` a group that takes the value said in its place (the
+    same value again where a name comes back)."""
+    parts, named = re.split(r"\{(\w+)\}", template), set()
+    out = []
+    for n, part in enumerate(parts):
+        if n % 2 == 0:
+            out.append(re.escape(part))
+        else:
+            out.append(f"(?P={part})" if part in named else f"(?P<{part}>.+?)")
+            named.add(part)
+    return re.compile("".join(out))
+
+
+# A rule's matcher: given a refusal's code and its hint, the values the rule's words take
+# (the hint's own parts), or None when the rule is not the hint's.
+Matcher = Callable[[str, str], "dict[str, str] | None"]
+
+
+def _named(hint: str) -> Matcher:
+    """A hint said word for word (_AGENT_HINTS)."""
+    return lambda code, said: {} if said == hint else None
+
+
+def _built(template: str) -> Matcher:
+    """A hint built from `template` (_AGENT_TEMPLATES), its values taken."""
+    pattern = _pattern(template)
+
+    def matches(code: str, said: str) -> dict[str, str] | None:
+        found = pattern.fullmatch(said)
+        return None if found is None else found.groupdict()
+    return matches
+
+
+def _pull_first(code: str, said: str) -> dict[str, str] | None:
+    """Another machine pushed (push_refusals' head check, an overtaken journal's
+    PULL_THEN): the pull is the agent's next call, as v0.3.0's CHAIN_MOVED says."""
+    return {} if code == ErrorCode.CHAIN_MOVED.value and said.startswith(PULL_STEP) else None
+
+
+def _unsettled(code: str, said: str) -> dict[str, str] | None:
+    """An interrupted push's journal kept while the chain could not be read: known by its
+    tail (UNSETTLED_THEN), since the check before it names the endpoint in force
+    (kint.tenant_worker.rpc_hint), one of several."""
+    return ({"check": said.removesuffix(UNSETTLED_THEN)} if said.endswith(UNSETTLED_THEN)
+            else None)
+
+
+def _endpoint_check(code: str, said: str) -> dict[str, str] | None:
+    """An endpoint to check, whichever (the generic settings, a space's own, a config
+    file's: kint.tenant_worker.rpc_hint), then try again."""
+    checked = (code == ErrorCode.RPC_UNAVAILABLE.value and said.startswith("check ")
+               and said.endswith(RETRY_THEN))
+    return {"said": said} if checked else None
+
+
+def _humans(code: str, said: str) -> dict[str, str] | None:
+    """A supervisor that does not start, or runs stopped or stuck; Sibyl refusing the
+    store or the account (`Run sibyl init in a terminal`, a store's permissions):
+    kint-server cannot put either right, and the hint says what the human does. So does a
+    hint naming a step only the human takes (HUMAN_ONLY_STEPS), or a command of a terminal
+    kint-server has no tool for (TERMINAL_STEP). One that already hands the rest over is
+    left as it is."""
+    theirs = not HANDED_OVER.match(said) and (
+        code in (SupervisorUnavailable.CODE, ErrorCode.SIBYL_ERROR.value) or _human_only(said))
+    return {"said": said} if theirs else None
+
+
+# The rules, in the order they are asked, each (matcher, the agent's words): the first
+# whose matcher answers gives the words, filled with its values, `{tool}` (the tool
+# called), `{pull}` (`memory_pull`, or `memory_pull again` from memory_pull) and
+# `{pull_first}` (`memory_pull first`, v0.3.0's CHAIN_MOVED hint, or `memory_pull again`).
+# A hint no rule answers is left as it is. The named hints and the templates come first:
+# a hint whose first step is a pull is mapped before any word it holds could make it a
+# stop (the last rule).
+_RULES: tuple[tuple[Matcher, str], ...] = (
+    *((_named(hint), words) for hint, words in _AGENT_HINTS.items()),
+    *((_built(template), words) for template, words in _AGENT_TEMPLATES),
+    (_pull_first, "call {pull_first}"),
+    # memory_pull settles it first, whichever tool met it; the endpoint, if it stays so,
+    # is the human's.
+    (_unsettled, "call memory_pull in a minute: it settles the interrupted push first; if it "
+                 "fails again, stop and tell the human to {check}"),
+    # A passing fault heals; the setting is the human's.
+    (_endpoint_check, "call {tool} again in a minute; if it fails again, stop and tell the "
+                      "human to {said}"),
+    (_humans, "stop and tell the human: {said}"),
+)
 
 
 def agent_error(tool: str, err: KintError) -> KintError:
@@ -328,37 +423,21 @@ def agent_error(tool: str, err: KintError) -> KintError:
     hint = _agent_words(tool, err.code, said) if said else None
     if hint is None:
         return err
-    pull = "memory_pull again" if tool == "memory_pull" else "memory_pull"
-    return KintError(err.code, err.message,
-                     hint_with_notices(hint.format(tool=tool, pull=pull), notices))
+    return KintError(err.code, err.message, hint_with_notices(hint, notices))
 
 
 def _agent_words(tool: str, code: str, said: str) -> str | None:
-    """The agent's words for hint `said` of a refusal with `code` (`{tool}` and `{pull}`
-    still to fill), or None to leave it as it is."""
-    hint = _AGENT_HINTS.get(said) or _from_template(said)
-    if hint is None and code == ErrorCode.CHAIN_MOVED.value and said.startswith(PULL_STEP):
-        # Another machine pushed (push_refusals' head check, an overtaken journal's
-        # PULL_THEN): the pull is the agent's next call, as v0.3.0's CHAIN_MOVED says.
-        hint = "call memory_pull again" if tool == "memory_pull" else CALL_PULL_FIRST
-    if hint is None and said.endswith(UNSETTLED_THEN):
-        hint = UNSETTLED_FOR_AGENT.format(check=_literal(said.removesuffix(UNSETTLED_THEN)))
-    if hint is None and code == ErrorCode.RPC_UNAVAILABLE.value and said.startswith(
-            "check ") and said.endswith(RETRY_THEN):
-        # An endpoint to check, whichever (the generic settings, a space's own, a config
-        # file's: kint.tenant_worker.rpc_hint): a passing fault heals; the setting is the
-        # human's.
-        hint = ("call {tool} again in a minute; if it fails again, stop and tell the human to "
-                + _literal(said))
-    if hint is None and not HANDED_OVER.match(said) and (code in (
-            SupervisorUnavailable.CODE, ErrorCode.SIBYL_ERROR.value) or _human_only(said)):
-        # A supervisor that does not start, or runs stopped or stuck; Sibyl refusing the
-        # store or the account (`Run sibyl init in a terminal`, a store's permissions):
-        # kint-server cannot put either right, and the hint says what the human does. So
-        # does a hint naming a step only the human takes (HUMAN_ONLY_STEPS), or a command
-        # of a terminal kint-server has no tool for (TERMINAL_STEP).
-        hint = f"stop and tell the human: {_literal(said)}"
-    return hint
+    """The agent's words for hint `said` of a refusal with `code` to `tool`, by the first of
+    _RULES that answers for it, or None to leave it as it is. The values go in as they
+    are: a brace in one is never read as a field of the words."""
+    again = tool == "memory_pull"
+    pull = "memory_pull again" if again else "memory_pull"
+    first = "memory_pull again" if again else CALL_PULL_FIRST.removeprefix("call ")
+    for matches, words in _RULES:
+        values = matches(code, said)
+        if values is not None:
+            return words.format(**values, tool=tool, pull=pull, pull_first=first)
+    return None
 
 
 # What a pull's warning of a journal it dropped (kint.tenant_worker's overtaken.py,
@@ -392,3 +471,28 @@ def agent_notice(said: str) -> str:
         if said.endswith(f"; {tail}"):
             return said.removesuffix(tail) + words
     return said
+
+
+# The lines about settings of the call that were not used (kint.settings.wire's reports,
+# secret_proof's), which every tool's result and refusal carries as `notices`: the way to
+# change a value or give the supervisor a secret (kint-server's MCP configuration, the
+# service's environment file, the config file, `kint supervisor stop`) is the human's, so
+# it is handed over where it begins. The other lines name no step (a value that does not
+# parse, one with no effect on this platform, a refused config file still serving its last
+# good values; and the push's REANCHOR_UNUSED, OVER_SKIPPED_UNUSED and dry run lines, which
+# memory_push never asks for), and pass as they are.
+_SETTING_STEPS = ((CHANGE_IT, "; to change it, tell the human: "),
+                  (GIVE_SAME, "; tell the human to give the supervisor the same ("),
+                  (GIVE_THIS, "; to use this one, tell the human to give it to the supervisor ("))
+
+
+def agent_notices(lines: list[str]) -> list[str]:
+    """`notices` with the human's way to change a setting handed to the human."""
+    out = []
+    for line in lines:
+        for step, words in _SETTING_STEPS:
+            if step in line:
+                line = line.replace(step, words, 1)
+                break
+        out.append(line)
+    return out

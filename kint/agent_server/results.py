@@ -18,11 +18,25 @@ from kint.agent_server.agent_hints import (CALL_CONNECT, CALL_PULL_FIRST, agent_
 from kint.client import KintError
 from kint.front_closed import CLOSED_HINT
 from kint.open_files import ROOM_HINT, SYSTEM_FILES_HINT, WORKER_ROOM_HINT
-from kint.protocol.errors import DISCARD_FROM_AGENT, hint_with_notices, split_notices
+from kint.protocol.errors import (DISCARD_FROM_AGENT, ROTATED_GAP_STEP, SAID_BY_NEXT,
+                                  hint_with_notices, split_notices)
 
 # v0.3.0's hints for a push that the space's running work holds up, and for its data key.
 PUSH_RUNNING = "a push is already running"
 KEY_GONE = "the data key on this machine has expired or is missing"
+
+# The agent's calls that say (and use up) a kept settled notice: memory_status names them
+# where the worker names the CLI's commands.
+SAID_BY_TOOLS = "the agent's next memory_pull or memory_push"
+
+# A pull that stopped at an epoch sealed under a key rotated on another machine says, for a
+# terminal, to connect again and pull (ROTATED_GAP_STEP, the end of its `message`): the
+# connect is the human's (the owner's key), the pull after it the agent's own.
+ROTATED_GAP_FOR_AGENT = ("if the data key was rotated on another machine, stop and tell the "
+                         "human: `kint connect` again in their terminal with a key that opens "
+                         "the vault now (the owner's signature, the vault passphrase or the "
+                         "new recovery code) carries it here; after that, call memory_pull "
+                         "again")
 
 # The worker's codes under v0.3.0's name for the same refusal, per tool. A code not named
 # here is this kint's own (docs/harnesses.md lists them) and passes as it is.
@@ -102,11 +116,14 @@ def pull_result(worker: dict[str, Any]) -> dict[str, Any]:
                head_block=head.get("block"),
                root_ok=worker.get("store_root_matches") if worker.get("applied") else None,
                unopenable=worker.get("closed") or [])
+    message = worker.get("message")
+    if isinstance(message, str) and message.endswith(ROTATED_GAP_STEP):
+        out["message"] = message.removesuffix(ROTATED_GAP_STEP) + ROTATED_GAP_FOR_AGENT
     warnings = worker.get("warnings") or []
     if warnings:
         # A dropped journal's warning names `kint push` for its rows: the agent's own tool.
         out["warnings"] = [agent_notice(w) for w in warnings]
-        out["message"] = f"{worker.get('message')} ({len(warnings)} warning(s))"
+        out["message"] = f"{out.get('message')} ({len(warnings)} warning(s))"
     return out
 
 
@@ -154,6 +171,8 @@ def status_result(worker: dict[str, Any]) -> dict[str, Any]:
             out["chain_head"] = {**chain_head, "contract": worker.get("contract")}
             out["in_step"] = bool(worker.get("in_step"))
             out["session_key"] = worker.get("session_key")
+    if isinstance(out.get("settled_notice"), str):  # the commands that say it: the tools
+        out["settled_notice"] = out["settled_notice"].replace(SAID_BY_NEXT, SAID_BY_TOOLS)
     failure = out.get("watcher_failure")
     if isinstance(failure, dict) and failure.get("hint"):
         out["watcher_failure"] = {**failure, "hint": watcher_failure_hint(failure)}

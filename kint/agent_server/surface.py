@@ -41,6 +41,7 @@ from pydantic import ValidationError
 
 from kint import __version__
 from kint.agent_server import progress, results, sibyl_errors
+from kint.agent_server.agent_hints import agent_notices
 from kint.agent_server.one_call import Gate
 from kint.agent_server.tools import KintTool
 from kint.client import KintError
@@ -176,11 +177,13 @@ def call(tool: KintTool, arguments: dict[str, Any]) -> types.CallToolResult:
         return result(refusal(tool, err))
     try:
         payload = {"ok": True, **tool.run(args)}
+        if isinstance(payload.get("notices"), list):  # the worker's lines about settings
+            payload["notices"] = agent_notices(payload["notices"])
     except KintError as err:
         err = results.agent_error(tool.name, err)
         hint, notices = split_notices(err.hint)  # the worker's lines about unused settings
         payload = {"ok": False, "error": err.code, "message": err.message, "hint": hint,
-                   **({"notices": notices} if notices else {})}
+                   **({"notices": agent_notices(notices)} if notices else {})}
     except Exception:  # noqa: BLE001 - a fault in kint is an error result, not a dead server
         log.exception("%s failed", tool.name)
         payload = {"ok": False, "error": ErrorCode.INTERNAL.value,

@@ -208,6 +208,31 @@ NO_DATA_KEY_HINT = ("run `kint connect --owner ADDRESS` with the wallet's signat
 # A cached data key this machine's wraps do not hold: the key was rotated on another machine,
 # and a connect with the owner's key (never the agent's to give) carries the new one here.
 WRAPS_ROTATED_HINT = "run `kint connect` again"
+# What opens an epoch sealed under a data key this machine does not hold, when the key was
+# rotated on another machine (v0.3.0's 03-new-machine.md, "Gaps": a wrong key does not heal
+# on the next pull, connect again). The pull's line and push's hint say it
+# (push_refusals.gap_hint); verify's reason is the seed's own words.
+ROTATED_GAP_STEP = ("if the data key was rotated on another machine (`kint rekey`), `kint "
+                    "connect` again with a key that opens the vault now (the owner's "
+                    "signature, the vault passphrase or the new recovery code), then `kint "
+                    "pull`")
+# What that connect says when the head epoch's wrap under the key given does not open the
+# data key that sealed the epoch: a rotation's does, and a kek tag is public (every header
+# carries it), so a leaked session key can put this machine's tag on bytes of its own.
+NOT_A_REKEY_HINT = ("the owner revokes the leaked session key that wrote it "
+                    "(revokeSessionKey, docs/authorize.md), then `kint compact "
+                    "--over-skipped` on a machine that holds the data key anchors a readable "
+                    "snapshot over it")
+NOT_A_REKEY = ("if that connect says the head epoch's wrap under the key does not open, no "
+               f"rekey made it: {NOT_A_REKEY_HINT}")
+# A push's GAP at such an epoch; and a discarding pull refused before the move for one
+# (kint.tenant_worker.pull): the connect is the human's, the pull after it the agent's.
+ROTATED_GAP_HINT = f"{ROTATED_GAP_STEP}; {NOT_A_REKEY}"
+ROTATED_DISCARD_HINT = ("`kint connect` again with a key that opens the vault in the head epoch "
+                        "(the owner's signature, the vault passphrase or its recovery code): "
+                        "after a `kint rekey` on another machine, or a vault started on two "
+                        "machines before the first push, it takes that vault's data key; then "
+                        "`kint pull --discard-local` again")
 # A snapshot (compact, rekey, memory_push with snapshot) too large for one epoch.
 SNAPSHOT_TOO_LARGE_HINT = ("a snapshot (compact, rekey) is one epoch and cannot be split; "
                            "`kint push` splits the changes across epochs")
@@ -258,6 +283,19 @@ FUND_SESSION_KEY_HINT = ("send ETH on chain {chain_id} to {address} (`kint statu
 # former_key): the next pull fills it again, after the ETH it may need, which is the owner's.
 FORMER_KEY_FUND = "send ETH on chain {chain_id} to {address}, then "
 FILL_AGAIN_HINT = "run `kint pull`: it fills nonce {hole} again"
+# A previous session key's nonce that nothing here can fill (its keystore no longer opens
+# here): putting the keystore back, spending the nonce from elsewhere or moving the journal
+# out is the human's, the pull after it the agent's own. ELSEWHERE comes first when a
+# transaction of that key waits at another endpoint past the bound (former_key_wait).
+FORMER_KEY_ELSEWHERE = ("send the transaction waiting at {url} through the endpoint this "
+                        "space sends through too, or check why that endpoint does not pass "
+                        "it on; ")
+FORMER_KEY_UNFILLABLE = ("put that key's keystore back as session.key.old under KINT_HOME and "
+                         "run `kint pull` (it fills nonce {hole} with a transfer to self), or "
+                         "send any transaction from {address} at nonce {hole}; or move "
+                         "pending-{space16}.json out of KINT_HOME and run `kint pull`: the "
+                         "push's rows are still in the store, and the next push anchors them "
+                         "with this machine's key")
 
 # RPC_UNAVAILABLE's hint where no KINT_RPC_URL sets the endpoint that failed, so that the
 # hint names what does (kint.tenant_worker.rpc_hint): the devchain's record, or the
@@ -289,6 +327,9 @@ GAP_NEVER_OPENS_HINT = ("run `kint pull` to apply it; for an epoch that will nev
                         "`kint compact --over-skipped` anchors this machine's store over it")
 UNREAD_GAP_HINT = ("run `kint pull` again: the last one could not read that epoch (through "
                    "another endpoint if this one keeps failing: rpc_url in config.toml)")
+# The commands that say a kept settled notice (kint.tenant_worker.settled_notice), as
+# `kint status` names them; kint-server names its own tools in their place.
+SAID_BY_NEXT = "the next push, pull, rekey or recovery-code"
 # The way past a discard refused because another process holds the store, for a person at
 # a terminal: an agent's kint-server closes its own connection first. Said to an agent
 # that has just called memory_pull with discard_local, it would send the agent round in a

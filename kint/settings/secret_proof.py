@@ -102,6 +102,12 @@ def differs(raw: str, secret: str) -> bool:
     return not hmac.compare_digest(mac, _mac(secret, nonce))
 
 
+# Where each line's way to give the supervisor the secret begins (kint-server hands it to
+# the human).
+GIVE_SAME = "; give the supervisor the same ("
+GIVE_THIS = "; to use this one, give it to the supervisor ("
+
+
 def notice(name: str, raw: str, running: str | None) -> str | None:
     """The line for a command that sent `raw` for the secret `name` (`set` or a proof) to
     a process running with `running`: None when they agree or nothing can be compared."""
@@ -109,12 +115,10 @@ def notice(name: str, raw: str, running: str | None) -> str | None:
            "from this environment")
     if not running:
         return (f"kint: {name} is set in this environment but the supervisor runs without "
-                f"it, so its keys are sealed under another local secret; give the "
-                f"supervisor the same ({how})")
+                f"it, so its keys are sealed under another local secret{GIVE_SAME}{how})")
     if differs(raw, running):
         return (f"kint: {name} in this environment differs from the supervisor's, so it is "
-                f"not used: the supervisor unseals the keys with its own; to use this one, "
-                f"give it to the supervisor ({how})")
+                f"not used: the supervisor unseals the keys with its own{GIVE_THIS}{how})")
     return None
 
 

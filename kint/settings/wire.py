@@ -29,6 +29,8 @@ MAX_SENT = 64
 MAX_SENT_CHARS = 4096
 
 Effective = Callable[[str, Value], Value]
+# Where a report's way to change the value begins (kint-server hands it to the human).
+CHANGE_IT = "; to change it, "
 
 
 def outgoing(environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -113,8 +115,8 @@ def report(setting: Setting, raw: str, running: Value, label: str, path: str) ->
     theirs = shown(setting, raw) if setting.kind == "url" else raw
     runs = (f"runs with {shown(setting, running.value)} ({source_text(running)})"
             if running.refused is None else f"has its own refused ({running.refused})")
-    return (f"kint: {setting.name}={theirs} in this environment is not used: {who} {runs}; "
-            f"to change it, {_how(setting, running, label, path)}")
+    return (f"kint: {setting.name}={theirs} in this environment is not used: {who} {runs}"
+            f"{CHANGE_IT}{_how(setting, running, label, path)}")
 
 
 def apply(op: str, sent: Mapping[str, str], *, label: str,

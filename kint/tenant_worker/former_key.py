@@ -52,7 +52,8 @@ from kint.chain.config import same_endpoint
 from kint.chain.nonces import retry_seconds
 from kint.chain.rpc import ReceiptTimedOut, RpcUnavailable
 from kint.protocol import ErrorCode, ProtocolError
-from kint.protocol.errors import FILL_AGAIN_HINT, FORMER_KEY_FUND
+from kint.protocol.errors import (FILL_AGAIN_HINT, FORMER_KEY_ELSEWHERE, FORMER_KEY_FUND,
+                                  FORMER_KEY_UNFILLABLE)
 from kint.paths import space_files
 from kint.settings.urls import redact_url
 from kint.tenant_worker import former_key_wait
@@ -293,21 +294,16 @@ class FormerKey:
         passing it on (it is the user's own, or another space's push) also frees the way."""
         why = (f"{elsewhere.words(hole)}" if elsewhere is not None
                else f"nonce {hole} of that key was never sent")
-        passed = (f"send the transaction waiting at {elsewhere.url} through the endpoint this "
-                  f"space sends through too, or check why that endpoint does not pass it on; "
-                  if elsewhere is not None else "")
+        passed = (FORMER_KEY_ELSEWHERE.format(url=elsewhere.url) if elsewhere is not None
+                  else "")
         return ProtocolError(
             ErrorCode.RPC_UNAVAILABLE,
             f"the interrupted push's transaction, nonce {nonce} of the previous session key "
             f"{self.address}, cannot be mined: {why}, and this machine can no longer open "
             f"that key to fill it (session.key.old is another key, or none); the journal is "
             f"kept",
-            f"{passed}put that key's keystore back as session.key.old under KINT_HOME and "
-            f"run `kint pull` (it fills nonce {hole} with a transfer to self), or send any "
-            f"transaction "
-            f"from {self.address} at nonce {hole}; or move pending-{self.space16}.json out "
-            f"of KINT_HOME and run `kint pull`: the push's rows are still in the store, and "
-            f"the next push anchors them with this machine's key")
+            passed + FORMER_KEY_UNFILLABLE.format(hole=hole, address=self.address,
+                                                  space16=self.space16))
 
     def _refused_fill(self, hole: int, nonce: int, err: ChainRefused) -> ProtocolError:
         fund = (FORMER_KEY_FUND.format(chain_id=self.anchor.config.chain_id,

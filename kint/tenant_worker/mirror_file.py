@@ -83,25 +83,6 @@ class Head:
                 "bucket": self.bucket, "tx": self.tx}
 
 
-# What opens an epoch sealed under a data key this machine does not hold, when the key was
-# rotated on another machine (v0.3.0's 03-new-machine.md, "Gaps": a wrong key does not heal
-# on the next pull, connect again). The pull's line and push's hint say it
-# (push_refusals.gap_hint); verify's reason is the seed's own words.
-ROTATED_GAP_STEP = ("if the data key was rotated on another machine (`kint rekey`), `kint "
-                    "connect` again with a key that opens the vault now (the owner's "
-                    "signature, the vault passphrase or the new recovery code), then `kint "
-                    "pull`")
-# What that connect says when the head epoch's wrap under the key given does not open the
-# data key that sealed the epoch: a rotation's does, and a kek tag is public (every header
-# carries it), so a leaked session key can put this machine's tag on bytes of its own.
-NOT_A_REKEY_HINT = ("the owner revokes the leaked session key that wrote it "
-                    "(revokeSessionKey, docs/authorize.md), then `kint compact "
-                    "--over-skipped` on a machine that holds the data key anchors a readable "
-                    "snapshot over it")
-NOT_A_REKEY = ("if that connect says the head epoch's wrap under the key does not open, no "
-               f"rekey made it: {NOT_A_REKEY_HINT}")
-
-
 @dataclass
 class Mirror:
     space_id: str

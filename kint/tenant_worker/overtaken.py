@@ -52,11 +52,14 @@ def not_replaced(address: str) -> str:
 
 
 
-def carried_where(moved_to: str | None) -> str:
+def carried_where(moved_to: str | None, kept: str | None = None) -> str:
     """Where the changes a dropped journal carried are: still in the store, or, once a
-    `pull --discard-local` moved the store aside, in that copy (`moved_to`), where a
-    describe that said "still in the store" sent the user to the new, restored store
-    that does not hold them."""
+    `pull --discard-local` moved the store aside, in that copy (`moved_to`, this pull's;
+    `kept`, an earlier pull's the notice kept, which wins: the store that pull moved aside
+    held them, any moved since did not), where a describe that said "still in the store"
+    sent the user to the new, restored store that does not hold them."""
+    if kept is not None:
+        return f"in the store a discarding pull moved aside ({kept}), not anchored"
     if moved_to is None:
         return "still in the store, not anchored"
     return f"in the store this pull moved aside ({moved_to}), not anchored"
@@ -97,16 +100,22 @@ class Overtaken:
     # A kept notice whose chain the store was pulled up to since (settled_notice._as_now):
     # said, but no push is behind for it. Never kept: it is what holds when read.
     pulled_since: bool = False
+    # The store a discarding pull moved aside after the notice was kept, holding the rows
+    # the dropped journal carried (settled_notice.moved_aside): a pull killed before it
+    # said the notice left it kept, which then sent the user to the restored store.
+    moved_to: str | None = None
 
     def describe(self, moved_to: str | None = None) -> str:
         """What became of the journal; `moved_to`: the store a pull moved aside
-        (--discard-local), which holds the changes a dropped journal carried, unless the
-        store was pulled past it before (`pulled_since`: PULLED_SINCE)."""
+        (--discard-local), which holds the changes a dropped journal carried (the one kept
+        in `self.moved_to` first), unless the store was pulled past it before with no copy
+        named (`pulled_since`: PULLED_SINCE)."""
         if self.landed:
             return (f"an interrupted push of epoch {self.seq} had landed and is recorded now; "
                     f"another machine has since pushed up to seq {self.head_seq}")
-        carried = (f"; {PULLED_SINCE}" if self.pulled_since
-                   else f", and the changes it carried are {carried_where(moved_to)}")
+        carried = (f"; {PULLED_SINCE}" if self.pulled_since and self.moved_to is None
+                   else f", and the changes it carried are "
+                        f"{carried_where(moved_to, self.moved_to)}")
         return (f"an interrupted push of epoch {self.seq} never landed and never can: "
                 f"another machine's epoch holds seq {self.seq} (the chain is at seq "
                 f"{self.head_seq}), and the contract takes an epoch only on the current "
@@ -121,7 +130,7 @@ class Overtaken:
         `describe` alone, as an `Unauthorized` whose rows were anchored since is."""
         if self.landed or self.pulled_since:
             return self.describe()
-        if moved_to is not None:
+        if moved_to is not None or self.moved_to is not None:
             return f"{self.describe(moved_to)}; {WRITE_BACK_TAIL}"
         return f"{self.describe()}; {OVERTAKEN_NOTICE_TAIL}"
 

@@ -58,6 +58,7 @@ from kint.chain.config import ChainConfig
 from kint.chain.rpc import RpcUnavailable
 from kint.custody import errors as custody_errors
 from kint.protocol import ErrorCode, ProtocolError
+from kint.protocol.errors import ROTATED_DISCARD_HINT, ROTATED_GAP_STEP
 from kint.rows.canon import Row
 from kint.rows.merkle import merkle_root
 from kint.tenant_worker import apply_journal, lost_restore, settled_notice
@@ -72,7 +73,6 @@ from kint.tenant_worker.head_lock import head_op
 from kint.tenant_worker.header_wraps import take_in_header_wraps
 from kint.tenant_worker.landed_block import settle_block, settle_head_block
 from kint.tenant_worker.local_state import LocalState, local_state
-from kint.tenant_worker.mirror_file import ROTATED_GAP_STEP
 from kint.tenant_worker.provenance import refine_from_cache
 from kint.tenant_worker.pull_plan import epochs_to_apply, split_rotated
 from kint.tenant_worker.rekey_settle import COMPLETED, settle_journals
@@ -141,6 +141,8 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool, told: bool = True) -> di
     if not discard and todo and todo[0].opened is not None:  # it writes: it applies todo[0]
         sibyl_takes_writes()  # before the apply journal: see the docstring's last paragraph
     mirror, backups = _start_from(ctx, local, discard)
+    if overtaken is not None and backups:  # its rows went aside with the store
+        settled_notice.moved_aside(ctx, overtaken, backups[0])
     done = _apply_epochs(ctx, mirror, todo, fetched, local.present, skipped)
     if overtaken is not None:
         # With what to do about its rows, and where they are: the store moved aside
@@ -247,10 +249,7 @@ def _refuse_gap(todo: list[Fetched]) -> None:
             ErrorCode.GAP, f"epoch {gap.log.seq} is sealed under a data key this machine does "
             f"not hold, so the restore would stop there, before the chain's rows from it on; "
             f"nothing was moved",
-            "`kint connect` again with a key that opens the vault in the head epoch (the "
-            "owner's signature, the vault passphrase or its recovery code): after a `kint "
-            "rekey` on another machine, or a vault started on two machines before the first "
-            "push, it takes that vault's data key; then `kint pull --discard-local` again")
+            ROTATED_DISCARD_HINT)
 
 
 def _start_from(ctx: SpaceContext, local: LocalState,

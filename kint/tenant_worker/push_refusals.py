@@ -19,13 +19,12 @@ from kint.custody.recovery_code import recovery_file_present
 from kint.custody.wraps import Wrap, read_wraps
 from kint.outcomes import NOTHING_ANCHORED_OR_DROPPED, NOTHING_DROPPED
 from kint.protocol import ErrorCode, ProtocolError
-from kint.protocol.errors import (GAP_NEVER_OPENS_HINT, RECOVERY_FILE_HINT, UNAUTHORIZED_HINT,
-                                  UNREAD_GAP_HINT, WRAPS_ROTATED_HINT)
+from kint.protocol.errors import (GAP_NEVER_OPENS_HINT, RECOVERY_FILE_HINT, ROTATED_GAP_HINT,
+                                  UNAUTHORIZED_HINT, UNREAD_GAP_HINT, WRAPS_ROTATED_HINT)
 from kint.rows.canon import Row
 from kint.tenant_worker.behind_head import behind_refusal
 from kint.tenant_worker.data_key import current_data_key
 from kint.tenant_worker.space import SpaceContext
-from kint.tenant_worker.mirror_file import NOT_A_REKEY, ROTATED_GAP_STEP
 from kint.tenant_worker.statefiles import Mirror
 from kint.tenant_worker.state_health import store_full
 from kint.store_denied import DENIED_HINT, denied_message, denied_reason
@@ -96,7 +95,7 @@ def gap_hint(mirror: Mirror) -> str:
     machine's keys), connect again first, and nothing else: it opens then, and a snapshot over it from here would seal the memory under the
     key that rotation retired, a gap for every machine that holds only the new one."""
     if mirror.rotated_gap:  # or, should connect find the wrap forged, a leaked key's
-        return f"{ROTATED_GAP_STEP}; {NOT_A_REKEY}"
+        return ROTATED_GAP_HINT
     if mirror.unread_gap is not None:  # the endpoint's failure, not the epoch's
         return UNREAD_GAP_HINT
     return GAP_NEVER_OPENS_HINT

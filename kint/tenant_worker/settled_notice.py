@@ -22,6 +22,11 @@ read under the head lock by every push and pull, so never through a link, never 
 what cannot be removed (a directory standing there) is logged, not raised: raised, it
 failed every push, pull, rekey and recovery-code as INTERNAL.
 
+A dropped journal's rows go aside with the store when a `pull --discard-local` moves it
+after the settlement kept the notice: the pull names the copy in the kept notice as it
+moves it (`moved_aside`), so one killed before it said the notice does not leave it saying
+the rows are still in the store (the restored one, which does not hold them).
+
 A notice is the vault's it was found in: it names the owner, chain and contract, and one
 read under another enrolment is dropped. Connect moves a space to another owner, chain or
 contract while nothing of the old one is seen here and no push journal waits, which the
@@ -41,6 +46,7 @@ import orjson
 
 from kint.paths import atomic_write, read_small_file, settled_notice_path
 from kint.protocol import ProtocolError
+from kint.protocol.errors import SAID_BY_NEXT
 from kint.taken_once import removed
 from kint.tenant_worker.overtaken import Overtaken
 from kint.tenant_worker.space import SpaceContext
@@ -161,8 +167,8 @@ def _as_now(ctx: SpaceContext, notice: Found) -> Found:
         mirror = _mirror_now(ctx)
         pulled = mirror is not None and mirror.head.seq >= notice.head_seq
         return replace(notice, pulled_since=True) if pulled else notice
-    if notice.kept is not None:
-        return notice
+    if notice.kept is not None or notice.moved_to is not None:
+        return notice  # the store now says nothing of rows kept or moved aside
     from kint.tenant_worker.state_format import CorruptStateFile
     from kint.tenant_worker.unanchored import count_unanchored
 
@@ -191,6 +197,26 @@ def _mirror_now(ctx: SpaceContext) -> Any:
         return None
 
 
+def moved_aside(ctx: SpaceContext, found: Found, moved_to: str) -> None:
+    """A discarding pull has moved the store aside (to `moved_to`) after the settlement
+    kept `found`: the rows a dropped journal carried are in that copy, and the notice kept
+    says so, should the pull be killed before it says it (the next command's words named
+    the restored store). The first copy named stays: a store moved aside since did not
+    hold them. Nothing for a journal that landed or is kept (no rows dropped)."""
+    from kint.tenant_worker.state_format import CorruptStateFile
+
+    dropped = not found.landed if isinstance(found, Overtaken) else found.kept is None
+    if not dropped or found.moved_to is not None or not _path(ctx).exists():
+        return
+    try:  # read by the pull before the move: the store is gone, the pull goes on
+        kept_for = vault(ctx)
+    except (OSError, ProtocolError, CorruptStateFile) as err:
+        log.warning("space %s: the kept notice does not name the store moved aside to %s "
+                    "(%s)", ctx.config.space16, moved_to, err)
+        return
+    keep(ctx, replace(found, moved_to=moved_to), kept_for)
+
+
 def owes_nothing(found: Found) -> bool:
     """Whether `found` is said only to tell it: nothing of it waits for the command (its
     rows anchored since, or the chain it was settled against pulled since)."""
@@ -211,8 +237,8 @@ def waiting(ctx: SpaceContext) -> str | None:
     path = _path(ctx)
     held = _held(path)
     if held.unread is not None:
-        return (f"{path.name}: it does not read ({held.unread}), and is removed by the next "
-                f"push, pull, rekey or recovery-code")
+        return (f"{path.name}: it does not read ({held.unread}), and is removed by "
+                f"{SAID_BY_NEXT}")
     if held.notice is None:
         return None
     try:
@@ -221,8 +247,7 @@ def waiting(ctx: SpaceContext) -> str | None:
     except (ProtocolError, CorruptStateFile):
         pass
     return (f"{path.name} keeps what settling an interrupted push found, said by no "
-            f"command yet: {_as_now(ctx, held.notice).describe()}; the next push, pull, "
-            f"rekey or recovery-code says it")
+            f"command yet: {_as_now(ctx, held.notice).describe()}; {SAID_BY_NEXT} says it")
 
 
 def said(ctx: SpaceContext) -> None:

@@ -59,6 +59,7 @@ class Unauthorized:
     unread: bool = False
     spent: bool = False
     anchored_since: bool = False
+    moved_to: str | None = None  # as Overtaken.moved_to
 
     def describe(self, moved_to: str | None = None) -> str:
         """What became of the journal; `moved_to` as `Overtaken.describe` takes it."""
@@ -81,7 +82,7 @@ class Unauthorized:
                            f"authorized again, the next push or pull sends it again and "
                            f"records it")
         carried = (ANCHORED_SINCE if self.anchored_since
-                   else f"the changes it carried are {carried_where(moved_to)}")
+                   else f"the changes it carried are {carried_where(moved_to, self.moved_to)}")
         return said + (f"its journal is dropped, and {carried}"
                        + (f"; {self.waiting}" if self.waiting else ""))
 
@@ -109,7 +110,8 @@ class Unauthorized:
         (`moved_to`), from which they are written back first."""
         if self.anchored_since:
             return self.describe(moved_to)
-        said = self.describe(moved_to) + (f"; {WRITE_BACK}" if moved_to is not None else "")
+        aside = moved_to is not None or self.moved_to is not None
+        said = self.describe(moved_to) + (f"; {WRITE_BACK}" if aside else "")
         if self.rotated:
             return f"{said}; {ROTATED_KEY_NOTICE_TAIL}"
         return f"{said}; {self.hint()}"
