@@ -2,7 +2,8 @@
 Python steps than pyzmq's conveniences take.
 
 Every request and reply crosses the supervisor's loop as two multipart receives and two
-multipart sends, and a worker's as one of each. pyzmq's `recv_multipart` asks the socket for RCVMORE after every frame
+multipart sends, and a worker's as one of each. pyzmq's `recv_multipart` asks the socket
+for RCVMORE after every frame
 and builds an enum for each flag; `send_multipart` checks every part's type and ORs an
 enum flag for each; and draining a socket until `recv` raises `zmq.Again` pays for an
 exception at every drain. Here a frame says itself whether more follow (`Frame.more`),

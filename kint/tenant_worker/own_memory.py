@@ -2,8 +2,8 @@
 
 A worker shares most of its pages with the forkserver it was forked from, but the pages
 its code writes become its own: connecting, signing a push and reading through web3 leave
-a worker holding ~26 MiB of its own where one that only verified holds ~9-19, and nothing in Python can
-give those pages back (they are live interpreter state, not garbage). So, as Celery's
+a worker holding ~26 MiB of its own where one that only verified holds ~9-19, and nothing
+in Python can give those pages back (they are live interpreter state, not garbage). So, as Celery's
 `worker_max_memory_per_child` does, a worker over `KINT_WORKER_RECYCLE_MIB` is replaced:
 the supervisor stops it once it has been idle a while and the next request starts a fresh
 one (kint.supervisor.lifecycle).

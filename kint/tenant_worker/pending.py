@@ -137,7 +137,8 @@ def _send_again(ctx: SpaceContext, anchor: Anchor, sender: Any, pending: Pending
     (`_settle_spent`); an endpoint that fails the send or the wait keeps the journal and
     says so in the words of a push's own send (epoch_send.RESEND_WORDS), but for a send
     that made no connection: not sent again, where a send of it before may have reached
-    the endpoint. The transaction may still land, and the next settlement finds it. Escaping as the endpoint's bare words,
+    the endpoint. The transaction may still land, and the next settlement finds it.
+    Escaping as the endpoint's bare words,
     a wait that ran out read as an endpoint that did not answer."""
     from kint.tenant_worker.session_sender import Signed
 
@@ -170,7 +171,8 @@ def _settle_unauthorized(ctx: SpaceContext, anchor: Anchor, sender: Any,
     a push refuses with it, naming the key and what to do; the rows it carried are still
     in the store). Its transaction still in the book or at the endpoint keeps the journal,
     refused saying so (RPC_UNAVAILABLE when the endpoint failed to say whether it holds it,
-    NOT_CONNECTED, the key's, when it answered): once the owner authorizes the key again, the next push would
+    NOT_CONNECTED, the key's, when it answered): once the owner authorizes the key again,
+    the next push would
     re-broadcast it from the book (nonces.unstick) and it would land, an epoch of this
     machine with no journal to record it; the next settlement sends it and records it."""
     try:
