@@ -28,6 +28,7 @@ from test_worker_recycle import QUICK
 from kint import settings
 from kint.chain.calls import RPC_TIMEOUT_WORDS
 from kint.protocol import ErrorCode, ProtocolError
+from kint.settings.schema import BY_NAME
 from kint.tenant_worker.push_settings import timeout_named
 
 WAIT = {"timeout": 90, "interval": 0.25}
@@ -131,24 +132,26 @@ def test_a_watcher_push_that_times_out_names_the_sessions_rpc_timeout(tmp_path, 
             agent.close()
 
 
+def _timed_out(message: str, value: settings.Value | None = None) -> str:
+    """`message` as timeout_named leaves it, under `value` of KINT_RPC_TIMEOUT (the push
+    runs under its settings; overlaid here, so no other test's configuration leaks in)."""
+    err = ProtocolError(ErrorCode.RPC_UNAVAILABLE, message)
+    with settings.overlay({"KINT_RPC_TIMEOUT": value} if value is not None else {}):
+        timeout_named(err)
+    assert str(err) == err.message
+    return err.message
+
+
 def test_a_timeout_names_the_default_or_the_spaces_value_and_nothing_else_is_touched():
     """Without a session the watcher's pushes run with the space's value: named as the
     default, or by where it was set; a failure that is no timeout keeps its words."""
-    err = ProtocolError(ErrorCode.RPC_UNAVAILABLE,
-                        f"push: reading the head: {RPC_TIMEOUT_WORDS} (ReadTimeout)")
-    timeout_named(err)
-    assert err.message == (f"push: reading the head: {RPC_TIMEOUT_WORDS}=10s (the default; "
-                           f"ReadTimeout)")
-    assert str(err) == err.message
-    value = settings.lookup("KINT_RPC_TIMEOUT")
-    from dataclasses import replace
-
-    with settings.overlay({"KINT_RPC_TIMEOUT": replace(value, value=2.5, source=settings.FILE,
-                                                       where="/h/config.toml")}):
-        err = ProtocolError(ErrorCode.RPC_UNAVAILABLE, f"{RPC_TIMEOUT_WORDS} (ReadTimeout)")
-        timeout_named(err)
-    assert err.message == (f"{RPC_TIMEOUT_WORDS}=2.5s (from file /h/config.toml; "
-                           f"ReadTimeout)")
-    other = ProtocolError(ErrorCode.RPC_UNAVAILABLE, "the endpoint could not be reached")
-    timeout_named(other)
-    assert other.message == "the endpoint could not be reached"
+    setting = BY_NAME["KINT_RPC_TIMEOUT"]
+    default = settings.Value(setting, 10.0, settings.DEFAULT)
+    assert _timed_out(f"push: reading the head: {RPC_TIMEOUT_WORDS} (ReadTimeout)",
+                      default) == (f"push: reading the head: {RPC_TIMEOUT_WORDS}=10s (the "
+                                   f"default; ReadTimeout)")
+    spaces = settings.Value(setting, 2.5, settings.FILE, "/h/config.toml")
+    assert _timed_out(f"{RPC_TIMEOUT_WORDS} (ReadTimeout)", spaces) == (
+        f"{RPC_TIMEOUT_WORDS}=2.5s (from file /h/config.toml; ReadTimeout)")
+    assert _timed_out("the endpoint could not be reached") == \
+        "the endpoint could not be reached"
