@@ -209,3 +209,45 @@ def test_a_push_killed_before_it_signs_takes_no_nonce(tmp_path):
     book = NonceBook(tmp_path)
     assert book.blocking(account.address, chain_count=7, below=100) == []
     assert book.allocate(account.address, chain_count=7, space16="b" * 16) == 7
+
+
+# The receipt wait here (KINT_TEST_RECEIPT_WAIT), and a retry setting longer than it: the
+# shape of kint's 60 s wait beside KINT_NONCE_RETRY_SECONDS=60 or more, in seconds.
+SHORT_WAIT_S = 8
+LONGER_RETRY_S = "20"
+
+
+def test_a_retry_setting_past_the_receipt_wait_still_pushes_the_stuck_one_through(
+        tmp_path, chain_home):
+    """With KINT_NONCE_RETRY_SECONDS at the receipt wait (kint's 60 s) or more, the wait's
+    unstick never ran: P2's push timed out "may still land" behind P1's stuck transaction,
+    and so did every later one. It now runs by half the wait at the latest, as a former
+    key's does. The wait is shortened by the test's knob (tests/support/kint_test_faults.py)
+    rather than waited out for a minute; P1's send is swallowed by its endpoint."""
+    anchor = devchain_anchor(chain_home)
+    swallower = SendSwallower(anchor.config.rpc_urls[0])
+    wait = tmp_path / "receipt-wait"
+    sb = new_machine(tmp_path / "machine", chain_home, KINT_NONCE_RETRY_SECONDS=LONGER_RETRY_S,
+                     KINT_RPC_TIMEOUT="60", KINT_TEST_RECEIPT_WAIT=str(wait))
+    p1, p2 = _two_profiles(sb)
+    space1 = space_id(sb.label(p1))
+    first = None
+    try:
+        c1 = kjson(sb, "--db", str(p1), "connect", "--dev", "--rpc-urls", swallower.url)
+        kjson(sb, "--db", str(p2), "connect", "--dev")
+        swallower.armed.set()
+        first = subprocess.Popen([KINT, "--db", str(p1), "push"], env=sb.env,
+                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL)
+        stuck = _signed_entry(sb.kint_home, space1[:16])
+        wait.write_text(str(SHORT_WAIT_S))
+        pushed = kjson(sb, "--db", str(p2), "push")
+        assert pushed["pushed"] == 1, pushed
+        assert anchor.w3.eth.get_transaction_count(c1["session"]) > stuck["nonce"]
+        text = (sb.kint_home / "supervisor.log").read_text(errors="replace")
+        assert "pushed them through" in text, text[-3000:]
+    finally:
+        swallower.stop()
+        if first is not None and first.poll() is None:
+            first.wait(timeout=120)
+        sb.shutdown()

@@ -115,11 +115,45 @@ def test_the_watcher_looks_again_at_a_store_ahead_once_the_clock_nears(
     watcher = Watcher(db, lambda: (1, 0), push, generation=lambda: 0)
     ahead = _dated_ahead(db)  # a change to the store the watcher has read
     start = time.monotonic()  # the ticks' clock, in the test's hands from here
-    for now in (0.0, 1.0, 3.0):  # seen at 0: not told till 2 s on; at 3 it tells
-        watcher.tick(start + now)
-    assert len(pushed) == 3 and watcher.dirty == held
+    watcher.tick(start)  # seen at 0: pushed, but not told till 2 s on
+    watcher.tick(start + 1.0)  # not told yet: nothing, not a push at every tick
+    assert len(pushed) == 1 and watcher.dirty
+    watcher.tick(start + 3.0)  # told: looked at once more (pushed again)
+    assert len(pushed) == 2 and watcher.dirty == held
     watcher.tick(start + 4.0)  # clean (or held at that signature): nothing to do
-    assert len(pushed) == 3
+    assert len(pushed) == 2
     monkeypatch.setattr(time, "time_ns", lambda: ahead)
-    watcher.tick(start + 5.0)
-    assert len(pushed) == 4 and watcher.dirty, "the store was not looked at again"
+    watcher.tick(start + 5.0)  # the clock near: not clean, looked at once it tells again
+    assert len(pushed) == 2 and watcher.dirty, "the store was taken as clean still"
+    monkeypatch.setattr(time, "time_ns", lambda: ahead + SETTLED_AFTER_NS)
+    watcher.tick(start + 6.0)
+    assert len(pushed) == 3 and watcher.dirty == held, "the store was not looked at again"
+
+
+def test_a_clean_store_ahead_is_counted_once_when_it_tells_again(tmp_path, monkeypatch):
+    """A store found clean (by the start's count) ahead of the clock, doubted once the
+    clock nears its times, is counted once when its signature tells again and marked clean:
+    it stayed dirty up to the next size check (a minute), the worker's idle exit with it.
+    The quiet period is an hour: only counts look at the store."""
+    from kint.tenant_worker.watcher import Watcher
+
+    db = str(write_store(tmp_path / "memory.db"))
+    monkeypatch.setenv("KINT_QUIET_SECONDS", "3600")
+    monkeypatch.setenv("KINT_POLL_SECONDS", "3600")  # the watcher's own ticks: none here
+    counted: list[int] = []
+    watcher = Watcher(db, lambda: counted.append(1) or (0, 0), lambda _r: {},
+                      generation=lambda: 0)
+    ahead = _dated_ahead(db)
+    start = time.monotonic()
+    watcher.start()  # counted at a signature seen first: not told
+    try:
+        watcher.tick(start + 3.0)  # told: counted once more, clean
+        assert len(counted) == 2 and not watcher.dirty
+        monkeypatch.setattr(time, "time_ns", lambda: ahead)
+        watcher.tick(start + 4.0)  # the clock near: dirty, nothing counted till it tells
+        assert len(counted) == 2 and watcher.dirty
+        monkeypatch.setattr(time, "time_ns", lambda: ahead + SETTLED_AFTER_NS)
+        watcher.tick(start + 5.0)
+        assert len(counted) == 3 and not watcher.dirty, "left dirty till the size check"
+    finally:
+        watcher.stop()

@@ -30,6 +30,7 @@ from kint.supervisor.daemon import Supervisor
 from kint.supervisor import room
 from kint.supervisor.exits import ExitWatch
 from kint.supervisor.front_door import FrontDoor
+from kint.supervisor.last_words import RetiredRoute
 from kint.supervisor.lifecycle import WorkerLifecycle
 from kint.supervisor.settings import Settings
 from kint.supervisor.timed import RETRY_S, TimedWork
@@ -48,7 +49,7 @@ class _Host(WorkerMessages, WorkerLifecycle, TimedWork):
     def __init__(self, settings: Settings, start: float, back: zmq.Socket | None = None) -> None:
         self.settings = settings
         self._by_route: dict[bytes, WorkerHandle] = {}
-        self._retired_routes: dict[bytes, str] = {}
+        self._retired_routes: dict[bytes, RetiredRoute] = {}
         self._refused_routes: set[bytes] = set()
         self.passed_on: list[tuple[str, bytes]] = []
         self.shutting_down = False

@@ -33,11 +33,12 @@ from support.lifecycle_host import LifecycleHost
 from kint.paths import worker_lock_path
 from kint import open_files as open_files_module
 from kint.open_files import SYSTEM_FILES_HINT, WORKER_ROOM_HINT
+from kint.protocol import worker_wire
 from kint.protocol.worker_wire import EXIT_NO_FILES, EXIT_NO_SYSTEM_FILES, EXIT_REFUSED
 from kint.supervisor.exits import ExitWatch
 from kint.supervisor.settings import Settings
 from kint.supervisor.timed import TimedWork
-from kint.supervisor.workers import Pending, WorkerHandle
+from kint.supervisor.workers import Pending, StartRefusal, WorkerHandle
 from kint.supervisor.pidlock import running_pid
 from kint.tenant_worker import worker_lock
 from kint.tenant_worker.stop_grace import ORPHAN_EXIT_S
@@ -379,6 +380,37 @@ def test_a_refusal_whose_message_is_not_read_yet_is_still_no_crash(tmp_path):
     assert f"another worker of the space holds its worker lock {path}" in reply.message
     assert f"lsof {path}" in reply.hint
     assert handle.last_exit == reply.message
+
+
+@pytest.mark.parametrize("moved_on", [False, True], ids=["still-idle", "respawned"])
+def test_a_refusal_whose_message_comes_after_the_exit_names_its_holder(tmp_path, moved_on):
+    """As above, and the worker's `fatal` (which names the holder) is read after the exit
+    was handled: its route retired, it was dropped, and the space's row said `held by
+    nobody named` for good. With the retired worker's token and pid it now gives the row
+    its reason and its holder, once; after a newer spawn of the space (`moved_on`) it is
+    only logged, the row that spawn's story. (The token check is `_on_back`'s, before it
+    hands a retired route's message here: tests/test_worker_late_fatal.py.)"""
+    host, handle = _RefusalHost(tmp_path), _handle()
+    token = worker_wire.new_token()
+    handle.token, handle.route = token, worker_wire.route_for(token)
+    route = handle.route
+    _exits_refused(host, handle)
+    bare = handle.last_exit
+    record = host._retired_routes[route]
+    assert record.token == token and record.pid is not None and record.unheard == bare
+    if moved_on:
+        handle.spawned_at = time.monotonic()  # a newer worker was started since
+    late = {"kind": "fatal", "pid": record.pid, "token": token.hex(),
+            "reason": "space c4c4 is held by worker 4242", "code": "WORKER_DOWN",
+            "hint": "let worker 4242 finish, or end it", "holder_pid": 4242}
+    host._heard_after(route, record, late)
+    if moved_on:
+        assert handle.last_exit == bare and handle.start_refused.holder_pid is None
+        return
+    assert handle.last_exit == late["reason"], handle.last_exit
+    assert handle.start_refused == StartRefusal("WORKER_DOWN", late["hint"], 4242)
+    host._heard_after(route, record, {**late, "reason": "a second copy"})
+    assert handle.last_exit == late["reason"]  # once
 
 
 @pytest.mark.parametrize("code, hint, cause", [

@@ -167,7 +167,8 @@ SETTINGS: tuple[Setting, ...] = (
        "`1`: verify reads no chain head; `connect`, `rekey` and `recovery-code` read no "
        "header", "unset"),
     _s("KINT_NONCE_RETRY_SECONDS", "float", 15.0, "call", CLI_DAEMON, CHAIN,
-       "how long a transaction waits before another space's stuck one is pushed through; "
+       "how long a transaction waits before another space's stuck one is pushed through "
+       "(by half its 60 s receipt wait at the latest, whatever the setting); "
        "twice it, how long a previous session key's nonce that waits at another endpoint "
        "of the space is waited for before it is filled (a kint extension); a previous "
        "session key's receipt wait looks for such a nonce by half the wait at the latest, "
@@ -247,8 +248,8 @@ SETTINGS: tuple[Setting, ...] = (
        "`32768`", minimum=0.0, applied_on=frozenset({"attach"})),
     _s("KINT_PUSH_RETRY_SECONDS", "float", 60.0, "space", DAEMON | SERVER, AGENTS,
        "how long the watcher waits before it tries a failed push again (a held one waits "
-       "for the next store change instead, or is tried at the next tick when held within "
-       "2 s of the store's last write), at least `KINT_POLL_SECONDS`; each further "
+       "for the next store change instead, or is tried again once that write is 2 s old "
+       "when held within 2 s of the store's last write), at least `KINT_POLL_SECONDS`; each further "
        "failure doubles the wait, up to 900 (or this, when larger). Any successful push of "
        "the space, or a change of config.toml, ends the wait", minimum=1.0,
        applied_on=frozenset({"attach"})),

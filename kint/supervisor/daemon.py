@@ -43,6 +43,7 @@ from kint.supervisor.exits import ExitWatch
 from kint.supervisor.front_door import FrontDoor
 from kint.zmq_frames import readable, recv_frames
 from kint.supervisor.housekeeping import Housekeeping
+from kint.supervisor.last_words import RetiredRoute
 from kint.supervisor.lifecycle import WorkerLifecycle
 from kint.supervisor.outbox import Outbox
 from kint.supervisor.ownership import Ownership
@@ -72,7 +73,7 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
         self.handles: dict[str, WorkerHandle] = {}
         self.bindings = Bindings(home)
         self._by_route: dict[bytes, WorkerHandle] = {}
-        self._retired_routes: dict[bytes, str] = {}
+        self._retired_routes: dict[bytes, RetiredRoute] = {}
         self._space_ids: dict[str, str] = {}
         self._refused_routes: set[bytes] = set()
         self._room_wanted: list[str] = []

@@ -2,9 +2,9 @@
 (one_for_one) or quarantine it after too many crashes, and judge it hung when it stops
 beating. A mixin of `Supervisor` (kint/supervisor/daemon.py), which owns the sockets, the
 poller and the handles these methods act on: `home`, `settings`, `spawner`, `poller`,
-`handles`, `back`, `back_address`, `shutting_down`, `_by_route`, `_retired_routes` and
-`exits`; `_answer` and `_quarantine_message` are `ClientRouting`'s
-(kint/supervisor/routing.py).
+`handles`, `back`, `back_address`, `shutting_down`, `_by_route`, `_retired_routes` (which
+its base `LastWords` keeps: last_words.py) and `exits`; `_answer` and `_quarantine_message`
+are `ClientRouting`'s (kint/supervisor/routing.py).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from kint.paths import worker_lock_path
 from kint.protocol import ErrorCode, worker_wire
 from kint.protocol.envelope import error_reply
 from kint.supervisor.exits import ExitWatch
+from kint.supervisor.last_words import LastWords, RetiredRoute
 from kint.open_files import SYSTEM_FILES_HINT, WORKER_ROOM_HINT, open_files, out_of_files
 from kint.supervisor.room import WorkerRoom
 from kint.supervisor.workers import (STOPPED_MID_OP_HINT, StartRefusal, WorkerHandle,
@@ -31,12 +32,7 @@ from kint.tenant_worker.worker_lock import unnamed_holder_hint
 
 log = logging.getLogger("kint.supervisor")
 
-# Routes of workers gone (or declared down) remembered, so that their last messages are
-# dropped as such rather than refused as an impostor's.
-MAX_RETIRED_ROUTES = 256
-
-
-class WorkerLifecycle(WorkerRoom):
+class WorkerLifecycle(WorkerRoom, LastWords):
     home: Any
     settings: Any
     spawner: Any
@@ -51,8 +47,8 @@ class WorkerLifecycle(WorkerRoom):
     shutting_down: bool
     handles: dict[str, WorkerHandle]
     _by_route: dict[bytes, WorkerHandle]
-    # Routes of workers declared down or exited, with their space (`_retire_route`).
-    _retired_routes: dict[bytes, str]
+    # Routes of workers declared down or exited (`_retire_route`, last_words.py).
+    _retired_routes: dict[bytes, RetiredRoute]
     exits: ExitWatch[WorkerHandle]
     # Spaces whose worker was asked for before the forkserver was ready (`spawn`), each
     # with whether it was asked for itself (sessions handed over), not for requests.
@@ -162,9 +158,9 @@ class WorkerLifecycle(WorkerRoom):
         pid = handle.pid
         stopped_for_room = handle.space_id in self._evicting
         self._evicting.discard(handle.space_id)
+        retired = self._retire_route(handle)  # with the pid, which its late words carry
         handle.process = None
         handle.pid = None
-        self._retire_route(handle)
         reason = handle.fatal_reason or describe_exit(exitcode)
         if handle.hung_reason:
             reason = f"hung ({handle.hung_reason}); {describe_exit(exitcode)}"
@@ -214,12 +210,15 @@ class WorkerLifecycle(WorkerRoom):
             self._start_refused(handle, now, reason, handle.start_refused)
         else:
             self._crashed(handle, now, reason)
+        # Its `fatal` may still come, read after this exit: what to mend then.
+        self.record_unheard(retired, handle)
 
     def _refused_unheard(self, handle: WorkerHandle) -> str:
         """The worker exited EXIT_REFUSED and its `fatal`, which names the holder, has not
         been read (lost, or still queued: the loop drains the back socket before it
-        handles exits, but a message can arrive after the exit it precedes). The code
-        says as much as the message would have, bar the holder: a refusal, never a crash
+        handles exits, but a message can arrive after the exit it precedes, and then
+        names the holder from there on: last_words.py). The code says as much as the
+        message would have, bar the holder: a refusal, never a crash
         (which restarted the space and counted towards a quarantine). Returns the reason,
         and sets `start_refused` for `_on_exit`."""
         path = worker_lock_path(self.home, handle.space16)
@@ -396,21 +395,6 @@ class WorkerLifecycle(WorkerRoom):
                 f"sent to it; it is being replaced, and whether {pending.op} ran is unknown"))
         handle.terminate()
         handle.kill_at = now + s.kill_grace_s
-
-    def _retire_route(self, handle: WorkerHandle) -> None:
-        """Forget the worker's route and token: what comes on that route from here on is
-        dropped as its worker's last words (`worker_messages`), never believed. A bounded
-        memory: past `MAX_RETIRED_ROUTES` the oldest route is forgotten for good."""
-        route = handle.route
-        handle.route = None
-        handle.token = None
-        if route is None:
-            return
-        self._by_route.pop(route, None)
-        retired = self._retired_routes
-        retired[route] = handle.space16
-        while len(retired) > MAX_RETIRED_ROUTES:
-            del retired[next(iter(retired))]
 
     def _over_memory(self, handle: WorkerHandle, now: float) -> bool:
         """Whether the worker's last memory figure (read after its last work, once quiet)

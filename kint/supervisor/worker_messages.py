@@ -5,7 +5,8 @@ A message counts only when it comes on the route of a worker this supervisor spa
 carries that spawn's token (`worker_wire`), and a hello only from the pid spawned, where
 the kernel says it (`peer`); anything else is dropped, and logged once per route up to a
 bound, since an impostor may send many. A worker's route is retired when the worker is
-declared down (hung) or exits: what still comes on it is dropped, never believed. A reply
+declared down (hung) or exits: what still comes on it with its token is its last words
+(last_words.py), a late reason for its exit the only one of them that counts. A reply
 is passed on to its client as the bytes the worker encoded, never decoded here; one whose
 request was already answered (a TIMEOUT) is dropped by id, and one larger than a client
 reads is answered TOO_LARGE.
@@ -27,6 +28,7 @@ import zmq
 from kint.paths import BACK_SOCKET
 from kint.protocol import ProtocolError, worker_wire
 from kint.protocol.server_codec import too_large_reply
+from kint.supervisor.last_words import RetiredRoute
 from kint.supervisor.peer import peer_credentials
 from kint.supervisor.workers import SERVING_STATES, Pending, StartRefusal, WorkerHandle
 
@@ -38,12 +40,14 @@ MAX_REFUSED_LOGGED = 32
 
 class WorkerMessages:
     _by_route: dict[bytes, WorkerHandle]
-    _retired_routes: dict[bytes, str]
+    _retired_routes: dict[bytes, RetiredRoute]
     _refused_routes: set[bytes]
     # ClientRouting's and TimedWork's own methods, declared for the type checker.
     _pass_on: Callable[[WorkerHandle, Pending, Any], None]
     _forward: Callable[[WorkerHandle, Pending], bool]
     _answer: Callable[[WorkerHandle, Pending, Any], None]
+    # LastWords' own (last_words.py, a base of WorkerLifecycle).
+    _heard_after: Callable[[bytes, RetiredRoute, dict[str, Any]], None]
 
     def _refuse_peer(self, route: bytes, why: str) -> None:
         """Drop a back-socket message from a peer that is not a worker of this supervisor;
@@ -57,29 +61,28 @@ class WorkerMessages:
     def _on_back(self, frames: list[zmq.Frame]) -> None:
         route = frames[0].bytes
         handle = self._by_route.get(route)
-        if handle is None:
-            space16 = self._retired_routes.get(route)
-            if space16 is not None:
-                # Its worker was declared down (hung) or exited: a late reply or beat, or
-                # an answer it forwarded on its way out. Its clients were answered already
-                # (WORKER_DOWN), or its requests wait for the next worker.
-                log.info("space %s: a message from a worker that is no longer the space's "
-                         "(declared down or exited) dropped", space16)
-                return
+        retired = self._retired_routes.get(route) if handle is None else None
+        if handle is None and retired is None:
             self._refuse_peer(route, "not the route of any worker this supervisor spawned")
             return
+        space16 = handle.space16 if handle is not None else retired.handle.space16
         if len(frames) != 3:
-            log.warning("space %s: worker message of %d frames dropped", handle.space16,
+            log.warning("space %s: worker message of %d frames dropped", space16,
                         len(frames) - 1)
             return
         try:
             msg = worker_wire.decode_from_worker(frames[1].bytes, frames[2])
         except ProtocolError as err:
-            log.warning("space %s: bad worker message dropped: %s", handle.space16, err.message)
+            log.warning("space %s: bad worker message dropped: %s", space16, err.message)
             return
-        if not worker_wire.token_matches(msg, handle.token):
-            self._refuse_peer(route, f"the token of space {handle.space16}'s worker is missing "
+        token = handle.token if handle is not None else retired.token
+        if not worker_wire.token_matches(msg, token):
+            self._refuse_peer(route, f"the token of space {space16}'s worker is missing "
                               "or wrong")
+            return
+        if handle is None:
+            # Its worker was declared down (hung) or exited: its last words (last_words.py).
+            self._heard_after(route, retired, msg)
             return
         now = time.monotonic()
         kind = msg["kind"]

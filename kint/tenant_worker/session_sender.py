@@ -3,9 +3,9 @@
 Every transaction the session key sends (a push, `authorize submit`) takes its nonce from
 the machine-wide nonce book, is signed and recorded in the book before it is sent, and
 waits for its receipt with `unstick` as the slow path: when it is not mined within
-KINT_NONCE_RETRY_SECONDS, the worker re-broadcasts (or fills) the nonces below its own
-that hold it back, through its own endpoint. So another space's stuck transaction delays
-this one by about one retry interval, not for ever.
+KINT_NONCE_RETRY_SECONDS (by half the receipt wait at the latest), the worker re-broadcasts
+(or fills) the nonces below its own that hold it back, through its own endpoint. So another
+space's stuck transaction delays this one by about one retry interval, not for ever.
 """
 
 from __future__ import annotations
@@ -132,8 +132,12 @@ class SessionSender:
             raise
 
     def wait(self, tx_hash: str, signed: Signed) -> Any:
+        """The receipt, `unstick` running every KINT_NONCE_RETRY_SECONDS meanwhile, the
+        first by half the wait at the latest (as a former key's wait, former_key.py): with
+        the setting at the receipt wait (60 s) or more it never ran, and a push held back by
+        another space's stuck transaction timed out, as did every later one."""
         receipt = self.anchor.wait(tx_hash, on_slow=lambda: self.unstick(signed.nonce),
-                                   slow_after_s=retry_seconds())
+                                   slow_after_s=retry_seconds(), first_slow_within=True)
         block = receipt.get("blockNumber")
         self.book.landed(signed.nonce, tx_hash, int(block) if block is not None else None)
         return receipt

@@ -207,14 +207,14 @@ class UnanchoredTally:
         except PermissionError:
             signature, closed = None, True
         key: Key | None = None if closed else key_of(signature, mirror)
-        # The figure's signature told every later commit when counted; one that did so by
-        # standing steady ahead of the clock stops once the clock nears its times
-        # (StoreReader's `keep is not False`). No system call: the wall clock's vDSO read.
-        doubted = settled(signature) is False
         with self._lock:
             figure = self._figure
+            # The figure's signature told every later commit when counted; one that did so
+            # by standing steady ahead of the clock stops once the clock nears its times
+            # (StoreReader's `keep is not False`). Asked only of a figure that would be
+            # kept; no system call: the wall clock's vDSO read.
             fresh = (figure is not None and figure.told and figure.key == key
-                     and not doubted)
+                     and settled(signature) is not False)
             start = (key is not None and may_start and not fresh and not self._recounting
                      and now >= self._next_recount)
             if start:

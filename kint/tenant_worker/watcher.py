@@ -12,8 +12,8 @@ for KINT_QUIET_SECONDS, or, checked at most once a minute while dirty, when the 
 unanchored change (400 bytes a row) is more than KINT_SIZE_TRIGGER_BYTES. When that diff finds
 nothing unanchored, the dirty mark is cleared. It pushes nothing while the machine is not
 connected or the data key is not cached, and after a held push it waits for the next store
-change instead of retrying (one held within 2 s of the store's last write is tried again at
-the next tick: below). After a push that failed otherwise it waits out a backoff
+change instead of retrying (one held within 2 s of the store's last write is tried again
+once that write is 2 s old: below). After a push that failed otherwise it waits out a backoff
 (push_backoff.py) before it tries again, however the store changes meanwhile; any push
 of the space that goes through, its own included, ends that wait (`push.went_through`, the
 one place every successful push passes).
@@ -21,12 +21,14 @@ one place every successful push passes).
 The dirty mark is cleared (and a held push's signature kept) only for a signature read two
 seconds or more after the store's files last changed (store.SettledRule, the rule the
 status counts keep to): a commit within one tick of the files' clock, inside the size a
-restarted WAL had, leaves their times and sizes as they were, so a push that read its rows
-just before it was taken for the whole change, and that commit was never pushed until the
-next write. Such a store stays dirty, and the next tick looks at it again. A signature
-ahead of the clock tells once it has stood two seconds (the monotonic clock); once the
-clock comes within two seconds of its times it no longer does, and a store clean (or a
-push held) at it is looked at again, as after a change (as the status counts are).
+restarted WAL had, leaves their times and sizes as they were, so a push (or the start's
+count) that read its rows just before it was taken for the whole change, and that commit
+was never pushed until the next write. Such a store stays dirty, and is looked at once more
+when its signature tells every later commit: counted (clean if nothing is left), or a held
+push tried again, once, not at every tick till then. A signature ahead of the clock tells
+once it has stood two seconds (the monotonic clock); once the clock comes within two
+seconds of its times it no longer does, and a store clean (or a push held) at it is looked
+at once more in the same way (as the status counts are counted again).
 """
 
 from __future__ import annotations
@@ -85,6 +87,11 @@ class Watcher:
         self._last_change = time.monotonic()
         self._last_size_check = 0.0
         self._held_at_signature: tuple[int, ...] | None = None
+        # A signature at which a count found nothing left, a push went through or was
+        # held, before it told every later commit (`_rule`): the store stays dirty, and is
+        # looked at once more when that signature tells (`_look_again`), not at every tick
+        # till then.
+        self._untold: tuple[int, ...] | None = None
         self._rule = SettledRule()
         # The last signature that told every later commit (`_rule`), while it is the store's.
         self._told_at: tuple[int, ...] | None = None
@@ -149,12 +156,22 @@ class Watcher:
                      "push retry %gs (%s)", *(x for v in values for x in (v.value, v.described)))
 
     def start(self) -> None:
+        """Count what an earlier session left unanchored. The count reads rows after the
+        signature it is compared with later; one read within two seconds of the store's
+        last write may not change with a commit right after the count (store.SettledRule),
+        so a count of nothing then leaves the store dirty, looked at once more when that
+        signature tells, where it was taken as clean until the next write."""
         self._log_timings()
+        seen = time.monotonic()
+        sig = self._signature = self._read_signature()
+        told = self._rule.tells(sig, settled(sig), seen)
         counts = self._count()
         if counts and (counts[0] or counts[1]):
             self.dirty = True
             log.info("watcher: %d changed and %d deleted row(s) were left unanchored by an "
                      "earlier session; they are pushed at the next quiet period", *counts)
+        elif counts is not None and not told:
+            self.dirty, self._untold = True, sig
         self._thread.start()
 
     def stop(self) -> None:
@@ -198,10 +215,13 @@ class Watcher:
                 log.info("watcher: store changed")
             self.dirty = True
             self._last_change = now
+            self._untold = None
         elif keep is False and sig == self._told_at:
-            self._doubted(now)
+            self._doubted(sig, now)
         if told:
             self._told_at = sig
+        if self.dirty and sig == self._untold and not self._look_again(told):
+            return
         if not self.dirty or sig == self._held_at_signature:
             return
         if now - self._last_change >= self.quiet_s:
@@ -217,25 +237,45 @@ class Watcher:
             elif (counts[0] + counts[1]) * ESTIMATED_BYTES_PER_ROW > self.size_trigger:
                 self._fire("size trigger", sig, told, now)
 
-    def _doubted(self, now: float) -> None:
+    def _doubted(self, sig: tuple[int, ...] | None, now: float) -> None:
         """The signature that told every later commit, and at which the store may have been
         marked clean (or a push held), no longer does: its files' times, ahead of the clock
         when it told by standing steady (store.SettledRule), are now within two seconds of
-        it (or the clock stepped back), and a commit now may leave them as they were.
-        Looked at again as after a change, once; a store still dirty is left as it is."""
-        self._told_at = self._held_at_signature = None
+        it (or the clock stepped back), and a commit now may leave them as they were. A
+        store clean, or a push held, at it is looked at once more when it tells again
+        (`_look_again`), as one found so before it told; a store dirty otherwise is left
+        as it is (its own rules look at it)."""
+        self._told_at = None
         if not self.dirty:
             log.info("watcher: the store's files are dated within 2 s of the clock, so a "
                      "change may not show; looking at the store again")
-            self.dirty = True
-            self._last_change = now
+            self.dirty, self._untold = True, sig
+            self._last_change = now  # a commit then would be as recent as that
+        elif sig == self._held_at_signature:
+            self._untold = sig
+
+    def _look_again(self, told: bool) -> bool:
+        """The store is dirty at `_untold`, a signature at which it was found clean (or a
+        push held) before the signature told every later commit: whether to go on with the
+        tick. Until it tells, nothing: a count now could miss a commit as the last did.
+        Once it tells, the store is looked at once more by the usual rules: a push held
+        then is tried again (at once when the quiet period had passed: no change was seen
+        to wait out), and a store found clean is counted at once (a size check), clean
+        again if nothing is left."""
+        if not told:
+            return False
+        self._untold = self._held_at_signature = None
+        self._last_size_check = float("-inf")
+        return True
 
     def _settle(self, sig: tuple[int, ...] | None, told: bool) -> None:
         """Clear the dirty mark only if the store has not changed since `sig` was read: a
         write that lands while the diff or the push runs must not be lost. Only a
         signature that `told` every commit after it says so (the module's docstring)."""
         self._signature = sig
-        if told and self._read_signature() == sig:
+        if not told:
+            self._untold = sig  # looked at once more when it tells (`_look_again`)
+        elif self._read_signature() == sig:
             was_dirty, self.dirty = self.dirty, False
             if was_dirty:
                 self._settled()
@@ -272,8 +312,10 @@ class Watcher:
         except ProtocolError as err:
             if err.code.value == "HELD":
                 # Wait for the next store change; one a signature that does not tell every
-                # commit may miss is looked at again at the next tick.
-                self._held_at_signature = sig if told else None
+                # commit may miss is looked at again once it tells (`_look_again`).
+                self._held_at_signature = sig
+                if not told:
+                    self._untold = sig
             else:
                 self._failed(err.code.value, err.message, err.hint, now, started)
         except Exception as err:  # noqa: BLE001 - a bug: waited out and logged like the rest

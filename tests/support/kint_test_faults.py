@@ -62,7 +62,18 @@ One wrapper fails every time rather than once: while the file `KINT_TEST_FAIL_ST
 exists and holds a space's 16 hex characters, a worker of that space fails as it starts
 (`Worker.__init__` raises ImportError, as a module that no longer imports would), so a
 test sees what the supervisor makes of a worker that can never start, and the other
-spaces beside it.
+spaces beside it. Given as `<space16>:enfile`, the start raises ENFILE instead (the
+system's table of open files full, which cannot be brought about here: it is the whole
+box's), and the worker exits EXIT_NO_SYSTEM_FILES (6) by kint's own code.
+
+One wrapper makes a worker's last words late: while the file `KINT_TEST_LATE_FATAL` names
+exists, a worker that cannot start (`_tell_supervisor`, `kint.tenant_worker.process`) exits
+at once without its `fatal`, and a child it forked sends that message (its pid and token,
+on its route) once the supervisor has logged the exit: the order the race between a worker's
+message and its exit gives rarely (the supervisor reads what waits on the back socket before
+it handles an exit; the message has to be still in the kernel's hands then), here every
+time. When the file holds the word `impostor`, the child sends first the same message under
+a wrong token, its reason FORGED_REASON.
 
 Nothing happens unless `KINT_TEST_CRASH_FLAG` (set only by tests) names a file that exists
 and whose first word is the step. The worker deletes the file before it acts, so it acts
@@ -79,6 +90,7 @@ from __future__ import annotations
 import errno
 import functools
 import os
+import re
 import signal
 from typing import Any, Callable
 
@@ -94,6 +106,10 @@ HOLD_ATTACH_ENV = "KINT_TEST_HOLD_ATTACH"
 HOLD_MAX_S = 120.0
 FAIL_START_ENV = "KINT_TEST_FAIL_START"
 RECEIPT_WAIT_ENV = "KINT_TEST_RECEIPT_WAIT"
+LATE_FATAL_ENV = "KINT_TEST_LATE_FATAL"
+FORGED_REASON = "forged by an impostor"
+# How long the late sender waits for the supervisor to log the exit before sending anyway.
+LATE_FATAL_WAIT_S = 30.0
 
 
 def _fill(folder: str) -> None:
@@ -225,7 +241,69 @@ def _failing_start(init: Callable[..., None]) -> Callable[..., None]:
             doomed = []
         if config.space16 in doomed:
             raise ImportError("No module named 'kint_plugin_gone' (a test's broken module)")
+        if f"{config.space16}:enfile" in doomed:  # the system's table of open files full
+            raise OSError(errno.ENFILE, os.strerror(errno.ENFILE))
         init(self, config, *rest)
+    return wrapper
+
+
+def _exit_logged(home: str, pid: int) -> bool:
+    """Whether the supervisor's log says it handled worker `pid`'s exit (its line names
+    the worker's pid and the exit's reason: `WorkerLifecycle._on_exit`)."""
+    try:
+        with open(os.path.join(home, "supervisor.log"), encoding="utf-8",
+                  errors="replace") as fh:
+            text = fh.read()
+    except OSError:
+        return False
+    return re.search(rf": worker {pid} (?!spawned)", text) is not None
+
+
+def _send_late(config: Any, token: bytes, fatal: dict[str, Any], pid: int,
+               impostor: bool) -> None:
+    """Send the worker `pid`'s `fatal` as it would have, once its exit is logged; with
+    `impostor`, a forged one first, on the same route, under a token of zeros."""
+    import time
+
+    import zmq
+
+    from kint.protocol import worker_wire
+
+    deadline = time.monotonic() + LATE_FATAL_WAIT_S
+    while not _exit_logged(config.home, pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    zctx = zmq.Context()
+    dealer = zctx.socket(zmq.DEALER)
+    dealer.setsockopt(zmq.ROUTING_ID, worker_wire.route_for(token))
+    dealer.setsockopt(zmq.LINGER, 2000)
+    dealer.connect(config.back_address)
+    if impostor:
+        dealer.send_multipart(worker_wire.encode(
+            {**fatal, "reason": FORGED_REASON, "pid": pid,
+             "token": worker_wire.token_text(bytes(len(token)))}))
+    dealer.send_multipart(worker_wire.encode(
+        {**fatal, "pid": pid, "token": worker_wire.token_text(token)}))
+    dealer.close()
+    zctx.term()
+
+
+def _late_fatal(tell: Callable[..., Any]) -> Callable[..., Any]:
+    """`_tell_supervisor`, its message sent after the exit while the KINT_TEST_LATE_FATAL
+    file exists: the worker exits at once, a forked child sends for it."""
+    @functools.wraps(tell)
+    def wrapper(config: Any, token: bytes, fatal: dict[str, Any], exit_code: int) -> Any:
+        flag = os.environ.get(LATE_FATAL_ENV)
+        if not flag or not os.path.exists(flag):
+            return tell(config, token, fatal, exit_code)
+        with open(flag, encoding="utf-8") as fh:
+            impostor = fh.read().split() == ["impostor"]
+        pid = os.getpid()
+        if os.fork() == 0:
+            try:
+                _send_late(config, token, fatal, pid, impostor)
+            finally:
+                os._exit(0)
+        os._exit(exit_code)
     return wrapper
 
 
@@ -255,6 +333,7 @@ def _install() -> None:
     from kint.tenant_worker import op_replies, process
 
     process.Worker.__init__ = _failing_start(process.Worker.__init__)  # type: ignore
+    process._tell_supervisor = _late_fatal(process._tell_supervisor)
     op_replies.encode_reply = _unguarded(op_replies.encode_reply)  # type: ignore[assignment]
     process.decode_request = _held(process.decode_request, HOLD_DISPATCH_ENV, True)
     from kint.tenant_worker import sessions

@@ -1,0 +1,81 @@
+"""A worker's reason read after its exit (the race test_worker_start_failure met once).
+
+A worker that cannot start sends its reason (`fatal`) and exits EXIT_FATAL. The supervisor
+reads what waits on the back socket before it handles an exit, but the message can still
+be in the kernel's hands then: the exit is recorded as `exited with code 3`, the route
+retired, and the reason, read a turn later, was dropped. The late words, with the retired
+worker's token and pid, now put its reason where the bare exit was, while the space is
+where that exit left it (here, quarantined).
+
+The race cannot be had on demand (it wants the supervisor's I/O thread to lose a race to
+the exit's notice by microseconds), so the test worker's reason is made late every time:
+tests/support/kint_test_faults.py's KINT_TEST_LATE_FATAL has the worker exit without it,
+and a child it forked sends it, on the worker's route with its token and pid, once the
+supervisor has logged the exit. The supervisor and workers are real. With the file saying
+`impostor`, the child sends first the same message under a wrong token (the route and pid
+right): it must change nothing.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import make_sandbox, write_store
+from kint.client import KintError
+from kint.spaces import space_id
+
+REASON = ("the worker could not start: ImportError: No module named 'kint_plugin_gone' "
+          "(a test's broken module)")
+# What the impostor's message says (tests/support/kint_test_faults.py, not imported here:
+# importing it patches kint in this process).
+FORGED_REASON = "forged by an impostor"
+# The quarantine's first backoff: every check below runs inside it, no retry meanwhile.
+BACKOFF_S = 60
+
+
+@pytest.fixture(params=["late", "impostor"])
+def box(request, tmp_path):
+    doomed, late = tmp_path / "fail-start", tmp_path / "late-fatal"
+    sb = make_sandbox(tmp_path / "machine", KINT_QUARANTINE_BACKOFF_SECONDS=str(BACKOFF_S),
+                      KINT_TEST_FAIL_START=str(doomed), KINT_TEST_LATE_FATAL=str(late))
+    sb.start_entitled()
+    bad = sb.profile_db("broken")
+    bad.parent.mkdir(parents=True)
+    write_store(bad, tenant=sb.tenant)
+    doomed.write_text(space_id(sb.label(bad))[:16])
+    late.write_text(request.param)
+    yield sb, bad, request.param
+    sb.shutdown()
+
+
+def quarantined(sb, db, timeout_s: float = 10) -> KintError:
+    """The refusal a call for `db`'s space gets."""
+    with pytest.raises(KintError) as err:
+        sb.call("status", db, timeout_s=timeout_s)
+    assert err.value.code == "QUARANTINED", err.value
+    return err.value
+
+
+def test_a_reason_read_after_the_exit_is_the_quarantines_and_the_status(box):
+    sb, bad, kind = box
+    # The first refusal is made at the exit, before the late words come: it may say
+    # either. From then on, the status and every refusal carry the worker's reason.
+    quarantined(sb, bad, timeout_s=30)
+    row = sb.wait_for(lambda: (r := sb.row(bad))["last_exit"] == REASON and r, timeout=15,
+                      what="the worker's reason as the last exit")
+    assert row["state"] == "quarantined" and row["restarts"] == 6, row
+    message = quarantined(sb, bad).message
+    assert f"last exit: {REASON};" in message, message
+
+    space16 = space_id(sb.label(bad))[:16]
+    assert f"last exit of {space16}: {REASON}" in sb.kint("supervisor", "status").stdout
+    log = (sb.kint_home / "supervisor.log").read_text()
+    # Every exit but the quarantining one was followed by a restart: those late words
+    # came after the space moved on, and were only logged.
+    assert log.count("read after the space moved on") == 5, log
+    assert log.count("read after its exit") == 1, log
+    assert FORGED_REASON not in json.dumps(row) and FORGED_REASON not in log
+    if kind == "impostor":
+        assert f"the token of space {space16}'s worker is missing or wrong" in log, log
