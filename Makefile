@@ -86,9 +86,11 @@ demo: venv node
 	$(VENV)/bin/kint demo
 
 # pyflakes (pinned in requirements.lock) over kint's code, the tests and the benchmarks: an
-# unused import, an undefined name or a shadowed test fails the build. A few seconds.
+# unused import, an undefined name or a shadowed test fails the build; so does a line of
+# kint/ over 100 characters (the suite's test_line_width.py, run as a script). A few seconds.
 lint: venv
 	$(PY) -m pyflakes kint tests bench
+	$(PY) tests/test_line_width.py
 
 # What the suite needs, installed side by side: pip's work for the two venvs is mostly CPU,
 # npm's (~1.7 GB written) mostly the disk and the network, so on a fresh clone they overlap

@@ -48,7 +48,8 @@ class Machine:
         self.home = root / name / "home"
         self.kint_home = root / name / "kint"
         self.home.mkdir(parents=True)
-        self.env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "TMPDIR")}
+        self.env = {k: v for k, v in os.environ.items()
+                    if k in ("PATH", "LANG", "LC_ALL", "TMPDIR")}
         self.env.update(HOME=str(self.home), KINT_HOME=str(self.kint_home),
                         HERMES_HOME=str(self.home / ".hermes"), SIBYL_MEMORY_TELEMETRY="0",
                         PYTHON_KEYRING_BACKEND="keyring.backends.fail.Keyring")

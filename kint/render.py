@@ -230,6 +230,10 @@ def supervisor_status_text(status: dict[str, Any]) -> str:
             text += "\n" + watcher_failure_text(row["watcher_failure"],
                                                  f"watcher of {row['space']}")
     for row in spaces:
+        if row.get("watcher_settings"):
+            text += "\n" + watcher_settings_text(row["watcher_settings"],
+                                                   f"watcher of {row['space']}")
+    for row in spaces:
         if row.get("last_exit"):
             # A worker that could not start says why in its own words, which may quote
             # a store path or a tenant's name: escaped as the table's cells are.
@@ -263,6 +267,22 @@ def utc_time(unix: int, pattern: str = "%Y-%m-%dT%H:%M:%SZ") -> str:
         return datetime.fromtimestamp(int(unix), timezone.utc).strftime(pattern)
     except (OverflowError, ValueError, OSError):
         return f"unix time {int(unix)} (past year 9999)"
+
+
+def watcher_settings_text(entries: list[dict[str, Any]], who: str) -> str:
+    """The push settings the watcher's pushes take from a kint-server session, beside the
+    supervisor's own (`kint supervisor status`, under its table)."""
+    taken = "; ".join(f"{e['name']}={_setting_text(e['value'])} (the supervisor's: "
+                      f"{_setting_text(e['own'])}, {e['own_source']})" for e in entries)
+    return f"{who}: its pushes run with the kint-server session's {taken}"
+
+
+def _setting_text(value: Any) -> str:
+    if value is None:
+        return "unset"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return printable(str(value))
 
 
 def watcher_failure_text(failure: dict[str, Any], who: str = "watcher") -> str:

@@ -69,7 +69,8 @@ def space_id(label: str) -> str:
 
 def sibyl_default_db() -> Path:
     raw = settings.value("SIBYL_MEMORY_DB")
-    return (Path(raw).expanduser() if raw else Path.home() / ".sibyl-memory" / "memory.db").absolute()
+    path = Path(raw).expanduser() if raw else Path.home() / ".sibyl-memory" / "memory.db"
+    return path.absolute()
 
 
 def sibyl_credentials_path() -> Path:

@@ -2,15 +2,14 @@
 Python steps than pyzmq's conveniences take.
 
 Every request and reply crosses the supervisor's loop as two multipart receives and two
-multipart sends, and a worker's as one of each. pyzmq's `recv_multipart` asks the socket for RCVMORE after every frame
-and builds an enum for each flag; `send_multipart` checks every part's type and ORs an
-enum flag for each; and draining a socket until `recv` raises `zmq.Again` pays for an
-exception at every drain. Here a frame says itself whether more follow (`Frame.more`),
-the flags are plain ints computed once, and the socket's EVENTS say whether another
-message waits. Measured in one process on the 2-core box (inproc, a 2-frame message):
-a drained message cost 19 µs with `recv_multipart` and the failing `recv`, 9 µs so. The
-semantics are pyzmq's: a send that cannot go raises before any frame is queued.
-"""
+multipart sends, and a worker's as one of each. pyzmq's `recv_multipart` asks the socket for
+RCVMORE after every frame and builds an enum for each flag; `send_multipart` checks every
+part's type and ORs an enum flag for each; and draining a socket until `recv` raises
+`zmq.Again` pays for an exception at every drain. Here a frame says itself whether more
+follow (`Frame.more`), the flags are plain ints computed once, and the socket's EVENTS say
+whether another message waits. Measured in one process on the 2-core box (inproc, a 2-frame
+message): a drained message cost 19 µs with `recv_multipart` and the failing `recv`, 9 µs
+so. The semantics are pyzmq's: a send that cannot go raises before any frame is queued."""
 
 from __future__ import annotations
 

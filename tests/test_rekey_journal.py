@@ -163,6 +163,13 @@ def test_a_newer_journal_is_refused_with_a_hint_that_keeps_it(home):
                                                 refused.hint)).hint
     assert said == f"stop and tell the human: {REKEY_JOURNAL_NEWER_HINT}"
     assert path.exists()
+    # Its exit status is a garbled journal's, on purpose (docs/faults.md): v0.3.0's table
+    # (09-cli.md) has none for state another version wrote; the hint tells them apart.
+    from kint.commands.exit_codes import ERROR, PUSH_PULL_REFUSED, exit_code_for
+
+    for command in ("push", "compact", "rekey", "pull"):
+        assert exit_code_for(command, refused.code) == PUSH_PULL_REFUSED, command
+    assert exit_code_for("recovery-code", refused.code) == ERROR
 
 
 def test_doctor_keeps_a_newer_kints_journal_where_it_moved_a_garbled_one_aside(home):

@@ -210,7 +210,8 @@ class AnchorWrites:
             if receipt is not None:
                 if receipt["status"] != 1:
                     raise ChainRefused("reverted", f"transaction {tx_hash} failed")
-                if self.block_number() - int(receipt["blockNumber"]) + 1 >= self.config.confirmations:
+                depth = self.block_number() - int(receipt["blockNumber"]) + 1
+                if depth >= self.config.confirmations:
                     return receipt
             time.sleep(0.2)
         raise ReceiptTimedOut(f"no confirmed receipt for {tx_hash} within "

@@ -31,8 +31,8 @@ def load_artifact(name: str = EPOCH_ANCHOR) -> dict[str, Any]:
     try:
         return orjson.loads(ref.read_bytes())
     except FileNotFoundError:
-        raise ArtifactMissing(f"contract artifact {name}.json is missing from kint/chain/artifacts; "
-                              f"run `node contracts/compile.mjs`") from None
+        raise ArtifactMissing(f"contract artifact {name}.json is missing from "
+                              f"kint/chain/artifacts; run `node contracts/compile.mjs`") from None
 
 
 def epoch_anchor_artifact() -> dict[str, Any]:

@@ -137,6 +137,11 @@ def nonce_held(err: ChainRefused) -> bool:
         err.detail.lower()
 
 
+# A call that timed out, in the words a watcher's push names the value in force after
+# (kint.tenant_worker.push_settings.timeout_named): a request's caller set it or knows it.
+RPC_TIMEOUT_WORDS = "the endpoint did not answer within KINT_RPC_TIMEOUT"
+
+
 def transport_words(err: BaseException) -> str:
     """What went wrong on the way to the endpoint, in words a user acts on, with the
     library's name for it after: "ReadTimeout" alone said neither that the endpoint was
@@ -150,7 +155,7 @@ def transport_words(err: BaseException) -> str:
     if isinstance(err, requests.exceptions.HTTPError) and isinstance(status, int):
         return f"the endpoint answered HTTP {status} ({name})"
     if isinstance(err, (requests.exceptions.Timeout, TimeoutError)):
-        return f"the endpoint did not answer within KINT_RPC_TIMEOUT ({name})"
+        return f"{RPC_TIMEOUT_WORDS} ({name})"
     if isinstance(err, TimeExhausted):
         return f"the transaction was not mined in time ({name})"
     if isinstance(err, (requests.exceptions.ConnectionError, ConnectionError)):

@@ -14,8 +14,9 @@ future. The lanes differ only in who signs and who pays (docs/authorize.md):
 
 Every lane needs this machine's session key and an owner (`--owner`, else the owner this
 machine is connected to for the caller's space; for that owner, given or not, the contract
-in force must be the one the space was connected on, kint.commands.enrolled_contract). The flags are also accepted before the
-action (`kint authorize --days 7 direct`), as kint v0.3.0's parser takes them.
+in force must be the one the space was connected on, kint.commands.enrolled_contract). The
+flags are also accepted before the action (`kint authorize --days 7 direct`), as kint
+v0.3.0's parser takes them.
 
 web3 and eth_account (~0.5 s on a busy box) load only once the command line has passed
 its checks: a refused flag, a missing session key and `kint authorize --help` answer
@@ -47,8 +48,9 @@ from kint.render import utc_time as when
 @click.pass_context
 def authorize_group(ctx: click.Context, **pre: Any) -> None:
     """Authorize this machine's session key to push under the owner, in one of four lanes
-    (direct; payload, then submit; page; burn-nonce, which only cancels). Every lane needs a session key (kint session-key create) and an owner (--owner, else
-    the connected owner)."""
+    (direct; payload, then submit; page; burn-nonce, which only cancels). Every lane
+    needs a session key (kint session-key create) and an owner (--owner, else the
+    connected owner)."""
     ctx.meta[PRE_FLAGS] = {k: v for k, v in pre.items() if v is not None}
 
 

@@ -166,7 +166,8 @@ def pull_cmd(obj: Ctx, owner: str | None, full: bool, discard_local: bool, force
 @json_option("Print the result as JSON.")
 @click.pass_obj
 def rekey_cmd(obj: Ctx, owner: str | None, signature: str | None, signature_file: str | None,
-              smart_account: bool, passphrase_stdin: bool, passphrase_prompt: bool, add_passphrase: bool,
+              smart_account: bool, passphrase_stdin: bool, passphrase_prompt: bool,
+              add_passphrase: bool,
               drop_missing: bool, over_skipped: bool, confirmations: int | None,
               as_json: bool) -> None:
     """Rotate the data key: a new key wrapped under every key supplied, one snapshot epoch

@@ -13,7 +13,8 @@ signed or sent. An explicit `--owner` that is the space's own owner is refused t
 way: naming it changes nothing of where its epochs are, and v0.3.0's docs (09-cli.md,
 "kint authorize") give `--owner` only as who to act for, never as a way past this check. An
 authorization ahead of a move is made after `kint connect` moves the space
-(kint/tenant_worker/connect_owner.py `moved_from`). Another owner's `--owner` goes on, unchecked: the enrolment is not about it.
+(kint/tenant_worker/connect_owner.py `moved_from`). Another owner's `--owner` goes on,
+unchecked: the enrolment is not about it.
 
 Why the CLI reads the mirror and watermark itself: these commands need no supervisor (see
 kint.commands.onchain), and the refusal only wants how far this machine got with the space

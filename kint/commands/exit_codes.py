@@ -1,19 +1,23 @@
 """The exit status of every command, as kint v0.3.0's CLI reference (09-cli.md) gives it.
 
-One table, so a script can branch on `$?` the same way against either kint:
+One list, so a script can branch on `$?` the same way against either kint:
 
-| status | meaning |
-|---|---|
-| 0 | done; `verify` decided proceed |
-| 1 | `verify` refused; `doctor` found a failing check; `setup`: a harness failed; `kint supervisor status`: a degraded supervisor; `demo` failed |
-| 2 | an error: bad input, a refusal from `connect`, `authorize`, `rekey`, `recovery-code`; `join` stopped before the restore |
-| 3 | `push`, `compact`, `rekey`: the data key expired or is missing, or the session key cannot be loaded (`pull` and `join` too, for the session key) |
-| 4 | `push`, `compact`, `rekey`: the chain moved; `pull`, `join`: a fork |
-| 5 | `push`, `compact`, `rekey`, `pull`, `join`: any other push or pull refusal (a pull with no cached data key lands here; so do push, compact and pull on a space never connected, NOT_CONNECTED: v0.3.0's push tool tells no owner from no data key) |
-| 6 | `pull`, `join`: a freshness refusal (a stale RPC, two RPCs that disagree on a cold start) |
+- 0: done; `verify` decided proceed
+- 1: `verify` refused; `doctor` found a failing check; `setup`: a harness failed;
+  `kint supervisor status`: a degraded supervisor; `demo` failed
+- 2: an error: bad input, a refusal from `connect`, `authorize`, `rekey`,
+  `recovery-code`; `join` stopped before the restore
+- 3: `push`, `compact`, `rekey`: the data key expired or is missing, or the session key
+  cannot be loaded (`pull` and `join` too, for the session key)
+- 4: `push`, `compact`, `rekey`: the chain moved; `pull`, `join`: a fork
+- 5: `push`, `compact`, `rekey`, `pull`, `join`: any other push or pull refusal (a pull
+  with no cached data key lands here; so do push, compact and pull on a space never
+  connected, NOT_CONNECTED: v0.3.0's push tool tells no owner from no data key)
+- 6: `pull`, `join`: a freshness refusal (a stale RPC, two RPCs that disagree on a cold
+  start)
 
 (`join` exits with its restore's pull status; docs/commands.md, "Exit status", is this
-table for readers.)
+list as a table for readers.)
 
 And this kint's own: `supervisor status` and `supervisor reload` exit 3 when no
 supervisor runs for KINT_HOME, `devchain status` when no devchain runs (v0.3.0 has

@@ -51,7 +51,8 @@ class Wrap:
         if not 0 <= self.kind <= 0xFF:
             raise MalformedWrap(f"wrap kind {self.kind} is not one byte")
         if (len(self.tag), len(self.nonce), len(self.wrapped)) != (TAG_LEN, NONCE_LEN, WRAPPED_LEN):
-            raise MalformedWrap("a wrap is kind(1) | kek_tag(16) | wrap_nonce(12) | wrapped_dek(48)")
+            raise MalformedWrap("a wrap is kind(1) | kek_tag(16) | wrap_nonce(12) | "
+                                "wrapped_dek(48)")
 
     def encode(self) -> bytes:
         return bytes([self.kind]) + self.tag + self.nonce + self.wrapped

@@ -14,11 +14,11 @@ Setup owns `command`, `args`, `env` and `env_vars`, but for the variables of the
 in them (names that are not kint settings, nor PYTHONPATH), which are kept beside kint's
 when Codex takes them (`managed`: the others are named with the backup); a value of the
 user's under a kint setting's name that setup replaces or drops is named too (never shown);
-every other key of the table (timeouts you set, tool filters) is kept, and `startup_timeout_sec` / `tool_timeout_sec` are set when
-absent (the startup pull, and pushes that wait for confirmations). The file is copied to
-`config.toml.bak-<unix time>` first, and the edit is checked by parsing the result: every
-other table must come back unchanged, or nothing is written.
-"""
+every other key of the table (timeouts you set, tool filters) is kept, and
+`startup_timeout_sec` / `tool_timeout_sec` are set when absent (the startup pull, and pushes
+that wait for confirmations). The file is copied to `config.toml.bak-<unix time>` first, and
+the edit is checked by parsing the result: every other table must come back unchanged, or
+nothing is written."""
 
 from __future__ import annotations
 

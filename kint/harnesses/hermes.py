@@ -59,7 +59,8 @@ def profiles(root: Path) -> list[str]:
     found = ["default"]
     try:
         found += sorted(p.name for p in (root / "profiles").iterdir()
-                        if p.is_dir() and spaces.HERMES_PROFILE.match(p.name) and p.name != "default")
+                        if p.is_dir() and spaces.HERMES_PROFILE.match(p.name)
+                        and p.name != "default")
     except OSError:
         pass
     return found

@@ -88,14 +88,16 @@ DEFAULT_HINTS: dict[ErrorCode, str] = {
     ErrorCode.HELD: NOTHING_ANCHORED_OR_DROPPED,
     ErrorCode.CHAIN_MOVED: "run `kint pull` first",
     ErrorCode.FORK: "run `kint pull --discard-local` to restore the anchored state",
-    ErrorCode.STALE_RPC: "check KINT_RPC_URL and KINT_RPC_URL_2: the endpoint answered with an old or different head",
+    ErrorCode.STALE_RPC: "check KINT_RPC_URL and KINT_RPC_URL_2: the endpoint answered with "
+    "an old or different head",
     ErrorCode.GAP: "run `kint pull` again",
     ErrorCode.NOT_CONNECTED: "run `kint connect` first",
     ErrorCode.NO_DATA_KEY: NOTHING_DROPPED,
     # Said where kint cannot tell which is missing (the key file, or the local passphrase
     # that opens it); a refusal that knows there is no file says SESSION_KEY_MISSING_HINT.
-    ErrorCode.NO_SESSION_KEY: "run `kint session-key create` (or check KINT_SESSION_PASSPHRASE: the "
-    "session key is sealed under the local passphrase it was made with)",
+    ErrorCode.NO_SESSION_KEY: "run `kint session-key create` (or check "
+    "KINT_SESSION_PASSPHRASE: the session key is sealed under the local passphrase it was "
+    "made with)",
     ErrorCode.WRONG_KEY: "the key given does not open this vault; nothing was changed",
     ErrorCode.CONFIG_INVALID: "fix that key (docs/settings.md lists every setting); until then "
     "the last good configuration keeps serving",

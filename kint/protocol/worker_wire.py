@@ -79,6 +79,10 @@ BEAT_FIELDS: dict[str, tuple[type, ...]] = {
     "held": (dict,),
     # The store watcher's last failed push while it waits to try again (push_backoff.py).
     "watcher_failure": (dict,),
+    # The push settings (KINT_RPC_TIMEOUT, KINT_KEY_TTL, KINT_NONCE_RETRY_SECONDS) the
+    # watcher's pushes take from a kint-server session where they differ from the
+    # worker's own: [{name, value, source, own, own_source}] (push_settings.differing).
+    "watcher_settings": (list,),
     # Work the worker must finish before it may be stopped (ops, a push, a dirty store).
     "has_work": (bool,),
     # Agent sessions attached: no idle stop, but a recycle hands them to the successor.

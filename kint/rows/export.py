@@ -76,7 +76,9 @@ def read_row(conn: sqlite3.Connection, tenant: str, tier: str, category: str | N
         found = conn.execute(
             "SELECT status, body FROM entities WHERE tenant_id = ? AND category = ? AND name = ?",
             (tenant, category, key)).fetchone()
-        return Row("entity", category, key, {"status": found[0], "body": found[1]}) if found else None
+        if not found:
+            return None
+        return Row("entity", category, key, {"status": found[0], "body": found[1]})
     if tier == "state":
         found = conn.execute(
             "SELECT body FROM state_documents WHERE tenant_id = ? AND document_key = ?",

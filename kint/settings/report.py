@@ -35,12 +35,26 @@ def entry(v: Value) -> dict[str, Any]:
             "where": (f'{v.where} [spaces."{v.table}"]' if v.table else v.where),
             "scope": s.scope, "read_by": sorted(s.read_by), "secret": s.secret,
             "file_key": s.key if s.in_file else None,
-            "no_effect_here": s.no_effect_here(v.value), "refused": v.refused}
+            "no_effect_here": s.no_effect_here(v.value), "refused": v.refused,
+            # A push setting's value the watcher's pushes take from a kint-server session
+            # instead ({value, source}); the worker fills it in (push_settings.watcher_value).
+            "watcher": None}
 
 
 def ordered(found: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """The entries in the schema's order (the order of docs/settings.md)."""
     return [found[s.name] for s in SETTINGS if s.name in found]
+
+
+def _value_text(value: Any) -> str:
+    """A `--json` value as the text lines print it."""
+    if value is None or value is False:
+        return "unset"
+    if value is True:
+        return "1"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
 
 
 def text_lines(shown_entries: list[dict[str, Any]]) -> list[str]:
@@ -51,16 +65,15 @@ def text_lines(shown_entries: list[dict[str, Any]]) -> list[str]:
             if s.group != group or s.name not in by_name:
                 continue
             e = by_name[s.name]
-            value = e["value"]
-            text = ("refused" if e.get("refused") else "unset" if value is None else
-                    ("1" if value is True else "unset" if value is False else
-                     (str(int(value)) if isinstance(value, float) and value.is_integer()
-                      else str(value))))
+            text = "refused" if e.get("refused") else _value_text(e["value"])
             source = e["source"] + (f" ({e['where']})" if e.get("where") else "")
             if e.get("no_effect_here"):
                 source += f"; {e['no_effect_here']}"
             if e.get("refused"):
                 source += f": {e['refused']}; its chain work refuses"
+            if e.get("watcher"):  # a session's value the watcher's pushes take instead
+                source += (f"; the watcher's pushes use {_value_text(e['watcher']['value'])} "
+                           f"({e['watcher']['source']})")
             rows.append((s.name, text, source))
     width = [max(len(r[i]) for r in rows) for i in range(2)] if rows else [0, 0]
     return [f"{r[0]:<{width[0]}}  {r[1]:<{width[1]}}  {r[2]}".rstrip() for r in rows]

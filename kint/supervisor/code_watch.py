@@ -14,14 +14,13 @@ they hand their agent sessions over, and the supervisor names its run id to the 
 (kint/supervisor/succession.py), which takes them up, so the sessions go on across the
 upgrade as across a recycle.
 
-The fingerprint is each file's path and signature (paths.file_signature: device, inode, size,
-mtime): an install writes files anew (new inodes), an editor or `git` rewrites them (new
-mtimes), and a file added or removed changes the list. It is a walk of the package's folders and a stat per file: ~220 files,
-under 2 ms on a laptop, every HOUSEKEEPING_EVERY_S (5 s). The files Python writes itself
-(`__pycache__`), and an editor's hidden or backup files (`.name`, `name~`), are left out:
-they are no code of kint's, and would end the supervisor at each import or each save of
-an unsaved buffer.
-"""
+The fingerprint is each file's path and signature (paths.file_signature: device, inode,
+size, mtime): an install writes files anew (new inodes), an editor or `git` rewrites them
+(new mtimes), and a file added or removed changes the list. It is a walk of the package's
+folders and a stat per file: ~220 files, under 2 ms on a laptop, every HOUSEKEEPING_EVERY_S
+(5 s). The files Python writes itself (`__pycache__`), and an editor's hidden or backup
+files (`.name`, `name~`), are left out: they are no code of kint's, and would end the
+supervisor at each import or each save of an unsaved buffer."""
 
 from __future__ import annotations
 

@@ -367,9 +367,10 @@ class WorkerLifecycle(WorkerRoom, LastWords):
         elif quiet >= QUIET_SECONDS and self._over_memory(handle, now):
             then = (f"its successor starts now with the {sessions} session(s) attached"
                     if sessions else "the next request starts a fresh one")
-            log.info("space %s: worker %s holds %.1f MiB of its own (KINT_WORKER_RECYCLE_MIB %g) after "
-                     "%.0fs idle; stopping it, %s", handle.space16, handle.pid,
-                     handle.beat["own_mib"], s.recycle_mib, quiet, then)
+            log.info("space %s: worker %s holds %.1f MiB of its own "
+                     "(KINT_WORKER_RECYCLE_MIB %g) after %.0fs idle; stopping it, %s",
+                     handle.space16, handle.pid, handle.beat["own_mib"], s.recycle_mib,
+                     quiet, then)
             handle.recycled_at = now
             self.stop_worker(handle, "recycle", now)
 

@@ -39,7 +39,8 @@ def behind_refusal(anchor: Anchor, head: Head, seen_seq: int, seen_block: int | 
                    lagging: str, tail: str) -> ProtocolError:
     """STALE_RPC for a head older than seq `seen_seq` (anchored at `seen_block`): in
     `lagging`'s words, with the code's own hint (check the endpoints), for an endpoint
-    behind in blocks, else naming the reorganisation. `tail` ends the message (what was left as it was)."""
+    behind in blocks, else naming the reorganisation. `tail` ends the message (what was
+    left as it was)."""
     at = reorganised_at(anchor, seen_block)
     if at is None:
         return ProtocolError(ErrorCode.STALE_RPC, f"{lagging}; {tail}")  # the default hint

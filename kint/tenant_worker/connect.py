@@ -22,7 +22,8 @@ itself. The data key comes from the first of:
 A recovery code is bound to the vault before it is trusted: its `dek_id` must equal the
 head header's or, when the chain shows no header, that of what this machine holds of the
 vault (its cached data key, wraps file or newest cached epoch: recovery_binding). A
-recovery code never starts a vault. Nothing here prints or logs the signature, a KEK or the data key.
+recovery code never starts a vault. Nothing here prints or logs the signature, a KEK or
+the data key.
 
 The steps that take time say so in the space's progress line (`connect: ...`, `say`), which
 `kint connect` and `kint join` show on a terminal as push and pull show theirs: making the

@@ -331,13 +331,17 @@ def doctor(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
 def config(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     """Every setting the daemon reads, as this space and this call run with it (the
     chain's endpoints and contract as the chain config resolves them, the watcher's timings
-    as it runs), and the config file in force."""
+    as it runs), and the config file in force. A push setting's row also carries the value
+    the watcher's pushes take from a kint-server session, where it is not the row's."""
     from kint.settings import report
     from kint.settings.schema import SETTINGS
+    from kint.tenant_worker.push_settings import watcher_value
 
     cfg, error = settings.config()
-    entries = [report.entry(ctx.effective_setting(s.name, settings.lookup(s.name)))
-               for s in SETTINGS if s.sent]
+    entries = []
+    for s in (s for s in SETTINGS if s.sent):
+        row = ctx.effective_setting(s.name, settings.lookup(s.name))
+        entries.append({**report.entry(row), "watcher": watcher_value(ctx, row)})
     return {"config_file": str(cfg.path), "config_exists": cfg.exists,
             "config_error": str(error) if error else None, "settings": entries,
             "space": ctx.config.space16, "label": ctx.config.label}

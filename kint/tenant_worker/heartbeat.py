@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import zmq
 
 from kint.protocol import worker_wire
+from kint.tenant_worker.push_settings import differing
 from kint.tenant_worker.statefiles import Mirror
 from kint.tenant_worker.store_sharers import still_sharing
 
@@ -116,6 +117,8 @@ class Heartbeat:
             **unanchored,
             "held": self.ctx.drift.held.to_json() if self.ctx.drift.held else None,
             "watcher_failure": watcher.backoff.for_beat(now) if watcher is not None else None,
+            # What the watcher's pushes take from a session, where not the worker's own.
+            "watcher_settings": differing(self.ctx) or None,
             "has_work": self._has_work(count),
             # Agent sessions attached: they keep the worker from an idle stop, not from a
             # recycle, which hands them to its successor (session_handoff.py).

@@ -135,10 +135,11 @@ def _send_again(ctx: SpaceContext, anchor: Anchor, sender: Any, pending: Pending
     """The journal's transaction, not landed and still next, sent again as it was signed
     and its receipt waited for. A refusal is settled from the chain read again
     (`_settle_spent`); an endpoint that fails the send or the wait keeps the journal and
-    says so in the words of a push's own send (epoch_send.RESEND_WORDS), but for a send
-    that made no connection: not sent again, where a send of it before may have reached
-    the endpoint. The transaction may still land, and the next settlement finds it. Escaping as the endpoint's bare words,
-    a wait that ran out read as an endpoint that did not answer."""
+    says so in the words of a push's own send (epoch_send.RESEND_WORDS), but for a send that
+    made no connection: not sent again, where a send of it before may have reached the
+    endpoint. The transaction may still land, and the next settlement finds it. Escaping as
+    the endpoint's bare words, a wait that ran out read as an endpoint that did not answer.
+    """
     from kint.tenant_worker.session_sender import Signed
 
     if isinstance(sender, FormerKey):
@@ -162,17 +163,18 @@ def _settle_unauthorized(ctx: SpaceContext, anchor: Anchor, sender: Any,
                          pending: PendingEpoch, owner: str) -> Overtaken | Unauthorized | None:
     """The key that signed the journal may not write for the owner now (revoked, or its
     authorization expired: `canWrite`), and the journal's transaction is not on the chain:
-    sent again, it would revert NotAuthorized and spend the key's gas for nothing. It is
-    not sent. The nonce is read again after the rights (spent meanwhile, the chain decides
-    as for any spent nonce: `_settle_spent`). Unspent, the journal is dropped only once
-    its transaction can no longer land (dropped_nonce.py: its nonce given back, or its
-    transaction replaced at the endpoint), and the settlement returns that (Unauthorized:
-    a push refuses with it, naming the key and what to do; the rows it carried are still
-    in the store). Its transaction still in the book or at the endpoint keeps the journal,
+    sent again, it would revert NotAuthorized and spend the key's gas for nothing. It is not
+    sent. The nonce is read again after the rights (spent meanwhile, the chain decides as
+    for any spent nonce: `_settle_spent`). Unspent, the journal is dropped only once its
+    transaction can no longer land (dropped_nonce.py: its nonce given back, or its
+    transaction replaced at the endpoint), and the settlement returns that (Unauthorized: a
+    push refuses with it, naming the key and what to do; the rows it carried are still in
+    the store). Its transaction still in the book or at the endpoint keeps the journal,
     refused saying so (RPC_UNAVAILABLE when the endpoint failed to say whether it holds it,
-    NOT_CONNECTED, the key's, when it answered): once the owner authorizes the key again, the next push would
-    re-broadcast it from the book (nonces.unstick) and it would land, an epoch of this
-    machine with no journal to record it; the next settlement sends it and records it."""
+    NOT_CONNECTED, the key's, when it answered): once the owner authorizes the key again,
+    the next push would re-broadcast it from the book (nonces.unstick) and it would land, an
+    epoch of this machine with no journal to record it; the next settlement sends it and
+    records it."""
     try:
         spent = sender.mined_count() > pending.nonce
     except RpcUnavailable as err:

@@ -90,10 +90,11 @@ def gap_hint(mirror: Mirror) -> str:
     """What to do about the gap the last pull left: pull again (an endpoint's failure heals),
     and for an epoch that will never open (a leaked session key's), the owner's snapshot
     over it; an epoch the pull could not read at all (`unread_gap`) is the endpoint's
-    failure, so only the pull again, never the snapshot over it. For an epoch sealed under
-    a data key another machine's rekey made (its header carries a wrap under one of this
-    machine's keys), connect again first, and nothing else: it opens then, and a snapshot over it from here would seal the memory under the
-    key that rotation retired, a gap for every machine that holds only the new one."""
+    failure, so only the pull again, never the snapshot over it. For an epoch sealed under a
+    data key another machine's rekey made (its header carries a wrap under one of this
+    machine's keys), connect again first, and nothing else: it opens then, and a snapshot
+    over it from here would seal the memory under the key that rotation retired, a gap for
+    every machine that holds only the new one."""
     if mirror.rotated_gap:  # or, should connect find the wrap forged, a leaked key's
         return ROTATED_GAP_HINT
     if mirror.unread_gap is not None:  # the endpoint's failure, not the epoch's

@@ -85,8 +85,9 @@ def _parse_old_row(path: Path, obj: Any) -> MirrorRow:
     require(tier in TIERS, path, f"a row has an unknown tier {tier!r}")
     require(category is None or isinstance(category, str), path, "a row's category is not text")
     require(isinstance(key, str) and bool(key), path, "a row has no key")
-    require(isinstance(fields, dict) and all(isinstance(k, str) and (v is None or isinstance(v, str))
-                                             for k, v in fields.items()),
+    require(isinstance(fields, dict)
+            and all(isinstance(k, str) and (v is None or isinstance(v, str))
+                    for k, v in fields.items()),
             path, f"row {key!r} has malformed fields")
     leaf, seq = obj.get("leaf"), obj.get("seq")
     require(isinstance(leaf, str) and len(leaf) == 64, path, f"row {key!r} has a malformed leaf")

@@ -358,9 +358,9 @@ class StoreReader:
 
     def _count_rows(self, recover: bool = True,
                     wait_s: float | None = None) -> dict[str, int]:
-        """The counts, waiting up to `wait_s` on another process's lock (`_connect_ro`); a transaction a
-        writer killed while this worker runs cut short is rolled back once (`_recovered`),
-        as at the worker's start, and counted again."""
+        """The counts, waiting up to `wait_s` on another process's lock (`_connect_ro`); a
+        transaction a writer killed while this worker runs cut short is rolled back once
+        (`_recovered`), as at the worker's start, and counted again."""
         with closing(_connect_ro(self.db, wait_s)) as conn:
             try:
                 present = {row[0] for row in conn.execute(

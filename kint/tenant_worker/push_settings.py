@@ -1,0 +1,76 @@
+"""What the watcher's pushes take from a kint-server session (space.PUSH_SETTINGS), said
+where a user looks: a setting a user gives is honoured or reported, never silently taken.
+
+A session's KINT_RPC_TIMEOUT, KINT_KEY_TTL and KINT_NONCE_RETRY_SECONDS bound the pushes
+the watcher makes, which no call carries (sessions._watcher_push). `kint supervisor
+status` showed the supervisor's own values and `kint config show` the call's, so a user
+who saw 10 s there could not tell why an automatic push waited a minute. The heartbeat
+carries the values a session gives that differ from the worker's own (`differing`), and
+the config op adds the watcher's value to each such row (`watcher_value`). A watcher
+push that timed out named KINT_RPC_TIMEOUT but neither its value nor whose it was
+(`timeout_named`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from kint import settings
+from kint.chain.calls import RPC_TIMEOUT_WORDS
+from kint.protocol import ProtocolError
+from kint.settings.loader import SESSION, Value
+from kint.settings.report import json_value
+from kint.settings.schema import shown
+from kint.settings.wire import same, source_text
+from kint.tenant_worker.space import PUSH_SETTINGS, SpaceContext
+
+
+def _taken(ctx: SpaceContext, name: str) -> Value | None:
+    """The session's value of `name` the watcher's pushes take, None when no session gave
+    one (they take the space's own then, which every report already shows)."""
+    value = ctx.watcher_setting(name)
+    return value if value.source == SESSION else None
+
+
+def differing(ctx: SpaceContext, own: Callable[[str], Value] = settings.lookup
+              ) -> list[dict[str, Any]]:
+    """For the heartbeat: each push setting a session gives the watcher's pushes that is
+    not the worker's own (`own`: the supervisor's environment, config.toml, the default),
+    as {name, value, source, own, own_source}. Read on the heartbeat's thread, where no
+    call's values are overlaid."""
+    found = []
+    for name in PUSH_SETTINGS:
+        taken = _taken(ctx, name)
+        if taken is None:
+            continue
+        mine = own(name)
+        if same(taken.setting, taken.value, mine.value):
+            continue
+        found.append({"name": name, "value": json_value(taken.setting, taken.value),
+                      "source": taken.source, "own": json_value(mine.setting, mine.value),
+                      "own_source": mine.source})
+    return found
+
+
+def watcher_value(ctx: SpaceContext, row: Value) -> dict[str, Any] | None:
+    """For `kint config show`'s row of a push setting: the value the watcher's pushes take
+    from a session, when it is not the row's own; None otherwise."""
+    if row.setting.name not in PUSH_SETTINGS:
+        return None
+    taken = _taken(ctx, row.setting.name)
+    if taken is None or same(taken.setting, taken.value, row.value):
+        return None
+    return {"value": json_value(taken.setting, taken.value), "source": taken.source}
+
+
+def timeout_named(err: ProtocolError) -> None:
+    """Give a watcher push's timeout failure the KINT_RPC_TIMEOUT it ran with and whose it
+    was (a session's, the default, the space's): the push runs under those values, so
+    this is called inside them. Any other failure is left as it is."""
+    if RPC_TIMEOUT_WORDS + " (" not in err.message:
+        return
+    value = settings.lookup("KINT_RPC_TIMEOUT")
+    named = (f"{RPC_TIMEOUT_WORDS}={shown(value.setting, value.value)}s "
+             f"({source_text(value)}; ")
+    err.message = err.message.replace(RPC_TIMEOUT_WORDS + " (", named, 1)
+    err.args = (err.message,)

@@ -1,0 +1,157 @@
+"""The push settings a kint-server session gives the watcher's pushes (space.PUSH_SETTINGS:
+KINT_RPC_TIMEOUT, KINT_KEY_TTL, KINT_NONCE_RETRY_SECONDS), shown where a user looks
+(kint.tenant_worker.push_settings).
+
+The watcher's pushes take a session's values (sessions._watcher_push), yet `kint
+supervisor status` showed none of them and `kint config show` the call's own: a user who
+saw `KINT_RPC_TIMEOUT 10` there could not tell why an automatic push waited a minute.
+And a watcher push that timed out said "within KINT_RPC_TIMEOUT" with neither the value
+nor whose it was. A recycled worker hands its sessions to the successor
+(session_handoff.py): the successor's watcher must still take the session's values,
+which its status then shows.
+
+Real parts: the session's devchain (anvil), the test supervisor and its workers, a real
+kint-server over stdio (tests/mcp_session.py), the real CLI; a delaying RPC proxy
+(tests/support) for the timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from chain_machines import kjson, machine_behind_proxy, new_machine, ok
+from mcp_session import AgentProcess
+from test_worker_recycle import QUICK
+from kint import settings
+from kint.chain.calls import RPC_TIMEOUT_WORDS
+from kint.protocol import ErrorCode, ProtocolError
+from kint.settings.schema import BY_NAME
+from kint.tenant_worker.push_settings import timeout_named
+
+WAIT = {"timeout": 90, "interval": 0.25}
+SESSION = {"KINT_RPC_TIMEOUT": "60", "KINT_KEY_TTL": "30d", "KINT_NONCE_RETRY_SECONDS": "40"}
+
+
+def _shown(row: dict) -> dict:
+    return {e["name"]: (e["value"], e["source"], e["own"], e["own_source"])
+            for e in row.get("watcher_settings") or []}
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"),
+                    reason="the recycle's memory figure comes from /proc/self/smaps_rollup")
+def test_status_and_config_show_name_a_sessions_push_settings_before_and_after_a_recycle(
+        tmp_path, chain_home):
+    sb = new_machine(tmp_path / "m", chain_home, **QUICK)
+    config = sb.kint_home / "config.toml"
+
+    def recycle_over(mib: int) -> None:
+        config.write_text(f"worker_recycle_mib = {mib}\n")
+        config.chmod(0o600)
+        sb.call("sup.reload")
+
+    agent = None
+    try:
+        recycle_over(0)
+        ok(sb.kint("connect", "--dev"))
+        space16 = kjson(sb, "status")["space"]
+        agent = AgentProcess({**sb.env, **SESSION}).start()
+        expected = {"KINT_RPC_TIMEOUT": (60.0, "kint-server session", 10.0, "default"),
+                    "KINT_KEY_TTL": ("30d", "kint-server session", "24h", "default"),
+                    "KINT_NONCE_RETRY_SECONDS": (40.0, "kint-server session", 15.0,
+                                                 "default")}
+
+        def status_row() -> dict:
+            status = kjson(sb, "supervisor", "status")
+            return next(r for r in status["spaces"] if r["space"] == space16)
+
+        first = sb.wait_for(lambda: (r := status_row())["sessions"] == 1
+                            and _shown(r) == expected and r,
+                            what="the session's push settings in the status", **WAIT)
+        text = ok(sb.kint("supervisor", "status")).stdout
+        assert (f"watcher of {space16}: its pushes run with the kint-server session's "
+                f"KINT_KEY_TTL=30d (the supervisor's: 24h, default); KINT_RPC_TIMEOUT=60 "
+                f"(the supervisor's: 10, default); KINT_NONCE_RETRY_SECONDS=40 (the "
+                f"supervisor's: 15, default)") in text, text
+
+        shown = {e["name"]: e for e in kjson(sb, "config", "show")["settings"]}
+        assert shown["KINT_RPC_TIMEOUT"]["value"] == 10.0  # this call's (the default)
+        assert shown["KINT_RPC_TIMEOUT"]["watcher"] == {"value": 60.0,
+                                                        "source": "kint-server session"}
+        assert shown["KINT_KEY_TTL"]["watcher"] == {"value": "30d",
+                                                    "source": "kint-server session"}
+        assert shown["KINT_QUIET_SECONDS"]["watcher"] is None  # its row is the watcher's
+        lines = ok(sb.kint("config", "show")).stdout.splitlines()
+        timeout = next(line for line in lines if line.startswith("KINT_RPC_TIMEOUT "))
+        assert timeout.endswith("default; the watcher's pushes use 60 (kint-server session)"), \
+            timeout
+        # A call that gives the session's own value is told of no other.
+        same = {e["name"]: e for e in json.loads(ok(sb.kint(
+            "config", "show", "--json", env={"KINT_RPC_TIMEOUT": "60"})).stdout)["settings"]}
+        assert same["KINT_RPC_TIMEOUT"]["watcher"] is None, same["KINT_RPC_TIMEOUT"]
+
+        # The worker recycled with the session attached: its successor's watcher takes
+        # the values the session handed over (session_handoff.py), not the space's.
+        recycle_over(1)
+        successor = sb.wait_for(lambda: (r := status_row())["pid"] not in (None, first["pid"])
+                                and r["sessions"] == 1 and r["last_beat_age_s"] is not None
+                                and r, what="the successor, with the session", **WAIT)
+        assert "1 session(s) taken over" in (sb.kint_home / "supervisor.log").read_text()
+        assert _shown(sb.wait_for(lambda: (r := status_row())["pid"] == successor["pid"]
+                                  and r["watcher_settings"] and r,
+                                  what="the successor's beat", **WAIT)) == expected
+    finally:
+        if agent is not None:
+            agent.close()
+        sb.shutdown()
+
+
+def test_a_watcher_push_that_times_out_names_the_sessions_rpc_timeout(tmp_path, chain_home):
+    """The session's KINT_RPC_TIMEOUT (0.5 s) against an endpoint that takes 2 s to give
+    the nonce: the watcher's failure, in `kint supervisor status` and memory_status, says
+    the value it waited and that it was the session's."""
+    with machine_behind_proxy(tmp_path, chain_home) as (sb, proxy):
+        proxy.set_mode("delay_methods", methods=["eth_getTransactionCount"], seconds=2)
+        agent = AgentProcess({**sb.env, "KINT_RPC_TIMEOUT": "0.5", "KINT_QUIET_SECONDS": "1",
+                              "KINT_POLL_SECONDS": "1"}).start()
+        try:
+            assert agent.call("memory_remember", category="notes", name="slow-nonce",
+                              body={"text": "pushed by the watcher"})["ok"] is True
+            failure = sb.wait_for(lambda: agent.call("memory_status")["watcher_failure"],
+                                  what="the watcher's failed push", **WAIT)
+            named = f"{RPC_TIMEOUT_WORDS}=0.5s (from kint-server session; ReadTimeout)"
+            assert named in failure["message"], failure
+            # The supervisor shows it once the worker's next beat carries it.
+            sb.wait_for(lambda: named in ok(sb.kint("supervisor", "status")).stdout,
+                        what="the failure in the supervisor's status", **WAIT)
+            assert named in (sb.kint_home / "supervisor.log").read_text()
+        finally:
+            proxy.forward()
+            agent.close()
+
+
+def _timed_out(message: str, value: settings.Value | None = None) -> str:
+    """`message` as timeout_named leaves it, under `value` of KINT_RPC_TIMEOUT (the push
+    runs under its settings; overlaid here, so no other test's configuration leaks in)."""
+    err = ProtocolError(ErrorCode.RPC_UNAVAILABLE, message)
+    with settings.overlay({"KINT_RPC_TIMEOUT": value} if value is not None else {}):
+        timeout_named(err)
+    assert str(err) == err.message
+    return err.message
+
+
+def test_a_timeout_names_the_default_or_the_spaces_value_and_nothing_else_is_touched():
+    """Without a session the watcher's pushes run with the space's value: named as the
+    default, or by where it was set; a failure that is no timeout keeps its words."""
+    setting = BY_NAME["KINT_RPC_TIMEOUT"]
+    default = settings.Value(setting, 10.0, settings.DEFAULT)
+    assert _timed_out(f"push: reading the head: {RPC_TIMEOUT_WORDS} (ReadTimeout)",
+                      default) == (f"push: reading the head: {RPC_TIMEOUT_WORDS}=10s (the "
+                                   f"default; ReadTimeout)")
+    spaces = settings.Value(setting, 2.5, settings.FILE, "/h/config.toml")
+    assert _timed_out(f"{RPC_TIMEOUT_WORDS} (ReadTimeout)", spaces) == (
+        f"{RPC_TIMEOUT_WORDS}=2.5s (from file /h/config.toml; ReadTimeout)")
+    assert _timed_out("the endpoint could not be reached") == \
+        "the endpoint could not be reached"
