@@ -50,6 +50,7 @@ class _Host(WorkerMessages, WorkerLifecycle, TimedWork):
         self.settings = settings
         self._by_route: dict[bytes, WorkerHandle] = {}
         self._retired_routes: dict[bytes, RetiredRoute] = {}
+        self._unreplied: dict[bytes, RetiredRoute] = {}
         self._refused_routes: set[bytes] = set()
         self.passed_on: list[tuple[str, bytes]] = []
         self.shutting_down = False

@@ -74,6 +74,7 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
         self.bindings = Bindings(home)
         self._by_route: dict[bytes, WorkerHandle] = {}
         self._retired_routes: dict[bytes, RetiredRoute] = {}
+        self._unreplied: dict[bytes, RetiredRoute] = {}
         self._space_ids: dict[str, str] = {}
         self._refused_routes: set[bytes] = set()
         self._room_wanted: list[str] = []
@@ -239,7 +240,10 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
         while True:
             if self._stop_signalled and not self.shutting_down:
                 self.begin_shutdown()
-            if self.shutting_down and not any(h.alive for h in self.handles.values()):
+            # Nor while an exited worker's last replies are waited for (last_words.py): at
+            # most their grace, the sweep answering what is left.
+            if (self.shutting_down and not any(h.alive for h in self.handles.values())
+                    and not self._unreplied):
                 break
             events = zmq_poll(items, self.poll_timeout_ms(monotonic()))
             now = monotonic()

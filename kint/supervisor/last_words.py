@@ -14,6 +14,18 @@ started (a restart), the last exit is that worker's story, and the late words ar
 logged. A message whose token is not the retired worker's is an impostor's and changes
 nothing.
 
+The same holds for a worker's last replies. Stopped on command (`kint supervisor stop`, a
+restart, an upgrade, an idle or recycle stop), a worker finishes the ops it runs, sends their
+answers, and exits 0; those answers too can reach the supervisor after the exit is handled,
+where the requests were answered WORKER_DOWN (`... exited with code 0 while running push`,
+the worker said not to have finished) and the real reply, a push that landed, dropped. So
+after such a clean exit the requests it was sent wait on its retired route's record
+(`Unreplied`) for `LAST_REPLY_GRACE_S`: a reply with its token passes on to its client as a
+live worker's does, and what is left when the grace is over is answered WORKER_DOWN as
+before, by the sweep (timed.py), once what waits on the back socket is read. A crash, a
+kill or a hang answers at once: such a worker sent no answer after what was read. The
+supervisor's own stop waits for those requests too, at most the grace (daemon.py).
+
 A mixin of `Supervisor`, a base of `WorkerLifecycle`; `WorkerMessages` reads the back
 socket and hands a retired route's messages here.
 """
@@ -24,7 +36,9 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from kint.supervisor.workers import StartRefusal, WorkerHandle
+from kint.protocol import ErrorCode
+from kint.protocol.envelope import Reply, error_reply
+from kint.supervisor.workers import Pending, StartRefusal, WorkerHandle
 
 log = logging.getLogger("kint.supervisor")
 
@@ -32,6 +46,32 @@ log = logging.getLogger("kint.supervisor")
 # read as such rather than refused as an impostor's. Each keeps its handle, a token, a pid
 # and a line of text, so the bound holds the memory too.
 MAX_RETIRED_ROUTES = 256
+# How long (seconds, on the monotonic clock) the requests a worker stopped on command had
+# not answered at its exit wait after it for its replies. What races the exit was sent
+# before it: microseconds behind, milliseconds on a loaded box; a second is that many times
+# over, and a request its worker never answered (one cut at the worker's stop grace) is
+# told WORKER_DOWN a second later than before.
+LAST_REPLY_GRACE_S = 1.0
+
+
+def worker_down_reply(space16: str, reason: str, op: str, hint: str | None) -> Reply:
+    """What a request its worker was running gets when the worker exited without its
+    answer: at the exit (`_on_exit`), or once the grace for its last replies is over."""
+    return error_reply(None, ErrorCode.WORKER_DOWN,
+                       f"the worker of space {space16} {reason} while running {op}", hint)
+
+
+@dataclass(slots=True)
+class Unreplied:
+    """The requests a worker stopped on command was sent and had not answered when its
+    clean exit was handled, waiting for its replies on the back socket."""
+
+    requests: dict[str, Pending]
+    # time.monotonic() past which what is left is answered WORKER_DOWN (`_replies_due`).
+    reply_by: float
+    # Its exit, as the WORKER_DOWN says it, and that answer's hint.
+    reason: str
+    hint: str | None
 
 
 @dataclass(slots=True)
@@ -39,6 +79,7 @@ class RetiredRoute:
     """A worker's route after it was declared down or exited."""
 
     handle: WorkerHandle
+    route: bytes = field(repr=False)
     token: bytes = field(repr=False)
     pid: int | None
     # The spawn this worker was (`WorkerHandle.spawned_at`): a different one on the handle
@@ -48,13 +89,24 @@ class RetiredRoute:
     # late `fatal` may still replace. None when there is nothing to replace (its reason was
     # read in time, it was hung, or it was stopped on command).
     unheard: str | None = None
+    # The requests it was running at its clean exit, waiting for its last replies.
+    unreplied: Unreplied | None = None
 
 
 class LastWords:
+    back: Any
     _by_route: dict[bytes, WorkerHandle]
     _retired_routes: dict[bytes, RetiredRoute]
-    # WorkerMessages' own method, declared for the type checker.
+    # The retired routes whose records have requests waiting (`Unreplied`): the sweep
+    # walks these, not every route remembered.
+    _unreplied: dict[bytes, RetiredRoute]
+    # WorkerMessages', ClientRouting's and the loop's own methods, declared for the type
+    # checker.
     _refuse_peer: Callable[[bytes, str], None]
+    _deliver: Callable[[WorkerHandle, Pending, Any], None]
+    _answer: Callable[[WorkerHandle, Pending, Any], None]
+    _drain: Callable[[Any, Callable[[Any], None]], None]
+    _on_back: Callable[[Any], None]
 
     def _retire_route(self, handle: WorkerHandle) -> RetiredRoute | None:
         """Forget the worker's route as the space's: what comes on it from here on is its
@@ -69,10 +121,72 @@ class LastWords:
             return None
         self._by_route.pop(route, None)
         retired = self._retired_routes
-        record = retired[route] = RetiredRoute(handle, token, handle.pid, handle.spawned_at)
+        record = retired[route] = RetiredRoute(handle, route, token, handle.pid,
+                                                handle.spawned_at)
         while len(retired) > MAX_RETIRED_ROUTES:
-            del retired[next(iter(retired))]
+            gone = retired.pop(next(iter(retired)))
+            if gone.unreplied is not None:  # its replies would be refused as a stranger's
+                self._give_up(gone)
         return record
+
+    def _await_replies(self, record: RetiredRoute, handle: WorkerHandle, reason: str,
+                       hint: str | None, now: float) -> None:
+        """At a clean exit: the requests the worker was sent leave its handle (the next
+        worker's exit, or its hello, is nothing of theirs) for its route's record, to wait
+        there for its last replies until the grace is over."""
+        forwarded = {i: p for i, p in handle.pending.items() if p.forwarded}
+        if not forwarded:
+            return
+        for internal_id in forwarded:
+            del handle.pending[internal_id]
+        record.unreplied = Unreplied(forwarded, now + LAST_REPLY_GRACE_S, reason, hint)
+        self._unreplied[record.route] = record
+        log.info("space %s: worker %s exited with %d request(s) it was sent unanswered; "
+                 "its replies are waited for %gs", handle.space16, record.pid,
+                 len(forwarded), LAST_REPLY_GRACE_S)
+
+    def _last_reply(self, record: RetiredRoute, msg: dict[str, Any], body: Any) -> None:
+        """A reply on a retired route, with its token: passed on when its request waits
+        for it (`Unreplied`), else dropped, its client answered already."""
+        handle, waiting = record.handle, record.unreplied
+        pending = waiting.requests.pop(msg["id"], None) if waiting is not None else None
+        if pending is None:
+            log.info("space %s: a reply from worker %s, no longer the space's (declared "
+                     "down or exited), to a request already answered dropped",
+                     handle.space16, record.pid)
+            return
+        if waiting is not None and not waiting.requests:
+            record.unreplied = None
+            self._unreplied.pop(record.route, None)
+        log.info("space %s: worker %s's reply to %s, read after its exit, passed on",
+                 handle.space16, record.pid, pending.op)
+        self._deliver(handle, pending, body)
+
+    def _replies_due(self, now: float) -> None:
+        """At the sweep: the requests whose grace for their worker's last replies is over
+        by `now` are answered WORKER_DOWN, as the exit would have answered them, once what
+        waits on the back socket is read: a reply found there wins, as at `_expire`."""
+        if not any(r.unreplied is not None and r.unreplied.reply_by <= now
+                   for r in self._unreplied.values()):
+            return
+        self._drain(self.back, self._on_back)
+        for record in list(self._unreplied.values()):
+            if record.unreplied is None or record.unreplied.reply_by <= now:
+                self._give_up(record)
+
+    def _give_up(self, record: RetiredRoute) -> None:
+        """Answer WORKER_DOWN what still waits for the worker's last replies."""
+        self._unreplied.pop(record.route, None)
+        waiting, record.unreplied = record.unreplied, None
+        if waiting is None:
+            return
+        handle = record.handle
+        for pending in waiting.requests.values():
+            log.info("space %s: no reply to %s from worker %s within %gs of its exit; "
+                     "answered WORKER_DOWN", handle.space16, pending.op, record.pid,
+                     LAST_REPLY_GRACE_S)
+            self._answer(handle, pending, worker_down_reply(handle.space16, waiting.reason,
+                                                            pending.op, waiting.hint))
 
     @staticmethod
     def record_unheard(record: RetiredRoute | None, handle: WorkerHandle) -> None:
@@ -84,13 +198,17 @@ class LastWords:
                 and handle.stop_reason is None and handle.last_exit is not None):
             record.unheard = handle.last_exit
 
-    def _heard_after(self, route: bytes, record: RetiredRoute, msg: dict[str, Any]) -> None:
+    def _heard_after(self, route: bytes, record: RetiredRoute, msg: dict[str, Any],
+                     body: Any = None) -> None:
         """A message with the retired worker's token, read after it was declared down or
-        exited. A `fatal` from that worker's pid replaces what its exit recorded, if the
-        space is still where that exit left it; anything else (a late reply, beat or
-        hello) is dropped: its clients were answered already (WORKER_DOWN), or its
-        requests wait for the next worker."""
+        exited; `body` is a reply's frame (only a reply has one). A `fatal` from that worker's pid replaces what
+        its exit recorded, if the space is still where that exit left it; a reply goes to
+        its client while its request waits for it (`_last_reply`); anything else (a beat,
+        a hello) is dropped: its requests wait for the next worker."""
         handle = record.handle
+        if msg["kind"] == "reply":
+            self._last_reply(record, msg, body)
+            return
         if msg["kind"] != "fatal":
             log.info("space %s: a %s from a worker that is no longer the space's (declared "
                      "down or exited) dropped", handle.space16, msg["kind"])

@@ -21,7 +21,7 @@ from kint.paths import worker_lock_path
 from kint.protocol import ErrorCode, worker_wire
 from kint.protocol.envelope import error_reply
 from kint.supervisor.exits import ExitWatch
-from kint.supervisor.last_words import LastWords, RetiredRoute
+from kint.supervisor.last_words import LastWords, RetiredRoute, worker_down_reply
 from kint.open_files import SYSTEM_FILES_HINT, WORKER_ROOM_HINT, open_files, out_of_files
 from kint.supervisor.room import WorkerRoom
 from kint.supervisor.workers import (STOPPED_MID_OP_HINT, StartRefusal, WorkerHandle,
@@ -179,11 +179,14 @@ class WorkerLifecycle(WorkerRoom, LastWords):
         stop_reason = handle.stop_reason
         # Stopped with the supervisor, it is not being restarted (the code's usual hint).
         hint = STOPPED_MID_OP_HINT if stop_reason == "stop" else None
+        if (exitcode == 0 and stop_reason is not None and handle.hung_reason is None
+                and retired is not None):
+            # A clean exit on command: the answers it sent before it may still be on their
+            # way, behind its exit (last_words.py). They are waited for, not refused.
+            self._await_replies(retired, handle, reason, hint, now)
         for pending in [p for p in handle.pending.values() if p.forwarded]:
-            self._answer(handle, pending, error_reply(
-                None, ErrorCode.WORKER_DOWN,
-                f"the worker of space {handle.space16} {reason} while running {pending.op}",
-                hint))
+            self._answer(handle, pending, worker_down_reply(handle.space16, reason,
+                                                            pending.op, hint))
         log.info("space %s: worker %s %s%s", handle.space16, pid, reason,
                  f" (commanded: {stop_reason})" if stop_reason else "")
         if stop_reason in ("idle", "recycle"):

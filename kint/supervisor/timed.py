@@ -6,7 +6,8 @@
 - Forwards a worker's pipe refused (it was full), at every turn while any wait, and only
   for those spaces (`_stalled`), so a request never waits for the sweep.
 - The sweep over every space's handle (hung judgement, kills after a grace, commanded
-  stops past their grace, quarantine retries, idle exits, backoff resets) and the
+  stops past their grace, quarantine retries, idle exits, backoff resets, the requests
+  an exited worker's last replies were waited for past their grace) and the
   supervisor's own housekeeping, once per `tick_s` on the monotonic clock. A turn of the
   loop comes with each request, each reply and each of the workers' beats (64 spaces beat
   64 times a second): walking every handle at each of them cost tens of µs a turn and
@@ -71,6 +72,9 @@ class TimedWork:
     _check_alive: Callable[[WorkerHandle, float], None]
     silent_past_limit: Callable[[WorkerHandle, float], float | None]
     _housekeeping: Callable[[float], None]
+    # LastWords' (last_words.py): requests waiting for an exited worker's last replies.
+    _unreplied: dict[bytes, Any]
+    _replies_due: Callable[[float], None]
     _room_sweep: Callable[[], None]
     spawn: Callable[[WorkerHandle], None]
 
@@ -212,6 +216,8 @@ class TimedWork:
         already answered leave the heap's head, so it holds at most a tick's worth of
         them (`poll_timeout_ms` walks it only when its head is due before this sweep)."""
         self._drop_answered()
+        if self._unreplied:  # exited workers' last replies, waited for (last_words.py)
+            self._replies_due(now)
         if any(h.alive and self.silent_past_limit(h, now) is not None
                for h in self.handles.values()):
             # As at `_expire`: `now` was read after the turn's poll, and a supervisor

@@ -6,10 +6,11 @@ carries that spawn's token (`worker_wire`), and a hello only from the pid spawne
 the kernel says it (`peer`); anything else is dropped, and logged once per route up to a
 bound, since an impostor may send many. A worker's route is retired when the worker is
 declared down (hung) or exits: what still comes on it with its token is its last words
-(last_words.py), a late reason for its exit the only one of them that counts. A reply
-is passed on to its client as the bytes the worker encoded, never decoded here; one whose
-request was already answered (a TIMEOUT) is dropped by id, and one larger than a client
-reads is answered TOO_LARGE.
+(last_words.py): a late reason for its exit, and a reply its request still waits for after
+a commanded stop's clean exit, the only ones of them that count. A reply is passed on to
+its client as the bytes the worker encoded, never decoded here; one whose request was
+already answered (a TIMEOUT) is dropped by id, and one larger than a client reads is
+answered TOO_LARGE.
 
 Kept apart from the loop (kint/supervisor/daemon.py) and from the clients' side
 (`routing`) because it is the supervisor's trust boundary towards its workers. A mixin of
@@ -47,7 +48,7 @@ class WorkerMessages:
     _forward: Callable[[WorkerHandle, Pending], bool]
     _answer: Callable[[WorkerHandle, Pending, Any], None]
     # LastWords' own (last_words.py, a base of WorkerLifecycle).
-    _heard_after: Callable[[bytes, RetiredRoute, dict[str, Any]], None]
+    _heard_after: Callable[[bytes, RetiredRoute, dict[str, Any], Any], None]
 
     def _refuse_peer(self, route: bytes, why: str) -> None:
         """Drop a back-socket message from a peer that is not a worker of this supervisor;
@@ -82,7 +83,7 @@ class WorkerMessages:
             return
         if handle is None:
             # Its worker was declared down (hung) or exited: its last words (last_words.py).
-            self._heard_after(route, retired, msg)
+            self._heard_after(route, retired, msg, frames[2])
             return
         now = time.monotonic()
         kind = msg["kind"]
@@ -94,15 +95,7 @@ class WorkerMessages:
             if pending is None:
                 log.info("space %s: late reply %s dropped", handle.space16, msg["id"])
                 return
-            if worker_wire.reply_too_large(frames[2]):
-                # The worker refuses its own oversized answers; this one got past it. Its
-                # client gets TOO_LARGE now rather than a frame it refuses, or a TIMEOUT.
-                size = len(frames[2])
-                log.warning("space %s: a %s reply of %d bytes is over the limit; answered "
-                            "TOO_LARGE", handle.space16, pending.op, size)
-                self._answer(handle, pending, too_large_reply(None, pending.op, size))
-                return
-            self._pass_on(handle, pending, frames[2])
+            self._deliver(handle, pending, frames[2])
             return
         if msg["pid"] != handle.pid:
             return  # a worker that was already replaced
@@ -128,6 +121,20 @@ class WorkerMessages:
             handle.heard(now)
             if handle.state in SERVING_STATES:
                 handle.state = "busy" if handle.beat.get("inflight") else "ready"
+
+    def _deliver(self, handle: WorkerHandle, pending: Pending, body: zmq.Frame) -> None:
+        """A worker's reply to `pending`, to its client: the frame as the worker encoded
+        it, or TOO_LARGE for one over what a client reads (the worker refuses its own
+        oversized answers; this one got past it: its client gets TOO_LARGE now rather
+        than a frame it refuses, or a TIMEOUT). A live worker's, or an exited one's last
+        (last_words.py)."""
+        if worker_wire.reply_too_large(body):
+            size = len(body)
+            log.warning("space %s: a %s reply of %d bytes is over the limit; answered "
+                        "TOO_LARGE", handle.space16, pending.op, size)
+            self._answer(handle, pending, too_large_reply(None, pending.op, size))
+            return
+        self._pass_on(handle, pending, body)
 
     @staticmethod
     def _hello_refusal(handle: WorkerHandle, frame: zmq.Frame) -> str | None:

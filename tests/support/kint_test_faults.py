@@ -75,6 +75,13 @@ it handles an exit; the message has to be still in the kernel's hands then), her
 time. When the file holds the word `impostor`, the child sends first the same message under
 a wrong token, its reason FORGED_REASON.
 
+And its last replies: while the file `KINT_TEST_LATE_REPLY` names exists, a worker told to
+stop keeps the answers of the ops it finishes from its socket (`Worker._forward_answers`)
+and exits 0 without them; when the file says `late`, a child it forked as it closed
+(`Worker.close`) sends them, as they were made (its pid and token, on its route), once the
+supervisor has logged the exit; when it says `never`, nobody sends them. The same race as
+the late `fatal`'s, for the answers a stopping worker sends just before it exits.
+
 Nothing happens unless `KINT_TEST_CRASH_FLAG` (set only by tests) names a file that exists
 and whose first word is the step. The worker deletes the file before it acts, so it acts
 once. A second word, when given, limits it to the space whose 16 hex characters it is.
@@ -107,6 +114,7 @@ HOLD_MAX_S = 120.0
 FAIL_START_ENV = "KINT_TEST_FAIL_START"
 RECEIPT_WAIT_ENV = "KINT_TEST_RECEIPT_WAIT"
 LATE_FATAL_ENV = "KINT_TEST_LATE_FATAL"
+LATE_REPLY_ENV = "KINT_TEST_LATE_REPLY"
 FORGED_REASON = "forged by an impostor"
 # How long the late sender waits for the supervisor to log the exit before sending anyway.
 LATE_FATAL_WAIT_S = 30.0
@@ -259,32 +267,34 @@ def _exit_logged(home: str, pid: int) -> bool:
     return re.search(rf": worker {pid} (?!spawned)", text) is not None
 
 
-def _send_late(config: Any, token: bytes, fatal: dict[str, Any], pid: int,
-               impostor: bool) -> None:
-    """Send the worker `pid`'s `fatal` as it would have, once its exit is logged; with
-    `impostor`, a forged one first, on the same route, under a token of zeros."""
+def _send_late(config: Any, route: bytes, messages: list[list[Any]], pid: int) -> None:
+    """Send the worker `pid`'s `messages` (each its frames) on its `route`, as it would
+    have, once its exit is logged."""
     import time
 
     import zmq
-
-    from kint.protocol import worker_wire
 
     deadline = time.monotonic() + LATE_FATAL_WAIT_S
     while not _exit_logged(config.home, pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     zctx = zmq.Context()
     dealer = zctx.socket(zmq.DEALER)
-    dealer.setsockopt(zmq.ROUTING_ID, worker_wire.route_for(token))
+    dealer.setsockopt(zmq.ROUTING_ID, route)
     dealer.setsockopt(zmq.LINGER, 2000)
     dealer.connect(config.back_address)
-    if impostor:
-        dealer.send_multipart(worker_wire.encode(
-            {**fatal, "reason": FORGED_REASON, "pid": pid,
-             "token": worker_wire.token_text(bytes(len(token)))}))
-    dealer.send_multipart(worker_wire.encode(
-        {**fatal, "pid": pid, "token": worker_wire.token_text(token)}))
+    for frames in messages:
+        dealer.send_multipart(frames)
     dealer.close()
     zctx.term()
+
+
+def _in_a_child(send: Callable[[], None]) -> None:
+    """Run `send` in a forked child, which exits after it; the caller goes on."""
+    if os.fork() == 0:
+        try:
+            send()
+        finally:
+            os._exit(0)
 
 
 def _late_fatal(tell: Callable[..., Any]) -> Callable[..., Any]:
@@ -297,13 +307,57 @@ def _late_fatal(tell: Callable[..., Any]) -> Callable[..., Any]:
             return tell(config, token, fatal, exit_code)
         with open(flag, encoding="utf-8") as fh:
             impostor = fh.read().split() == ["impostor"]
+        from kint.protocol import worker_wire
+
         pid = os.getpid()
-        if os.fork() == 0:
-            try:
-                _send_late(config, token, fatal, pid, impostor)
-            finally:
-                os._exit(0)
+        messages = [worker_wire.encode({**fatal, "pid": pid,
+                                        "token": worker_wire.token_text(token)})]
+        if impostor:  # first, on the same route, under a token of zeros
+            messages.insert(0, worker_wire.encode(
+                {**fatal, "reason": FORGED_REASON, "pid": pid,
+                 "token": worker_wire.token_text(bytes(len(token)))}))
+        _in_a_child(lambda: _send_late(config, worker_wire.route_for(token), messages, pid))
         os._exit(exit_code)
+    return wrapper
+
+
+def _late_reply_flag() -> str | None:
+    """What the KINT_TEST_LATE_REPLY file says (`late` or `never`), None without it."""
+    flag = os.environ.get(LATE_REPLY_ENV)
+    try:
+        with open(flag or "", encoding="utf-8") as fh:
+            return fh.read().strip()
+    except OSError:
+        return None
+
+
+def _replies_kept(forward: Callable[..., None]) -> Callable[..., None]:
+    """`Worker._forward_answers`: a stopping worker's answers kept from its socket while
+    the KINT_TEST_LATE_REPLY file exists, on the worker (`_kept_answers`)."""
+    @functools.wraps(forward)
+    def wrapper(self: Any) -> None:
+        if self.stopping and self._answers and _late_reply_flag() is not None:
+            kept = self.__dict__.setdefault("_kept_answers", [])
+            kept.extend(self._answers)
+            self._answers.clear()
+            return
+        forward(self)
+    return wrapper
+
+
+def _replies_late(close: Callable[..., None]) -> Callable[..., None]:
+    """`Worker.close`: the answers `_replies_kept` kept, sent by a forked child once the
+    supervisor has logged the worker's exit (the file says `late`), or never."""
+    @functools.wraps(close)
+    def wrapper(self: Any) -> None:
+        import zmq
+
+        kept = self.__dict__.get("_kept_answers")
+        route = self.dealer.getsockopt(zmq.ROUTING_ID)
+        close(self)
+        if kept and _late_reply_flag() == "late":
+            pid = os.getpid()
+            _in_a_child(lambda: _send_late(self.config, route, kept, pid))
     return wrapper
 
 
@@ -334,6 +388,8 @@ def _install() -> None:
 
     process.Worker.__init__ = _failing_start(process.Worker.__init__)  # type: ignore
     process._tell_supervisor = _late_fatal(process._tell_supervisor)
+    process.Worker._forward_answers = _replies_kept(process.Worker._forward_answers)  # type: ignore
+    process.Worker.close = _replies_late(process.Worker.close)  # type: ignore
     op_replies.encode_reply = _unguarded(op_replies.encode_reply)  # type: ignore[assignment]
     process.decode_request = _held(process.decode_request, HOLD_DISPATCH_ENV, True)
     from kint.tenant_worker import sessions

@@ -18,6 +18,7 @@ class LifecycleHost(WorkerLifecycle):
         self.shutting_down = False
         self._by_route = {}
         self._retired_routes = {}
+        self._unreplied = {}
         self._room_wanted = []
         self._evicting = set()
         self._settle_seen = {}
