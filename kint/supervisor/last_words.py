@@ -201,10 +201,10 @@ class LastWords:
     def _heard_after(self, route: bytes, record: RetiredRoute, msg: dict[str, Any],
                      body: Any = None) -> None:
         """A message with the retired worker's token, read after it was declared down or
-        exited; `body` is a reply's frame (only a reply has one). A `fatal` from that worker's pid replaces what
-        its exit recorded, if the space is still where that exit left it; a reply goes to
-        its client while its request waits for it (`_last_reply`); anything else (a beat,
-        a hello) is dropped: its requests wait for the next worker."""
+        exited; `body` is a reply's frame (only a reply has one). A `fatal` from that
+        worker's pid replaces what its exit recorded, if the space is still where that exit
+        left it; a reply goes to its client while its request waits for it (`_last_reply`);
+        anything else (a beat, a hello) is dropped: its requests wait for the next worker."""
         handle = record.handle
         if msg["kind"] == "reply":
             self._last_reply(record, msg, body)
