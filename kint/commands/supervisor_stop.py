@@ -303,9 +303,15 @@ def _still_first_asked(client: Client, pid: int, refused_at: float) -> None:
     uptime_s` on this box's monotonic clock, a little late at most (its answer's way
     back). One that started after the refusal is a successor, its pid the same or not:
     the first must have exited before it could take the home. A pid file that does not
-    read (-1) is a successor's not written yet when it reads within PID_WRITE_GRACE_S (the
-    first wrote its own long before); one that never reads (corrupt) names nobody, and
-    the ping tells: it was taken for a successor, and the stop stopped nothing."""
+    read (-1) is a successor's not written yet when it reads within PID_WRITE_GRACE_S,
+    whatever pid it reads then, the first's own included, without the ping's uptime: the
+    first writes its pid file only as it starts (its pid, then `mark_serving` in place,
+    which never reads -1), before it serves, so once its ping answered, a -1 is another
+    holder's write under way; and that successor, just started, may not answer a ping
+    yet (not bound): asked, it was taken for the first gone silent, and the stop refused
+    (tests/test_stop_names_its_run.py, a same-pid successor whose pid file does not read
+    yet). One that never reads (corrupt) names nobody, and the ping tells: it was taken
+    for a successor, and the stop stopped nothing."""
     from kint.supervisor import autostart
     from kint.supervisor.pidlock import running_pid
 
