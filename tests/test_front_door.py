@@ -31,7 +31,7 @@ from kint.client_closed_door import CONNECT_SLACK_S
 from kint.front_closed import (CLOSED_SOCKET, NOTE, NOTE_MAX_BYTES, FrontClosed, read_note,
                                write_note)
 from kint.open_files import WARM_UP_FDS, OpenFiles
-from kint.paths import FRONT_SOCKET, front_address, socket_dir
+from kint.paths import BACK_SOCKET, FRONT_SOCKET, front_address, socket_dir
 from kint.supervisor.front_door import RECOUNT_S, FrontDoor, margin_for, reopen_at
 from kint.supervisor.pidlock import holder, running_pid
 from support.closed_by_hand import closed_by_hand
@@ -510,6 +510,8 @@ def test_clients_of_a_listener_bound_again_stay_until_they_leave(tmp_path):
         assert settled() == 3
         path.unlink()
         listeners.bind_again(tmp_path, path)
+        # No longer than the back socket's name: a folder is chosen for those to fit.
+        assert len(listeners.endpoint.rsplit("/", 1)[1]) <= len(BACK_SOCKET)
         clients.append(client())
         assert settled() == 4
         listeners.unbind_idle(door.connections_through)

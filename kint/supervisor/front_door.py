@@ -143,9 +143,12 @@ class FrontDoor:
         return len(self._connected)
 
     def connections_through(self, endpoint: str) -> int:
-        """The connections the listener bound at `endpoint` took that are still there
-        (front_listeners.py unbinds an old listener once it has none)."""
-        self._count()
+        """The connections the listener bound at `endpoint` took that are still there, as
+        the monitor has told them to the door's last look (front_listeners.py unbinds an
+        old listener once it has none). Its events are not read here: read outside
+        `on_events`, a burst of accepts would be counted with no look after them to close
+        the door. A disconnect not yet read only keeps an old listener a second longer;
+        one whose file is gone takes no new connection to miss."""
         return sum(1 for through in self._connected.values() if through == endpoint)
 
     def _count(self) -> None:

@@ -30,8 +30,6 @@ from typing import Callable
 
 import zmq
 
-from kint.paths import FRONT_SOCKET
-
 log = logging.getLogger("kint.supervisor")
 
 
@@ -54,7 +52,7 @@ class FrontListeners:
         """Bind a new listener, under a name of its own in `folder`, and move its file to
         `target`; the listener before it is retired, still bound (`unbind_idle`). Nothing
         changes when either step fails (OSError or ZMQError, for the caller to retry)."""
-        temp = folder / f"{FRONT_SOCKET}.bound-{os.getpid()}-{next(self._names)}"
+        temp = self._free_name(folder)
         self.front.bind(f"ipc://{temp}")
         endpoint = self._last_endpoint()
         try:
@@ -75,6 +73,16 @@ class FrontListeners:
             if connections is None or connections(endpoint) == 0:
                 self._unbind(endpoint)
                 self.retired.remove(endpoint)
+
+    def _free_name(self, folder: Path) -> Path:
+        """A name in `folder` no listener bound now has, no longer than the back socket's
+        (`workers.sock`): a socket folder is chosen so that those fit in an ipc address
+        (kint.paths), and a longer name could fail to bind where the first did."""
+        bound = {self.endpoint, *self.retired}
+        while True:
+            path = folder / f"kint.new{next(self._names) % 1000}"
+            if f"ipc://{path}" not in bound:
+                return path
 
     def _unbind(self, endpoint: str) -> None:
         try:
