@@ -347,6 +347,32 @@ def test_a_socket_file_removed_is_bound_again_without_ending_its_clients(sb):
         ctx.term()
     assert _clients_settle_at(sb, 1)["closed"] is None
     assert _log(sb).count(f"{front} was removed or replaced") == 1
+    # Its clients gone, the old listener is unbound (within a second): one listening
+    # descriptor a removal, not kept for the supervisor's life.
+    sb.wait_for(lambda: _listening(pid) == [f"{front.parent}/kint.new1"], timeout=20,
+                what="the old listener unbound")
+
+
+def _listening(pid: int) -> list[str]:
+    """The paths the listening unix sockets of process `pid` were bound at (Linux's
+    /proc/net/unix, by the inodes of its descriptors)."""
+    mine = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            mine.add(target[len("socket:["):-1])
+    paths = []
+    with open("/proc/net/unix") as table:
+        next(table)
+        for line in table:
+            cols = line.split()
+            # Flags 00010000: __SO_ACCEPTCON, a listening socket.
+            if len(cols) >= 8 and cols[6] in mine and int(cols[3], 16) & 0x10000:
+                paths.append(cols[7])
+    return sorted(path for path in paths if not path.endswith("workers.sock"))
 
 
 def test_a_crowd_that_leaves_does_not_come_back_in_at_once(sb):
