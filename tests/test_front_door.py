@@ -31,7 +31,7 @@ from kint.client_closed_door import CONNECT_SLACK_S
 from kint.front_closed import (CLOSED_SOCKET, NOTE, NOTE_MAX_BYTES, FrontClosed, read_note,
                                write_note)
 from kint.open_files import WARM_UP_FDS, OpenFiles
-from kint.paths import FRONT_SOCKET, front_address, socket_dir
+from kint.paths import BACK_SOCKET, FRONT_SOCKET, front_address, socket_dir
 from kint.supervisor.front_door import RECOUNT_S, FrontDoor, margin_for, reopen_at
 from kint.supervisor.pidlock import holder, running_pid
 from support.closed_by_hand import closed_by_hand
@@ -433,19 +433,24 @@ def test_a_door_whose_moved_socket_was_never_known_is_lost_not_closed_for_good(
     """The moved socket removed between the door's move and its look at it (a folder
     cleaned): the door knows no moved file. Before (review27g 3), a later look took "none
     there" for "the one it moved", never found it its own to open again, and stayed
-    closed for good; now it is lost, said once, and the socket bound again. A real ROUTER;
-    the removal at that one moment is had by the look answering None once."""
+    closed for good; then (session 27) it forgot the door and the socket was bound again
+    at its path, every client the unbind ended coming back at once. Now it is lost: still
+    closed, its note kept, for the supervisor to bind a listener under the moved-aside
+    name (front_listeners.py), which the door takes as its own and opens the usual way. A
+    real ROUTER; the removal at that one moment is had by the look answering None once."""
     from kint.supervisor import front_door
+    from kint.supervisor.front_listeners import FrontListeners
 
     ctx = zmq.Context()
     front = ctx.socket(zmq.ROUTER)
     front.setsockopt(zmq.LINGER, 0)
     door = FrontDoor(front)
+    listeners = FrontListeners(front)
     path = tmp_path / FRONT_SOCKET
     try:
         door.prepare()
         assert door.monitor is not None, "no open-file limit here"
-        front.bind(f"ipc://{path}")
+        listeners.bind(path)
         looks = [None]
         real_file_id = front_door.file_id
         monkeypatch.setattr(front_door, "file_id",
@@ -454,29 +459,33 @@ def test_a_door_whose_moved_socket_was_never_known_is_lost_not_closed_for_good(
         (tmp_path / CLOSED_SOCKET).unlink()
         assert door.closed is not None and door._moved is None
         door.look(path)
-        assert door.closed is None, "closed for good"
-        assert not (tmp_path / NOTE).exists()
+        assert door.lost and (tmp_path / NOTE).exists()
+        listeners.bind_again(tmp_path, tmp_path / CLOSED_SOCKET)
+        door.adopt(path)
+        assert not door.lost and (tmp_path / CLOSED_SOCKET).exists()
+        door._open(path, OpenFiles(10, 64))
+        assert door.closed is None and path.exists() and not (tmp_path / NOTE).exists()
     finally:
         door.shut(None)
         front.close(linger=0)
         ctx.term()
 
 
-def test_clients_that_leave_as_the_front_socket_is_bound_again_are_not_counted_twice(
-        tmp_path):
-    """The supervisor binds its front socket again once its file was removed (the moved
-    socket gone, tests/test_many_clients.py): the door takes what its monitor told, then
-    knows nobody connected (`unbinding`), since the unbind ends every connection. Clients
-    that left just then, their disconnects told after that, were counted out a second
-    time: the count went below zero and stayed off for the supervisor's life (`kint
-    supervisor status`, the note, the warm-up's room; seen in test_many_clients under
-    load, the count never back at 1). A real ROUTER and DEALERs of this process, the door
-    as the supervisor builds it; the clients close between the door's count and the
-    unbind, the window widened to the whole step."""
+def test_clients_of_a_listener_bound_again_stay_until_they_leave(tmp_path):
+    """The supervisor binds its front socket again once its file was removed: beside the
+    old listener, whose clients stay connected and counted, the new one's clients counted
+    apart (the monitor names each connection's listener); the old one is unbound once its
+    clients left, and the count stays right. Before, the old listener was unbound at once,
+    every connection it had ended at the same moment: those clients came back all together,
+    a burst faster than the supervisor's loop (tests/test_many_clients.py). A real ROUTER
+    and DEALERs of this process, the door and listeners as the supervisor builds them."""
+    from kint.supervisor.front_listeners import FrontListeners
+
     ctx = zmq.Context()
     front = ctx.socket(zmq.ROUTER)
     front.setsockopt(zmq.LINGER, 0)
     door = FrontDoor(front)
+    listeners = FrontListeners(front)
     path = tmp_path / FRONT_SOCKET
     clients: list[zmq.Socket] = []
 
@@ -486,30 +495,42 @@ def test_clients_that_leave_as_the_front_socket_is_bound_again_are_not_counted_t
             door.on_events(None)
         return door.clients
 
+    def client() -> zmq.Socket:
+        sock = ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.connect(f"ipc://{path}")
+        return sock
+
     try:
         door.prepare()
         assert door.monitor is not None, "no open-file limit here"
-        front.bind(f"ipc://{path}")
-        for _ in range(3):
-            clients.append(ctx.socket(zmq.DEALER))
-            clients[-1].setsockopt(zmq.LINGER, 0)
-            clients[-1].connect(f"ipc://{path}")
+        listeners.bind(path)
+        old = listeners.endpoint
+        clients = [client() for _ in range(3)]
         assert settled() == 3
-        door.unbinding()
-        for client in clients:
-            client.close(linger=0)
-        assert door.monitor.poll(10_000)  # their leaving told, after the door's count
-        front.unbind(f"ipc://{path}")
-        front.bind(f"ipc://{path}")
-        clients = [ctx.socket(zmq.DEALER)]
-        clients[0].setsockopt(zmq.LINGER, 0)
-        clients[0].connect(f"ipc://{path}")
+        path.unlink()
+        listeners.bind_again(tmp_path, path)
+        # No longer than the back socket's name: a folder is chosen for those to fit.
+        assert len(listeners.endpoint.rsplit("/", 1)[1]) <= len(BACK_SOCKET)
+        clients.append(client())
+        assert settled() == 4
+        listeners.unbind_idle(door.connections_through)
+        assert listeners.retired == [old], "unbound with its clients connected"
+        assert door.connections_through(listeners.endpoint) == 1
+        for sock in clients[:3]:  # the old listener's clients are served on it still
+            sock.send(b"still")
+            assert front.poll(10_000) and front.recv_multipart()[1] == b"still"
+        for sock in clients[:3]:
+            sock.close(linger=0)
+        clients = clients[3:]
         assert settled() == 1
+        listeners.unbind_idle(door.connections_through)
+        assert listeners.retired == [] and settled() == 1
         clients[0].close(linger=0)
         assert settled() == 0
     finally:
-        for client in clients:
-            client.close(linger=0)
+        for sock in clients:
+            sock.close(linger=0)
         door.shut(None)
         front.close(linger=0)
         ctx.term()

@@ -89,6 +89,17 @@ def _answered(sock: zmq.Socket, rid: str, wait_ms: int) -> bool:
     return True
 
 
+def _served_still(served: list[zmq.Socket]) -> dict:
+    """Each of the `served` clients asks again on its connection and is answered; then the
+    first asks `sup.status`: its result."""
+    for n, sock in enumerate(served):
+        _ping(sock, f"again-{n}")
+    assert all(_answered(sock, f"again-{n}", 10_000) for n, sock in enumerate(served))
+    served[0].send(orjson.dumps({"v": 1, "id": "st", "op": "sup.status", "timeout_ms": 5000}))
+    assert served[0].poll(10_000)
+    return orjson.loads(served[0].recv())["result"]
+
+
 def _log(sb) -> str:
     return (sb.kint_home / "supervisor.log").read_text()
 
@@ -134,8 +145,9 @@ def _leave(ctx: zmq.Context, served: list[zmq.Socket], unserved: list[zmq.Socket
 
 
 @contextmanager
-def _door_closed(sb, knocking: bool = True) -> Iterator[tuple[int, Path]]:
-    """The supervisor's door closed by a crowd of clients: its pid and socket folder. The
+def _door_closed(sb, knocking: bool = True) -> Iterator[tuple[int, Path, list[zmq.Socket]]]:
+    """The supervisor's door closed by a crowd of clients: its pid, its socket folder and
+    the clients it served. The
     crowd leaves at the block's end; without `knocking`, the clients the door kept out
     leave as soon as it closed, the ones it serves stay to the end."""
     pid = running_pid(sb.kint_home)
@@ -150,7 +162,7 @@ def _door_closed(sb, knocking: bool = True) -> Iterator[tuple[int, Path]]:
         if not knocking:
             for sock in unserved:
                 sock.close(linger=0)
-        yield pid, folder
+        yield pid, folder, served
     finally:
         _leave(ctx, served, unserved)
 
@@ -194,13 +206,7 @@ def test_past_the_open_file_limit_new_clients_are_refused_and_connected_ones_ser
         assert len(served) >= 16 and unserved, (len(served), len(unserved))
 
         # Every client it took is served still, and one of them is told why others are not.
-        for n, sock in enumerate(served):
-            _ping(sock, f"again-{n}")
-        assert all(_answered(sock, f"again-{n}", 10_000) for n, sock in enumerate(served))
-        served[0].send(orjson.dumps({"v": 1, "id": "st", "op": "sup.status",
-                                     "timeout_ms": 5000}))
-        assert served[0].poll(10_000)
-        status = orjson.loads(served[0].recv())["result"]
+        status = _served_still(served)
         assert status["degraded"] and status["supervisor"]["front"]["episodes"] == 1, status
         closed = status["supervisor"]["front"]["closed"]
         assert closed["limit"] == LIMIT and closed["pid"] == pid, closed
@@ -276,28 +282,98 @@ def test_a_watch_started_before_the_door_closed_shows_it_closed(sb):
     sb.wait_for(lambda: sb.client().ping(1.0), timeout=20, what="the socket open again")
 
 
-def test_a_moved_socket_removed_while_the_door_is_closed_is_bound_again(sb):
+def test_a_moved_socket_removed_while_the_door_is_closed_is_bound_again_closed(sb):
     """Removed (its folder cleaned, or the file), the moved socket leaves no door to open:
-    the supervisor forgets it, says so once, and binds its front socket again. Before, it
-    tried to move the gone file back at every turn, a warning each, and took no new
-    client again for its life. The clients the door kept out leave first: bound again, the
-    socket took the ~200 of them knocking (raw DEALERs, every 100 ms) all at once, past its
-    free descriptors, and libzmq aborted the supervisor (once in some hundred runs under
-    load: SIGABRT 35 ms after the rebinding, `Too many open files
-    (src/ipc_listener.cpp:297)`)."""
-    with _door_closed(sb, knocking=False) as (pid, folder):
+    the supervisor says so once and binds its front socket again, under the moved-aside
+    name, the door still closed, beside the old listener, whose clients it goes on
+    serving on their connections; the door opens the usual way once they leave. Before,
+    it forgot the door and bound the socket at its path, its old listener unbound: every
+    client that unbind ended reconnected at once with the ones the door had kept out
+    (raw DEALERs, every 100-200 ms), a burst faster than its loop: closed again at best
+    (a second episode), at worst aborted by libzmq (`Too many open files
+    (src/ipc_listener.cpp:297)`, SIGABRT 35 ms after the rebinding, once in some hundred
+    stress runs). Here the clients the door kept out knock all along."""
+    before = sb.call("sup.status")["supervisor"]["front"]["episodes"]
+    with _door_closed(sb) as (pid, folder, served):
         (folder / CLOSED_SOCKET).unlink()
-        sb.wait_for(lambda: "binding the front socket again" in _log(sb), timeout=20,
-                    what="the moved socket's removal seen")
-    # Bound again (and closed again at once, had its clients still been there), it takes
-    # new clients once they left.
-    sb.wait_for(lambda: sb.client().ping(1.0), timeout=20, what="the socket bound again")
+        sb.wait_for(lambda: (folder / CLOSED_SOCKET).exists() or not pid_alive(pid),
+                    timeout=20, what="the front socket bound again, closed")
+        time.sleep(0.5)  # past the reconnect interval of any client the rebinding ended
+        assert pid_alive(pid), (sb.kint_home / "run" / "supervisor.stderr").read_text()
+        assert not (folder / "kint.sock").exists() and (folder / NOTE).exists()
+        # Every client it served is served on: one of them asks how it stands.
+        front = _served_still(served)["supervisor"]["front"]
+        assert front["closed"] is not None and front["episodes"] == before + 1, front
+    # Once they left, it opens the door the usual way: one episode in all.
+    sb.wait_for(lambda: sb.client().ping(1.0), timeout=20, what="the socket open again")
     assert running_pid(sb.kint_home) == pid and not (folder / NOTE).exists()
-    assert _clients_settle_at(sb, 1)["closed"] is None
+    assert _clients_settle_at(sb, 1) == {"closed": None, "episodes": before + 1,
+                                         "clients": 1}
+    assert sorted(p.name for p in folder.iterdir() if p.name.startswith("kint.sock")) == [
+        "kint.sock"]
     log = _log(sb)
     assert log.count(f"{folder / CLOSED_SOCKET} (the front socket moved aside for want of "
                      f"open files) was removed") == 1, log
     assert "could not open the front socket" not in log, log
+    assert "Too many open files" not in (sb.kint_home / "run" / "supervisor.stderr").read_text()
+
+
+def test_a_socket_file_removed_is_bound_again_without_ending_its_clients(sb):
+    """The front socket's file removed under the supervisor, its door open: it binds the
+    socket again beside the old listener, and the clients connected through that one keep
+    their connections (no disconnect, as their own ZeroMQ monitors tell) and are served;
+    a new client reaches the new one. Before, the old listener was unbound, and every
+    client it ended reconnected at once (front_listeners.py)."""
+    pid = running_pid(sb.kint_home)
+    front = socket_dir(sb.kint_home) / "kint.sock"
+    ctx = zmq.Context()
+    clients = [_client(ctx, sb) for _ in range(8)]
+    monitors = [sock.get_monitor_socket(zmq.EVENT_DISCONNECTED) for sock in clients]
+    try:
+        assert all(_answered(sock, "first", 10_000) for sock in clients)
+        front.unlink()
+        sb.wait_for(lambda: front.exists(), timeout=20, what="the socket bound again")
+        time.sleep(0.5)  # past the reconnect interval of a client the rebinding ended
+        assert not any(monitor.poll(0) for monitor in monitors), "a client was disconnected"
+        for n, sock in enumerate(clients):
+            _ping(sock, f"again-{n}")
+        assert all(_answered(sock, f"again-{n}", 10_000) for n, sock in enumerate(clients))
+        assert sb.client().ping(5.0) and running_pid(sb.kint_home) == pid
+    finally:
+        for sock in clients:
+            sock.disable_monitor()
+        for sock in monitors + clients:
+            sock.close(linger=0)
+        ctx.term()
+    assert _clients_settle_at(sb, 1)["closed"] is None
+    assert _log(sb).count(f"{front} was removed or replaced") == 1
+    # Its clients gone, the old listener is unbound (within a second): one listening
+    # descriptor a removal, not kept for the supervisor's life. One is left, under the
+    # name it was bound at before its file was moved to kint.sock.
+    sb.wait_for(lambda: len(_listening(pid)) == 1, timeout=20, what="the old listener unbound")
+    assert _listening(pid)[0].startswith(f"{front.parent}/kint.new")
+
+
+def _listening(pid: int) -> list[str]:
+    """The paths the listening unix sockets of process `pid` were bound at (Linux's
+    /proc/net/unix, by the inodes of its descriptors)."""
+    mine = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            mine.add(target[len("socket:["):-1])
+    paths = []
+    with open("/proc/net/unix") as table:
+        next(table)
+        for line in table:
+            cols = line.split()
+            # Flags 00010000: __SO_ACCEPTCON, a listening socket.
+            if len(cols) >= 8 and cols[6] in mine and int(cols[3], 16) & 0x10000:
+                paths.append(cols[7])
+    return sorted(path for path in paths if not path.endswith("workers.sock"))
 
 
 def test_a_crowd_that_leaves_does_not_come_back_in_at_once(sb):
@@ -332,7 +408,7 @@ def _kint_supervisor_stop(sb, **timings: str) -> subprocess.Popen:
 def test_a_supervisor_that_takes_no_new_clients_is_stopped_by_kint_supervisor_stop(sb):
     """The refusal's hint says to restart it: `kint supervisor stop` cannot connect either,
     and stops it by SIGTERM, as cleanly; the moved socket and the note go with it."""
-    with _door_closed(sb) as (pid, folder):
+    with _door_closed(sb) as (pid, folder, _):
         # Its stop takes longer than the command's wait for an exit (cut to half a second
         # here, 10 s for a user): held (SIGSTOP) as the SIGTERM arrives, resumed after it.
         # The command waits as long as it would for `sup.stop`'s answer and the exit.
@@ -358,7 +434,7 @@ def test_a_stopped_supervisor_that_takes_no_new_clients_is_said_stopped_by_the_s
     would have had, then said TIMEOUT. Resumed, it stops on that SIGTERM. Runs after the
     test above stopped the module's supervisor, and starts its own."""
     _start(sb)
-    with _door_closed(sb) as (pid, folder):
+    with _door_closed(sb) as (pid, folder, _):
         os.kill(pid, signal.SIGSTOP)
         try:
             stop = _kint_supervisor_stop(sb, KINT_TEST_UNREACHABLE_AFTER_S="1")

@@ -34,8 +34,10 @@ import pytest
 from conftest import SUPPORT, make_sandbox, pid_alive
 from kint.client import SupervisorUnavailable
 from kint.commands import start_beside
-from kint.paths import run_dir
-from kint.supervisor.pidlock import PID_FILE
+from kint.front_closed import FrontClosed
+from kint.paths import run_dir, socket_dir
+from kint.supervisor.pidlock import PID_FILE, running_pid
+from support.closed_by_hand import closed_by_hand
 
 WAITING = "kint: waiting for the supervisor"
 
@@ -242,4 +244,35 @@ def test_a_running_supervisor_that_does_not_answer_is_said_waited_for_at_4s(tmp_
             str(sb.kint_home), "/home/me/.kint").replace("within 6s", "within 10s")
         assert example in (Path(__file__).parent.parent / "docs" / "commands.md").read_text()
     finally:
+        sb.shutdown()
+
+
+def test_a_start_beside_a_supervisor_closed_for_want_of_open_files_is_refused_at_once(
+        tmp_path):
+    """Its door closed for want of open files (its socket file moved aside, its note
+    written: closed by hand, the supervisor held, tests/support/closed_by_hand.py), the
+    supervisor takes no new client: the start is refused at once, BUSY in the note's
+    words, as any client is. Before, finding no socket file it waited out the whole
+    UNREACHABLE_AFTER_S (10 s) unsaid before that refusal: cut to 600 s here, the start
+    would outlast the test's wait."""
+    sb = make_sandbox(tmp_path)
+    start = None
+    try:
+        pid = sb.start()
+        now = time.time()
+        note = FrontClosed(pid, 60, 64, 40, now, now - 5)
+        with closed_by_hand(pid, socket_dir(sb.kint_home), note):
+            for args in ((), ("--json",)):
+                start = _start(sb, *args, cut_s=600)
+                out, err = start.communicate(timeout=60)
+                assert start.returncode == 2, (out, err)
+                assert WAITING not in err, err
+                said = err if not args else json.loads(out)["message"]
+                assert note.message() in said, (out, err)
+                assert ("[BUSY]" in err) if not args else json.loads(out)["error"] == "BUSY"
+        assert running_pid(sb.kint_home) == pid and pid_alive(pid)
+    finally:
+        if start is not None and start.poll() is None:
+            start.kill()
+            start.communicate()
         sb.shutdown()

@@ -356,6 +356,36 @@ def test_a_stop_read_by_a_same_pid_successor_says_it_started_since(tmp_path, mon
         sb.shutdown()
 
 
+def test_a_stop_another_pid_refused_while_the_pid_file_names_the_first_says_it_started_since(
+        tmp_path, monkeypatch, capsys):
+    """The stop pinged supervisor A (pid P); A exited (another stop), B (pid Q) took the
+    home and read the stop queued for A, refusing it as meant for P; B exited too, and C,
+    with P again (a container's), took the home: the pid file names P. Before, a refusal
+    naming another pid with the pid file naming the first's ended the stop BAD_REQUEST,
+    exit 2; whoever holds the home after such a refusal is a successor, named as a
+    same-pid refusal names it: "supervisor stopped; another supervisor (pid P) has started
+    since", exit 0. B's refusal is given here in its words (three supervisors and a reused
+    pid are out of reach); the real supervisor plays C, and keeps serving."""
+
+    class ReadByAnother(Client):
+        def call(self, op, *, args=None, timeout_s=None, **kw):  # type: ignore[override]
+            if op == "sup.stop" and args:
+                raise KintError("BAD_REQUEST", f"sup.stop was meant for the supervisor pid "
+                                f"{args['pid']}; this one (pid {args['pid'] + 1}) keeps "
+                                f"running")
+            return super().call(op, args=args, timeout_s=timeout_s, **kw)
+
+    sb = make_sandbox(tmp_path)
+    try:
+        pid = sb.start()
+        out = _stop_with(ReadByAnother(sb.kint_home, autostart=False), monkeypatch, capsys)
+        assert "supervisor stopped" in out, out
+        assert f"another supervisor (pid {pid}) has started since" in out, out
+        assert pid_alive(pid) and running_pid(sb.kint_home) == pid
+    finally:
+        sb.shutdown()
+
+
 def _go_on(pid: int) -> None:
     """Continue the process `pid` (SIGCONT), if it is still there."""
     with contextlib.suppress(ProcessLookupError):

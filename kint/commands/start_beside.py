@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from kint.client import Client, KintError, SupervisorUnavailable
+from kint.front_closed import read_note
+from kint.paths import socket_dir
 from kint.proc_stat import process_stopped
 from kint.seconds_text import seconds_text
 from kint.settings.started_with import started_with
@@ -46,13 +48,19 @@ def answering_pid(home: Path, say: Callable[[str], None]) -> int | None:
     while stopped, SAY_BUSY_AFTER_S otherwise; then SupervisorUnavailable, the refusal the
     start's own wait would give after as long again (`silent_supervisor`). One that holds
     the home but is not serving yet (still starting) is not waited for here: the start's
-    own wait is. `say` may drop the line (--json keeps stderr quiet)."""
+    own wait is. One that has closed its socket to new clients for want of open files
+    (kint/front_closed.py) is refused at once, BUSY in the note's words, as every client
+    is refused by it (`_refuse_if_closed`): its socket file moved aside, the start's own
+    wait went on for UNREACHABLE_AFTER_S unsaid before that refusal. `say` may drop the
+    line (--json keeps stderr quiet)."""
     from kint.supervisor import autostart
 
     wait_s = autostart.UNREACHABLE_AFTER_S
     began = time.monotonic()
     with Client(home, autostart=False) as client:
         answer = client.ping_answer(min(SAY_AFTER_S, wait_s))
+        if answer is None:
+            _refuse_if_closed(home)
         pid = _silent_holder(client, home, answer)
         said_s = SAY_AFTER_S
         if pid is not None and not process_stopped(pid):
@@ -69,6 +77,19 @@ def answering_pid(home: Path, say: Callable[[str], None]) -> int | None:
             if silent is not None:
                 raise SupervisorUnavailable(str(silent), silent.hint)
     return int(answer["pid"]) if answer and "pid" in answer else None
+
+
+def _refuse_if_closed(home: Path) -> None:
+    """KintError (BUSY, the note's words and hint) when the supervisor holding `home` and
+    serving has closed its socket to new clients for want of open files. Not one closed
+    as it stops: the start's own wait sees it exit and starts the next one, or says it
+    stops."""
+    found = holder(home)
+    if found is None or not found.serving or found.pid <= 0:
+        return
+    closed = read_note(socket_dir(home), found.pid)
+    if closed is not None and not closed.stopping:
+        raise KintError(closed.code, closed.message(), closed.hint)
 
 
 def _silent_holder(client: Client, home: Path, answer: dict[str, Any] | None) -> int | None:

@@ -272,7 +272,8 @@ def _naming(pid: int | None, answer: dict[str, Any] | None) -> dict[str, Any] | 
 def _ask_stop(client: Client, pid: int | None, answer: dict[str, Any] | None = None) -> None:
     """Send `sup.stop` naming the supervisor `pid` it is meant for, and when it took its
     home as its ping said (`answer`): another refuses it (one started since, were it
-    delivered late), one with the same pid too (FirstAskedGone: the one pinged is gone).
+    delivered late), one with the same pid too (either: FirstAskedGone, the one pinged is
+    gone).
     A supervisor older than the `pid` argument refuses the argument itself: asked again
     without it, only while it is still the one that refused (`_still_first_asked`; else
     FirstAskedGone, or StoppingMeanwhile)."""
@@ -283,15 +284,27 @@ def _ask_stop(client: Client, pid: int | None, answer: dict[str, Any] | None = N
         client.call("sup.stop", args=args, timeout_s=STOP_CALL_S)
     except KintError as err:
         if (pid is not None and args is not None and err.code == "BAD_REQUEST"
-                and "with the same pid, keeps running" in err.message):
-            # Read by a supervisor with the pid the ping gave but another start: the one
-            # pinged exited since (another stop's doing) and a successor took the home.
+                and _refused_as_meant_for(err.message, pid)):
+            # Read by another supervisor, its pid the same as the one pinged (another
+            # start) or not: the one pinged exited since (another stop's doing) and a
+            # successor took the home, whoever holds it now. Another pid's refusal, the
+            # pid file naming the first's pid again (a third supervisor, that pid reused),
+            # ended the stop BAD_REQUEST, exit 2.
             raise FirstAskedGone(running_pid(client.home)) from None
         if (pid is None or args is None or err.code != "BAD_REQUEST"
                 or "unknown argument 'pid'" not in err.message):
             raise
         _still_first_asked(client, pid, time.monotonic())
         client.call("sup.stop", timeout_s=STOP_CALL_S)
+
+
+def _refused_as_meant_for(message: str, pid: int) -> bool:
+    """Whether `message` is a supervisor's refusal of a stop naming `pid`, as meant for
+    another (kint/supervisor/commands.py: `... pid P; this one (pid Q) keeps running`, or
+    `... pid P that started ...; this one, ... with the same pid, keeps running`)."""
+    named = f"sup.stop was meant for the supervisor pid {pid}"
+    return (message.startswith((named + ";", named + " that"))
+            and message.endswith("keeps running"))
 
 
 def _still_first_asked(client: Client, pid: int, refused_at: float) -> None:
@@ -303,9 +316,15 @@ def _still_first_asked(client: Client, pid: int, refused_at: float) -> None:
     uptime_s` on this box's monotonic clock, a little late at most (its answer's way
     back). One that started after the refusal is a successor, its pid the same or not:
     the first must have exited before it could take the home. A pid file that does not
-    read (-1) is a successor's not written yet when it reads within PID_WRITE_GRACE_S (the
-    first wrote its own long before); one that never reads (corrupt) names nobody, and
-    the ping tells: it was taken for a successor, and the stop stopped nothing."""
+    read (-1) is a successor's not written yet when it reads within PID_WRITE_GRACE_S,
+    whatever pid it reads then, the first's own included, without the ping's uptime: the
+    first writes its pid file only as it starts (its pid, then `mark_serving` in place,
+    which never reads -1), before it serves, so once its ping answered, a -1 is another
+    holder's write under way; and that successor, just started, may not answer a ping
+    yet (not bound): asked, it was taken for the first gone silent, and the stop refused
+    (tests/test_stop_names_its_run.py, a same-pid successor whose pid file does not read
+    yet). One that never reads (corrupt) names nobody, and the ping tells: it was taken
+    for a successor, and the stop stopped nothing."""
     from kint.supervisor import autostart
     from kint.supervisor.pidlock import running_pid
 

@@ -16,6 +16,8 @@ answering whatever one space is doing.
   or BUSY naming the limit; the count itself is `kint.open_files`).
 - `front_door`: the front socket closed to new clients before they take the last open
   files (libzmq aborts on EMFILE), open again as they leave (the note: `kint.front_closed`).
+- `front_listeners`: the front socket bound again beside its old listener, whose clients
+  stay connected (an unbind ended them all at once, and they came back in a burst).
 - `timed`: deadlines, refused forwards and the per-space sweep, between messages.
 - `housekeeping`: the supervisor's checks on itself (home, config, log, upgrade).
 - `commands`: the supervisor's own ops (ping, status, spaces, stop, reload, restart).

@@ -32,7 +32,7 @@ from zmq import zmq_poll
 
 from kint import __version__
 from kint import settings as kint_settings
-from kint.front_closed import STOPPING_HINT
+from kint.front_closed import CLOSED_SOCKET, STOPPING_HINT
 from kint.paths import BACK_SOCKET, FRONT_SOCKET, prepare_socket_dir
 from kint.protocol import ErrorCode
 from kint.protocol.envelope import error_reply, ok_reply
@@ -41,6 +41,7 @@ from kint.supervisor.bindings import Bindings
 from kint.supervisor.code_watch import EXIT_UPGRADED, code_signature
 from kint.supervisor.exits import ExitWatch
 from kint.supervisor.front_door import FrontDoor
+from kint.supervisor.front_listeners import FrontListeners
 from kint.zmq_frames import readable, recv_frames
 from kint.supervisor.housekeeping import Housekeeping
 from kint.supervisor.last_words import RetiredRoute
@@ -118,6 +119,7 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
         # Built once its pid lock is held: `time.time()` here is when it took the home.
         self.door = FrontDoor(self.front, lambda: not self.spawner.ready, time.time(),
                               self.ownership)
+        self.listeners = FrontListeners(self.front)
         self.poller = zmq.Poller()
         self.front_path: Path | None = None
         self.back_path: Path | None = None
@@ -163,35 +165,68 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
 
     def _bind_sockets(self) -> None:
         """Bind (or bind again) each socket whose file is not the one this supervisor
-        bound: at start, or after its socket folder or files were removed or replaced."""
+        bound: at start, or after its socket folder or files were removed or replaced. The
+        front socket is bound again beside its old listener, whose clients stay connected
+        (front_listeners.py), and under the moved-aside name while its door stays closed
+        (front_door.FrontDoor.lost)."""
         folder, refused = prepare_socket_dir(self.home)
         if refused:
             log.warning("%s; the sockets are in %s instead", refused, folder)
         for sock, name, attr in ((self.front, FRONT_SOCKET, "front_path"),
                                  (self.back, BACK_SOCKET, "back_path")):
             old: Path | None = getattr(self, attr)
-            if attr == "front_path" and self.door.closed is not None:
+            front = sock is self.front
+            if front and self.door.closed is not None and not self.door.lost:
                 continue  # moved aside on purpose (front_door): rebinding would drop clients
             path = folder / name
-            if old == path and self.ownership.socket_is_ours(path):
+            if old == path and self.ownership.socket_is_ours(path) and not (
+                    front and self.door.lost):
                 continue
-            if old is not None:
-                if sock is self.front:
-                    self.door.unbinding()
+            if old is None:
+                # The socket file is 0700 by the process umask (077), set once for the
+                # whole process by run_foreground, the one builder of a Supervisor.
+                if front:
+                    self.listeners.bind(path)
+                else:
+                    sock.bind(f"ipc://{path}")
+            elif front:
+                self._bind_front_again(old, path)
+            else:
                 try:
                     sock.unbind(f"ipc://{old}")
                 except zmq.ZMQError:
                     pass
-                if self.ownership.socket_is_ours(old):  # the folder moved: leave no stale file
-                    old.unlink(missing_ok=True)
-                self.ownership.forget(old)
+                self._forget_socket(old)
+                sock.bind(f"ipc://{path}")
+            if old is not None and not (front and self.door.lost):  # else said by the door
                 log.warning("%s was removed or replaced under the running supervisor; "
                             "bound it again at %s", old, path)
-            # The socket file is 0700 by the process umask (077), set once for the whole
-            # process by run_foreground, the one builder of a Supervisor.
-            sock.bind(f"ipc://{path}")
             setattr(self, attr, path)
-            self.ownership.bound(path)
+            if front and self.door.lost:
+                self.ownership.bound(path, path.parent / CLOSED_SOCKET)
+                self.door.adopt(path)
+            else:
+                self.ownership.bound(path)
+
+    def _bind_front_again(self, old: Path, path: Path) -> None:
+        """The front socket's new listener, its file at `path` (at the moved-aside name
+        while the door stays closed); the one bound at `old` keeps its clients until they
+        leave (`unbind_idle_listeners`)."""
+        target = path.parent / CLOSED_SOCKET if self.door.lost else path
+        self.listeners.bind_again(path.parent, target)
+        self._forget_socket(old)
+        self.unbind_idle_listeners()
+
+    def _forget_socket(self, old: Path) -> None:
+        if self.ownership.socket_is_ours(old):  # the folder moved: leave no stale file
+            old.unlink(missing_ok=True)
+        self.ownership.forget(old)
+
+    def unbind_idle_listeners(self) -> None:
+        """Unbind the front socket's old listeners that no client uses any more."""
+        door = self.door
+        self.listeners.unbind_idle(door.connections_through if door.monitor is not None
+                                   else None)
 
     def request_stop(self, *_: Any) -> None:
         """Signal handler: begin a clean stop at the next turn of the loop."""

@@ -111,8 +111,9 @@ class FrontDoor:
         self.closed: FrontClosed | None = None
         self.episodes = 0
         # The connections of the clients connected now, by descriptor, as the monitor told
-        # their accepts and disconnects (`clients`).
-        self._connected: set[int] = set()
+        # their accepts and disconnects (`clients`), each with the endpoint of the listener
+        # that took it (front_listeners.py: an old one stays bound while they live).
+        self._connected: dict[int, str] = {}
         self._limit: int | None = None
         # (open descriptors, clients, time.monotonic()) at the last listing; None: list
         # at the next look.
@@ -141,38 +142,58 @@ class FrontDoor:
         """Clients connected now, as the monitor told their accepts and disconnects."""
         return len(self._connected)
 
+    def connections_through(self, endpoint: str) -> int:
+        """The connections the listener bound at `endpoint` took that are still there, as
+        the monitor has told them to the door's last look (front_listeners.py unbinds an
+        old listener once it has none). Its events are not read here: read outside
+        `on_events`, a burst of accepts would be counted with no look after them to close
+        the door. A disconnect not yet read only keeps an old listener a second longer;
+        one whose file is gone takes no new connection to miss."""
+        return sum(1 for through in self._connected.values() if through == endpoint)
+
     def _count(self) -> None:
         """Each event names its connection's descriptor: a disconnect is counted only for
         a connection the door counted in. A plain tally took every disconnect off, those
-        of connections an unbind had already forgotten (`unbinding`) too, and went below
-        zero for good."""
+        of connections an unbind had already forgotten too, and went below zero for good.
+        The monitor tells events in order, so a descriptor that a new connection reuses is
+        told disconnected for the old one before it is told accepted for the new one."""
         while self.monitor is not None:
             try:
                 told = recv_monitor_message(self.monitor, zmq.NOBLOCK)
             except zmq.Again:
                 break
             if told["event"] == zmq.EVENT_ACCEPTED:
-                self._connected.add(int(told["value"]))
+                endpoint = told.get("endpoint", b"")
+                self._connected[int(told["value"])] = (
+                    endpoint.decode(errors="replace") if isinstance(endpoint, bytes)
+                    else str(endpoint))
             else:
-                self._connected.discard(int(told["value"]))
-
-    def unbinding(self) -> None:
-        """Before the front socket is unbound to be bound again (its file removed or
-        replaced): an unbind ends every connection made through it, and the monitor tells
-        none of those ends (the clients that reconnect are told as accepted again). What
-        it told before counts; then nobody is connected. A client that left just as the
-        unbind came may still be told as disconnected: its connection is not counted
-        any more, so it is not taken off twice (`_count`). The monitor tells events in
-        order, so a descriptor that a new connection reuses is told disconnected for the
-        old one before it is told accepted for the new one."""
-        self._count()
-        self._connected.clear()
-        self._listed = None
+                self._connected.pop(int(told["value"]), None)
 
     def recount(self) -> None:
         """The supervisor opened descriptors no monitor event tells (a worker spawned, the
         forkserver ready): the next look lists them."""
         self._listed = None
+
+    @property
+    def lost(self) -> bool:
+        """Closed for want of open files, and the socket it moved aside removed since
+        (`_lost`): the supervisor binds its front socket again under the moved-aside name
+        (`adopt`)."""
+        return self.closed is not None and not self.closed.stopping and self._moved is None
+
+    def adopt(self, front_path: Path) -> None:
+        """The front socket bound again while the door is closed (`lost`), its file put at
+        the moved-aside name beside `front_path`: the door's again, the note written again
+        (the folder may have gone with the socket), and reopened by the usual look once
+        enough descriptors are free."""
+        assert self.closed is not None
+        self._moved = file_id(front_path.parent / CLOSED_SOCKET)
+        self._listed = None
+        try:
+            write_note(front_path.parent, self.closed)
+        except OSError as err:
+            log.warning("could not write %s again: %s", front_path.parent, err)
 
     def _far_from_margin(self, limit: int, margin: int) -> bool:
         """Whether the count listed last, moved by the clients told since, leaves at least
@@ -240,11 +261,11 @@ class FrontDoor:
         if self._limit is None or front_path is None or (self.closed is not None
                                                          and self.closed.stopping):
             return  # no limit to keep under, or closed for the stop: for good
-        if self.closed is not None and (self._moved is None
-                                        or file_id(front_path.parent / CLOSED_SOCKET)
-                                        != self._moved):
-            # Gone or replaced; or never known (removed between the move and its look):
-            # no door left that `_open` would take for its own.
+        if self.lost:
+            return  # for the supervisor to bind its front socket again, closed (`adopt`)
+        if (self.closed is not None
+                and file_id(front_path.parent / CLOSED_SOCKET) != self._moved):
+            # Gone or replaced: no door left that `_open` would take for its own.
             self._lost(front_path)
             return
         warming = self.warming()
@@ -300,14 +321,15 @@ class FrontDoor:
 
     def _lost(self, path: Path) -> None:
         """The moved socket file is gone (its folder removed, or the file): there is no
-        door left to open. Said once; the door is forgotten, and the supervisor's check of
-        its sockets binds the front socket again, as for any socket file removed under it
-        (its clients' connections end with the old binding)."""
-        if self.closed is not None and self._holds():
-            remove_own_note(path.parent, self.closed.pid, self.closed.started)
+        door left to open. Said once; the door stays closed, and the supervisor's check of
+        its sockets binds the front socket again under the moved-aside name (`lost`,
+        `adopt`), its clients' connections kept (front_listeners.py). Forgotten and bound
+        again at the socket's path, it let every client the unbind had ended reconnect at
+        once, with those it had kept out: a burst faster than the loop, and libzmq's
+        abort under a low limit."""
         log.warning("%s (the front socket moved aside for want of open files) was removed; "
-                    "binding the front socket again", path.parent / CLOSED_SOCKET)
-        self.closed = None
+                    "binding the front socket again, still closed to new clients",
+                    path.parent / CLOSED_SOCKET)
         self._moved = None
 
     def as_json(self) -> dict[str, Any]:
@@ -368,7 +390,10 @@ class FrontDoor:
         file (`close_for_stop`), still the one at the path (else they may be the next
         supervisor's)."""
         self.unwatch()
-        if self.closed is not None and front_path is not None:
+        if self.closed is not None and front_path is not None and self._moved is None:
+            if self._holds():  # its moved socket removed, not bound again yet (`lost`)
+                remove_own_note(front_path.parent, self.closed.pid, self.closed.started)
+        elif self.closed is not None and front_path is not None:
             if (self._moved_is_own(front_path) if self.closed.stopping
                     else self._moved_is_ours(front_path)):
                 (front_path.parent / CLOSED_SOCKET).unlink(missing_ok=True)

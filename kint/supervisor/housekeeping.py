@@ -56,6 +56,7 @@ class Housekeeping:
     _log_rotate_failed: bool
     # Supervisor's own methods, declared for the type checker.
     _bind_sockets: Callable[[], None]
+    unbind_idle_listeners: Callable[[], None]
     door: FrontDoor
     begin_shutdown: Callable[[], None]
 
@@ -89,15 +90,17 @@ class Housekeeping:
             self.exit_code = EXIT_STEPPED_DOWN
             self.begin_shutdown()
             return
-        # A front socket moved aside by its door (front_door) is this supervisor's doing.
+        # A front socket moved aside by its door (front_door) is this supervisor's doing;
+        # once that file is gone too (`lost`), the front socket is bound again, closed.
         paths = (self.back_path,) if self.door.closed is not None else (self.front_path,
                                                                          self.back_path)
-        if any(p is None or not is_private_dir(p.parent) or not self.ownership.socket_is_ours(p)
-               for p in paths):
+        if self.door.lost or any(p is None or not is_private_dir(p.parent)
+                                 or not self.ownership.socket_is_ours(p) for p in paths):
             try:
                 self._bind_sockets()
             except (OSError, zmq.ZMQError) as err:
                 log.warning("could not bind the sockets again: %s; retrying", err)
+        self.unbind_idle_listeners()
 
     def check_config(self, force: bool = False) -> kint_settings.ConfigError | None:
         """Read $KINT_HOME/config.toml again when its stat changed (`force`: now, for
