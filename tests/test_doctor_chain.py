@@ -4,8 +4,9 @@ the contract's code, the head against the mirror and the unanchored changes; eac
 warning and failing for real (a real anvil, supervisors, workers and Sibyl stores; the
 endpoints changed through the space's config.toml, as a user would).
 
-The tests run in file order on one story: A connects and anchors, B restores from A's
-recovery code."""
+One story: A connects and anchors (the module's fixture), B restores from A's recovery
+code (a fixture too); each test leaves A's memory anchored and its config as it found them,
+so that it runs alone or in any order."""
 
 from __future__ import annotations
 
@@ -52,6 +53,16 @@ def story(tmp_path_factory, chain_home):
         moves.shutdown()
 
 
+@pytest.fixture(scope="module")
+def b_connected(story):
+    """Machine B connected with A's recovery code: the machine that restores and reads
+    (each of its tests pulls first). A fixture, so that each test of B runs alone or in
+    any order."""
+    b = story["b"]
+    connect_with_code(b, story["owner"], recovery_code(story["a"], story["space16"]))
+    return b
+
+
 def checks_of(sb: Sandbox, **env: str) -> dict[str, dict]:
     """The --json run's checks by name, its exit code checked against them: where a test
     reads only the checks (a text run would cost a command and be read by nobody)."""
@@ -96,7 +107,7 @@ def test_in_step_every_new_line_passes(story):
     assert text.returncode == 0, text.stdout
     lines = text.stdout.splitlines()
     recovery = a.kint_home / f"RECOVERY-{space16}.txt"
-    block = story["pushed"]["block"]
+    seq, block = story["pushed"]["seq"], story["pushed"]["block"]  # 1, alone or first
     expected = [
         f"[ok  ] enrolment: owner {story['owner']} (eoa account), space {space16}",
         f"[ok  ] recovery file: {recovery}; keep a copy off this machine",
@@ -104,8 +115,8 @@ def test_in_step_every_new_line_passes(story):
         f"[ok  ] rpc primary: {devchain['rpc_url']}: chain id {devchain['chain_id']} "
         f"(the devchain)",
         "[ok  ] rpc secondary: not asked on the devchain: a pull reads its one endpoint",
-        f"[ok  ] head: this machine epoch 1 at block {block}; chain epoch 1 at block {block}; "
-        f"in step",
+        f"[ok  ] head: this machine epoch {seq} at block {block}; chain epoch {seq} at block "
+        f"{block}; in step",
     ]
     for line in expected:
         assert line in lines, (line, lines)
@@ -140,9 +151,8 @@ def test_unanchored_rows_warn_until_pushed(story):
                                             "detail": "none", "hint": ""}
 
 
-def test_a_machine_behind_the_chain_is_not_in_step_until_it_pulls(story):
-    a, b = story["a"], story["b"]
-    connect_with_code(b, story["owner"], recovery_code(a, story["space16"]))
+def test_a_machine_behind_the_chain_is_not_in_step_until_it_pulls(story, b_connected):
+    a, b = story["a"], b_connected
     ok(b.kint("pull"))
     checks = checks_of(b)
     assert checks["head"]["ok"] and not checks["head"].get("warn"), checks["head"]
@@ -171,12 +181,12 @@ def test_a_machine_behind_the_chain_is_not_in_step_until_it_pulls(story):
     assert checks["head"]["detail"].endswith("; in step"), checks["head"]
 
 
-def test_a_machine_without_a_session_key_restores_and_its_doctor_warns(story):
+def test_a_machine_without_a_session_key_restores_and_its_doctor_warns(b_connected):
     """No session key on this machine (removed, so that it can never append): a warning,
     exit 0, as a key not authorized or funded is (02-quickstart.md: doctor warns), since
     it stops writes only; the restore works without it. It failed, exit 1, for a machine
     that does all it is kept for."""
-    b = story["b"]
+    b = b_connected
     key = b.kint_home / "session.key"
     aside = key.with_name("session.key.aside")
     key.rename(aside)

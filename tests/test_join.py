@@ -75,6 +75,16 @@ def machine_b(machines):
 
 
 @pytest.fixture(scope="module")
+def first_join(vault, machine_b):
+    """Machine B's first join, wiped as it was made: its output. Every test of B asks for
+    it, so that the join on a wiped machine is always this one and each test of B runs
+    alone or in any order (a test that changes B's authorization puts it back)."""
+    b = machine_b
+    assert not b.sibyl_db.exists()
+    return _join(b, vault[1], "--no-setup")
+
+
+@pytest.fixture(scope="module")
 def machine_c(machines):
     return machines["c"]
 
@@ -118,11 +128,9 @@ def _session_check(sb) -> dict:
     return _doctor(sb)[1]
 
 
-def test_join_restores_a_wiped_machine_byte_exact(vault, machine_b, chain_home):
+def test_join_restores_a_wiped_machine_byte_exact(vault, machine_b, first_join, chain_home):
     a, account, connected = vault
-    b = machine_b
-    assert not b.sibyl_db.exists()
-    out = _join(b, account, "--no-setup")
+    b, out = machine_b, first_join
     assert out.returncode == 0, out.stdout + out.stderr
     lines = _lines(out)
     anchor = devchain_anchor(chain_home)
@@ -181,9 +189,19 @@ def test_join_restores_a_wiped_machine_byte_exact(vault, machine_b, chain_home):
 
 
 def test_a_second_join_resumes_and_reports_writes_on_once_authorized(vault, machine_b,
-                                                                    chain_home):
+                                                                    first_join, chain_home):
     _, account, connected = vault
     b = machine_b
+    try:
+        _writes_on_once_authorized(b, account, connected, chain_home)
+    finally:  # B's key unauthorized again, as the other tests of B find it
+        key = next(l for l in _lines(first_join) if l.startswith("session key: 0x")).split()[2]
+        anchor = devchain_anchor(chain_home)
+        if anchor.session_key_expiry(account.address, key):
+            anchor.transact(account, anchor.encode_revoke_session_key(key))
+
+
+def _writes_on_once_authorized(b, account, connected, chain_home) -> None:
     out = _join(b, account, "--no-setup")
     assert out.returncode == 0, out.stdout + out.stderr
     lines = _lines(out)
@@ -241,7 +259,7 @@ def test_a_second_join_resumes_and_reports_writes_on_once_authorized(vault, mach
 
 
 def test_a_rerun_reads_the_chain_through_the_spaces_own_endpoints(vault, machine_b,
-                                                                    chain_home):
+                                                                    first_join, chain_home):
     """A space connected with endpoints of its own (`kint connect --rpc-urls`, kept in its
     enrolment) has its connect and restore read through them by its worker; join's own
     reads (the vault's head, the session key's facts) go there too, not to the machine's."""
@@ -275,7 +293,7 @@ def test_a_rerun_reads_the_chain_through_the_spaces_own_endpoints(vault, machine
 
 
 def test_join_reads_the_chain_where_its_worker_does_not_through_its_environment(
-        vault, machine_b, chain_home):
+        vault, machine_b, first_join, chain_home):
     """join's own reads (the contract it names, the vault's head, the session key's facts)
     go where its connect and restore go: the space's worker, with the running supervisor's
     settings. A dead endpoint and another contract in join's environment only (its
@@ -316,7 +334,8 @@ def test_join_reads_the_chain_where_its_worker_does_not_through_its_environment(
         "from the chain [BAD_REQUEST]", "hint: unset KINT_OFFLINE"], out.stderr
 
 
-def test_the_workers_join_chain_op_checks_the_addresses_it_is_sent(vault, machine_b):
+def test_the_workers_join_chain_op_checks_the_addresses_it_is_sent(vault, machine_b,
+                                                                  first_join):
     """The op behind join's chain reads puts the owner and the session key into chain
     calls: one that is not an address is refused by name, before any read, and so is one
     whose mixed case is not its EIP-55 checksum (a character mistyped), as the command
@@ -338,7 +357,7 @@ def test_the_workers_join_chain_op_checks_the_addresses_it_is_sent(vault, machin
     assert b.call("join_chain", b.sibyl_db, args={})["devchain"] is True
 
 
-def test_join_registers_kint_server_with_the_tenant_pinned(vault, machine_b):
+def test_join_registers_kint_server_with_the_tenant_pinned(vault, machine_b, first_join):
     """The harness step is `kint setup`'s own registration (here Codex, whose file setup
     writes itself), with KINT_TENANT pinned to the tenant joined and the --env pairs."""
     import tomllib
@@ -365,6 +384,7 @@ def test_join_stops_at_the_vault_without_epochs_unless_new_vault(machine_c):
     c = machine_c
     fresh = Account.create()
     tenant = "kint-join-empty"
+    store_was = c.sibyl_db.exists()  # made by the discard test, when it ran first
     out = _join(c, fresh, "--no-setup", "--tenant", tenant)
     assert out.returncode == 2, out.stdout + out.stderr
     assert f"tenant {tenant} (from --tenant)" in out.stdout
@@ -381,7 +401,7 @@ def test_join_stops_at_the_vault_without_epochs_unless_new_vault(machine_c):
     assert refused["message"].startswith(f"the chain holds no epochs for owner {fresh.address}")
     assert "--new-vault" in refused["hint"]
     assert not (c.kint_home / f"enrol-{space_id(tenant)[:16]}.json").exists()
-    assert not c.sibyl_db.exists()  # a failed join creates no store
+    assert c.sibyl_db.exists() == store_was  # a failed join creates no store
 
     out = _join(c, fresh, "--no-setup", "--tenant", tenant, "--new-vault")
     assert out.returncode == 0, out.stdout + out.stderr

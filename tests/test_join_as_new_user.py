@@ -15,6 +15,7 @@ import pytest
 
 from chain_machines import RULE_1, kjson, ok, owner_account, recovery_code, wallet_signature
 from conftest import write_rules
+from kint.custody.vault_message import canonical_payload
 from machines_together import machines_started
 
 
@@ -22,7 +23,7 @@ from machines_together import machines_started
 def machines(tmp_path_factory, chain_home):
     """Machines A, B, C and D, their supervisors started side by side
     (machines_together.machines_started): B, C and D stay untouched until their tests (D is
-    the wiped machine of the last one)."""
+    the wiped machine of the full join)."""
     with machines_started([tmp_path_factory.mktemp(f"new-user-{name}") for name in "abcd"],
                           chain_home) as made:
         yield dict(zip("abcd", made))
@@ -41,6 +42,26 @@ def vault(machines):
 @pytest.fixture(scope="module")
 def machine_b(machines):
     return machines["b"]
+
+
+ROTATED = "new-user-rotated"  # the tenant of the rotated vault, on machine A
+
+
+@pytest.fixture(scope="module")
+def rotated(machines):
+    """A second vault on machine A (tenant ROTATED): one anchored epoch, then a rekey.
+    Its own vault, so that the rotation changes nothing under the tests of `vault`, and
+    the tests that read it run alone or in any order. Its owner wallet and the code kept
+    from before the rekey."""
+    a = machines["a"]
+    write_rules(a.sibyl_db, ROTATED, release_gate=RULE_1)
+    connected = kjson(a, "--tenant", ROTATED, "connect", "--dev")
+    assert kjson(a, "--tenant", ROTATED, "push")["head_seq"] == 1
+    owner = owner_account(a, connected["owner"])
+    old_code = recovery_code(a, connected["space"])
+    ok(a.kint("--tenant", ROTATED, "rekey", "--signature", "-",
+              input=wallet_signature(owner, canonical_payload(owner.address).decode()) + "\n"))
+    return owner, old_code
 
 
 def _typo(code: str) -> str:
@@ -211,16 +232,13 @@ def test_a_connect_given_the_wrong_owner_is_put_right_by_connecting_the_right_on
         f"{wrong.address} [BAD_REQUEST]"), refused.stderr
 
 
-def test_a_recovery_code_from_before_a_rotation_is_told_so(vault, machine_b):
+def test_a_recovery_code_from_before_a_rotation_is_told_so(rotated, machine_b):
     """After a rekey the old code no longer opens the vault (05-keys.md); its refusal, in
     v0.3.0's words, said to check the code, the owner and the tenant, all of them right:
-    the hint now names the rotation, and where the new code was written. (Last in the
-    module: the rekey changes the vault under the tests before it.)"""
-    a, owner, old_code = vault
-    payload = ok(a.kint("canonical-payload", "--owner", owner.address)).stdout
-    ok(a.kint("rekey", "--signature", "-", input=wallet_signature(owner, payload) + "\n"))
-    out = machine_b.kint("connect", "--owner", owner.address, "--recovery-code-stdin",
-                         "--json", input=old_code + "\n")
+    the hint now names the rotation, and where the new code was written."""
+    owner, old_code = rotated
+    out = machine_b.kint("--tenant", ROTATED, "connect", "--owner", owner.address,
+                         "--recovery-code-stdin", "--json", input=old_code + "\n")
     assert out.returncode == 2, (out.stdout, out.stderr)
     refusal = json.loads(out.stdout)
     assert refusal["error"] == "WRONG_KEY", refusal
@@ -231,16 +249,17 @@ def test_a_recovery_code_from_before_a_rotation_is_told_so(vault, machine_b):
                                     "(RECOVERY-<space16>.txt where it ran)"), refusal
 
 
-def test_a_full_join_after_a_rotation_lists_each_older_epoch_once_as_closed(vault, machines):
-    """After the rekey above, a wiped machine's `kint join --full` restores from the
-    rotation's snapshot and lists the epoch sealed under the retired key once, as CLOSED
+def test_a_full_join_after_a_rotation_lists_each_older_epoch_once_as_closed(rotated, machines):
+    """After a rekey, a wiped machine's `kint join --full` restores from the rotation's
+    snapshot and lists the epoch sealed under the retired key once, as CLOSED
     (03-new-machine.md, "Epochs sealed under a retired key"): it printed it twice, as a
     SKIPPED epoch the snapshot carried past and again as CLOSED."""
-    _a, owner, _code = vault
+    owner, _code = rotated
     wiped = machines["d"]
     payload = ok(wiped.kint("canonical-payload", "--owner", owner.address)).stdout
-    out = ok(wiped.kint("join", "--owner", owner.address, "--signature", "-", "--full",
-                        "--no-setup", input=wallet_signature(owner, payload) + "\n"))
+    join = ("--tenant", ROTATED, "join", "--owner", owner.address, "--signature", "-",
+            "--full", "--no-setup")
+    out = ok(wiped.kint(*join, input=wallet_signature(owner, payload) + "\n"))
     lines = out.stdout.splitlines()
     unapplied = [x for x in lines if x.startswith(("SKIPPED", "CLOSED"))]
     assert len(unapplied) == 1, lines
@@ -250,12 +269,11 @@ def test_a_full_join_after_a_rotation_lists_each_older_epoch_once_as_closed(vaul
     restore = next(x for x in lines if x.startswith("restore: "))
     assert restore.endswith("; 1 older epoch(s) sealed under a retired key stay closed "
                             "on this machine"), lines
-    pulled = kjson(wiped, "pull", "--full")
+    pulled = kjson(wiped, "--tenant", ROTATED, "pull", "--full")
     assert (pulled["skipped"], [c["seq"] for c in pulled["closed"]]) == ([], [1]), pulled
     # `--json`'s restore is `kint pull --json`'s object: its hashes `0x` and 64 hex digits
     # (the worker's bare ones were printed as they came).
-    again = json.loads(ok(wiped.kint("join", "--owner", owner.address, "--signature", "-",
-                                     "--full", "--no-setup", "--json",
+    again = json.loads(ok(wiped.kint(*join, "--json",
                                      input=wallet_signature(owner, payload) + "\n")).stdout)
     assert again["restore"]["closed"] == pulled["closed"], (again["restore"], pulled)
     assert re.fullmatch("0x[0-9a-f]{64}", pulled["closed"][0]["tx"]), pulled["closed"]
