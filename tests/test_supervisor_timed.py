@@ -1,5 +1,7 @@
 """The supervisor's timed work turn by turn (kint/supervisor/timed.py): deadlines and
-requests a full pipe refused at every turn, the sweep over every space once per tick.
+requests a full pipe refused at every turn, the sweep over every space once per tick, and
+an exit held for its worker's reason (kint/supervisor/exit_hold.py) until it comes or the
+hold's end.
 
 The host below is the part of `Supervisor` the timed work reads (its handles, settings,
 deadline heap, back socket and outbox, the routes its worker messages are read by, and
@@ -21,6 +23,8 @@ import subprocess
 import sys
 import time
 
+import orjson
+import pytest
 import zmq
 
 from kint.open_files import FDS_PER_WORKER, OpenFiles
@@ -30,8 +34,10 @@ from kint.supervisor.daemon import Supervisor
 from kint.supervisor import room
 from kint.supervisor.exits import ExitWatch
 from kint.supervisor.front_door import FrontDoor
+from kint.supervisor.exit_hold import REASON_GRACE_S
 from kint.supervisor.last_words import RetiredRoute
 from kint.supervisor.lifecycle import WorkerLifecycle
+from kint.supervisor.routing import ClientRouting
 from kint.supervisor.settings import Settings
 from kint.supervisor.timed import RETRY_S, TimedWork
 from kint.supervisor.worker_messages import WorkerMessages
@@ -51,6 +57,7 @@ class _Host(WorkerMessages, WorkerLifecycle, TimedWork):
         self._by_route: dict[bytes, WorkerHandle] = {}
         self._retired_routes: dict[bytes, RetiredRoute] = {}
         self._unreplied: dict[bytes, RetiredRoute] = {}
+        self._held_exits: dict[str, WorkerHandle] = {}
         self._refused_routes: set[bytes] = set()
         self.passed_on: list[tuple[str, bytes]] = []
         self.shutting_down = False
@@ -505,3 +512,142 @@ def test_a_space_stopped_for_room_and_asked_for_meanwhile_waits_its_turn(monkeyp
         ctx.term()
         host.exits.close()
         host.spawner.close()
+
+
+class _ExitHost(_ForkserverHost):
+    """A forkserver ready, a back socket that reaches no worker (a stop sent to one that
+    exited is refused, as under the supervisor's ROUTER_MANDATORY), and the quarantine's
+    message as clients get it."""
+
+    _quarantine_message = ClientRouting._quarantine_message
+
+    def __init__(self, ctx: zmq.Context) -> None:
+        super().__init__(Settings(tick_s=0.25), start=1000.0)
+        self.spawner.ready = True
+        self.back = ctx.socket(zmq.ROUTER)
+        self.back.setsockopt(zmq.ROUTER_MANDATORY, 1)
+
+    def close(self) -> None:
+        self.back.close(linger=0)
+        self.exits.close()
+        self.spawner.close()
+
+
+REASON = "the worker could not start: ImportError: No module named 'kint_plugin_gone'"
+
+
+def _fatal(route: bytes, token: bytes, pid: int) -> list[zmq.Frame]:
+    """A worker's `fatal` as the back socket gives it: its route, the header, no body."""
+    header = {"kind": "fatal", "pid": pid, "token": worker_wire.token_text(token),
+              "reason": REASON}
+    return [zmq.Frame(route), zmq.Frame(orjson.dumps(header)), zmq.Frame(b"")]
+
+
+def _exits_fatal(host: _ExitHost, handle: WorkerHandle, waiting: bool = True) -> None:
+    """The space's worker, five crashes behind it in the window (the next quarantines),
+    exits EXIT_FATAL with a request waiting, its reason not read yet."""
+    now = time.monotonic()
+    handle.crash_times.extend([now] * host.settings.max_restarts_in_window)
+    if waiting:
+        host.queue(handle, "waits", deadline=now + 30)
+    handle.process.exitcode = worker_wire.EXIT_FATAL
+    host._on_exit(handle)
+
+
+def test_an_exit_held_for_its_reason_is_handled_the_moment_the_reason_comes():
+    """A worker sent its reason and exited, the exit noticed before the message was read
+    (the race test_worker_start_failure met): what the exit answers was made there, bare
+    (`exited with code 3`). The exit is held instead, the space's requests waiting as for
+    a worker still starting, the loop waking for it by the hold's end at the latest, and
+    another space's worker untouched; the reason, read on the route, has it handled at
+    once: the quarantine's refusal names it."""
+    ctx = zmq.Context()
+    host = _ExitHost(ctx)
+    try:
+        space, other = host.add(1), host.add(2)
+        host.spawn(space)
+        host.spawn(other)
+        route, token, pid = space.route, space.token, space.pid
+        _exits_fatal(host, space)
+        assert space.held_until is not None and space.alive, space
+        assert host._held_exits == {space.space_id: space} and host.answered == []
+        assert host.poll_timeout_ms(space.held_until - REASON_GRACE_S) <= REASON_GRACE_S * 1000
+        host.tick(space.held_until - 0.01)  # not yet: the sweep passes it by too
+        assert host.answered == [] and space.state == "starting" and space.alive
+        host._on_back(_fatal(route, token, pid))
+        assert space.held_until is None and host._held_exits == {} and not space.alive
+        assert [(i, r.error) for i, r in host.answered] == [("waits", "QUARANTINED")]
+        assert f"last exit: {REASON};" in host.answered[0][1].message, host.answered
+        assert space.state == "quarantined" and space.last_exit == REASON
+        assert other.alive and other.state == "starting" and other.held_until is None
+    finally:
+        host.close()
+        ctx.term()
+
+
+@pytest.mark.parametrize("late", ["its-own", "another-pid", "stopped", "supervisor-stopping"])
+def test_a_reason_later_than_the_hold_mends_only_the_exit_it_was_for(caplog, late):
+    """The hold's grace passes without the reason: the exit is handled at its deadline,
+    bare. The worker's reason read after that, with its token and pid, becomes the row's
+    last exit (`its-own`). Nothing changes when the pid is another's (refused, and logged
+    as a peer's), nor when the exit wrote no last exit of its own: a commanded stop during
+    the hold (`stopped`), or the supervisor stopping (`supervisor-stopping`), whose rows
+    keep the last exit an earlier crash wrote."""
+    ctx = zmq.Context()
+    host = _ExitHost(ctx)
+    caplog.set_level(logging.INFO, logger="kint.supervisor")
+    try:
+        space = host.add(1)
+        space.last_exit = "an earlier crash"
+        host.spawn(space)
+        route, token, pid = space.route, space.token, space.pid
+        _exits_fatal(host, space, waiting=late == "its-own")
+        if late == "stopped":
+            host.stop_worker(space, "stop", time.monotonic())
+        elif late == "supervisor-stopping":
+            host.shutting_down = True
+        host.tick(space.held_until)  # the deadline: handled without the reason
+        assert space.held_until is None and not space.alive
+        bare = space.last_exit
+        if late in ("its-own", "another-pid"):
+            assert bare == "exited with code 3" and space.state == "quarantined", space
+        else:
+            assert bare == "an earlier crash" and space.state == "stopped", space
+        host._on_back(_fatal(route, token, pid + 1 if late == "another-pid" else pid))
+        if late == "its-own":
+            assert space.last_exit == REASON
+            return
+        assert space.last_exit == bare, space.last_exit
+        if late == "another-pid":
+            assert caplog.text.count("refused a message") == 1, caplog.text
+    finally:
+        host.close()
+        ctx.term()
+
+
+def test_a_reason_waiting_unread_at_the_holds_end_is_the_exits():
+    """The turn's clock was read after its poll: at the hold's end the worker's reason may
+    wait on the back socket, unread. It is read first, and the exit is handled with it,
+    as a reply found there wins over its TIMEOUT."""
+    ctx = zmq.Context()
+    host = _ExitHost(ctx)
+    worker = ctx.socket(zmq.DEALER)
+    try:
+        host.back.bind("inproc://exit-hold")
+        space = host.add(1)
+        host.spawn(space)
+        route, token, pid = space.route, space.token, space.pid
+        _exits_fatal(host, space)
+        worker.setsockopt(zmq.ROUTING_ID, route)
+        worker.connect("inproc://exit-hold")
+        worker.send_multipart([f.bytes for f in _fatal(route, token, pid)[1:]])
+        give_up = time.monotonic() + 30
+        while not host.back.poll(0) and time.monotonic() < give_up:
+            time.sleep(0.001)
+        host.tick(space.held_until)
+        assert space.last_exit == REASON and space.state == "quarantined", space
+        assert f"last exit: {REASON};" in host.answered[0][1].message, host.answered
+    finally:
+        worker.close(linger=0)
+        host.close()
+        ctx.term()

@@ -1,19 +1,21 @@
-"""A worker's reason read after its exit (the race test_worker_start_failure met once).
+"""A worker's reason read after its exit, later than the supervisor holds the exit for it.
 
-A worker that cannot start sends its reason (`fatal`) and exits EXIT_FATAL. The supervisor
-reads what waits on the back socket before it handles an exit, but the message can still
-be in the kernel's hands then: the exit is recorded as `exited with code 3`, the route
-retired, and the reason, read a turn later, was dropped. The late words, with the retired
-worker's token and pid, now put its reason where the bare exit was, while the space is
-where that exit left it (here, quarantined).
+A worker that cannot start sends its reason (`fatal`) and exits EXIT_FATAL. The message can
+reach the supervisor after the exit (the race test_worker_start_failure met once): the
+supervisor holds such an exit, up to its grace, for the reason (kint/supervisor/
+last_words.py; test_worker_start_failure has the reason come inside it). One later still,
+on a loaded box, comes once the exit is handled as `exited with code 3` and the route
+retired: with the retired worker's token and pid it puts its reason where the bare exit
+was, while the space is where that exit left it (here, quarantined).
 
-The race cannot be had on demand (it wants the supervisor's I/O thread to lose a race to
-the exit's notice by microseconds), so the test worker's reason is made late every time:
+The race cannot be had on demand, so the test worker's reason is made late every time:
 tests/support/kint_test_faults.py's KINT_TEST_LATE_FATAL has the worker exit without it,
 and a child it forked sends it, on the worker's route with its token and pid, once the
-supervisor has logged the exit. The supervisor and workers are real. With the file saying
-`impostor`, the child sends first the same message under a wrong token (the route and pid
-right): it must change nothing.
+supervisor has logged the exit (so after the hold). The supervisor and workers are real.
+Each child waits, besides, while the test's hold file stands, so all six are alive when
+the space is quarantined: none holds the space's worker lock (a respawn would wait behind
+it). With the file saying `impostor`, the child sends first the same message under a wrong
+token (the route and pid right): it must change nothing.
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ import pytest
 
 from conftest import make_sandbox, write_store
 from kint.client import KintError
+from kint.paths import worker_lock_path
 from kint.spaces import space_id
+from kint.tenant_worker.worker_lock import held_at
 
 REASON = ("the worker could not start: ImportError: No module named 'kint_plugin_gone' "
           "(a test's broken module)")
@@ -46,7 +50,10 @@ def box(request, tmp_path):
     write_store(bad, tenant=sb.tenant)
     doomed.write_text(space_id(sb.label(bad))[:16])
     late.write_text(request.param)
-    yield sb, bad, request.param
+    hold = tmp_path / "late-fatal.hold"  # the senders wait while it stands
+    hold.touch()
+    yield sb, bad, request.param, hold
+    hold.unlink(missing_ok=True)
     sb.shutdown()
 
 
@@ -59,23 +66,30 @@ def quarantined(sb, db, timeout_s: float = 10) -> KintError:
 
 
 def test_a_reason_read_after_the_exit_is_the_quarantines_and_the_status(box):
-    sb, bad, kind = box
-    # The first refusal is made at the exit, before the late words come: it may say
-    # either. From then on, the status and every refusal carry the worker's reason.
-    quarantined(sb, bad, timeout_s=30)
+    sb, bad, kind, hold = box
+    space16 = space_id(sb.label(bad))[:16]
+    # The refusal made at the exit, before the late words come, says the bare exit (the
+    # hold's grace passed without them).
+    first = quarantined(sb, bad, timeout_s=30).message
+    assert "last exit: exited with code 3;" in first, first
+    # Six senders wait, and the space's worker lock is free: each respawn took it at once.
+    assert held_at(worker_lock_path(sb.kint_home, space16)) is False
+    hold.unlink()
     row = sb.wait_for(lambda: (r := sb.row(bad))["last_exit"] == REASON and r, timeout=15,
                       what="the worker's reason as the last exit")
     assert row["state"] == "quarantined" and row["restarts"] == 6, row
     message = quarantined(sb, bad).message
     assert f"last exit: {REASON};" in message, message
 
-    space16 = space_id(sb.label(bad))[:16]
     assert f"last exit of {space16}: {REASON}" in sb.kint("supervisor", "status").stdout
-    log = (sb.kint_home / "supervisor.log").read_text()
     # Every exit but the quarantining one was followed by a restart: those late words
-    # came after the space moved on, and were only logged.
-    assert log.count("read after the space moved on") == 5, log
+    # came after the space moved on, and were only logged (the senders run side by side:
+    # the last five may be read in any order).
+    log = sb.wait_for(lambda: (text := (sb.kint_home / "supervisor.log").read_text())
+                      .count("read after the space moved on") == 5 and text, timeout=15,
+                      what="the five earlier workers' late words")
     assert log.count("read after its exit") == 1, log
+    assert log.count("did not come within") == 6, log  # each exit held, then handled
     assert FORGED_REASON not in json.dumps(row) and FORGED_REASON not in log
     if kind == "impostor":
         assert f"the token of space {space16}'s worker is missing or wrong" in log, log

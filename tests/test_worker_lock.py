@@ -349,7 +349,8 @@ def _handle() -> WorkerHandle:
 
 def _exits_refused(host: _RefusalHost, handle: WorkerHandle, code: int = EXIT_REFUSED) -> None:
     """The space's worker, a real process, exits `code` (EXIT_REFUSED, or a start short of
-    open files) with no message read, and the host handles its exit."""
+    open files) with no message read, and the host handles its exit: at once, or, held
+    for the worker's reason (its route open: last_words.py), at the hold's end."""
     proc = multiprocessing.get_context("spawn").Process(target=os._exit, args=(code,))
     proc.start()
     try:
@@ -357,6 +358,8 @@ def _exits_refused(host: _RefusalHost, handle: WorkerHandle, code: int = EXIT_RE
         host.exits.watch(proc.sentinel, handle)
         proc.join(30)
         host._on_exit(handle)
+        if handle.held_until is not None:  # its grace over, no reason read
+            host._release(handle)
     finally:
         host.exits.close()
 

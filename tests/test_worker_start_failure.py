@@ -7,6 +7,13 @@ QUARANTINED refusal and `kint supervisor status` (text and `--json`) give the re
 worker failed with, not `exited with code 1` (its traceback was only in the daemon's raw
 stderr); the other tenant's calls go on meanwhile; and `kint supervisor stop` during the
 backoff stops it for good, no retry started after it.
+
+Every failing worker's reason reaches the supervisor after its exit here, a little later
+(the race the worker's message and its exit run, which the message lost once in a while,
+made certain: kint_test_faults.py's KINT_TEST_LATE_FATAL, `soon`), and inside the time the
+supervisor holds such an exit for its reason (kint/supervisor/last_words.py): the first
+refusal, and the row read as soon as the retry is over, carry the reason all the same.
+(A reason later than the hold: tests/test_worker_late_fatal.py.)
 """
 
 from __future__ import annotations
@@ -31,9 +38,10 @@ BACKOFF_S = 5
 
 @pytest.fixture
 def box(tmp_path):
-    doomed_file = tmp_path / "fail-start"
+    doomed_file, late = tmp_path / "fail-start", tmp_path / "late-fatal"
+    late.write_text("soon")
     sb = make_sandbox(tmp_path / "machine", KINT_QUARANTINE_BACKOFF_SECONDS=str(BACKOFF_S),
-                      KINT_TEST_FAIL_START=str(doomed_file))
+                      KINT_TEST_FAIL_START=str(doomed_file), KINT_TEST_LATE_FATAL=str(late))
     sb.start_entitled()
     good, bad = sb.profile_db("good"), sb.profile_db("broken")
     for db in (good, bad):

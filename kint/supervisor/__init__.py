@@ -12,6 +12,7 @@ answering whatever one space is doing.
 - `worker_messages`: the workers' hellos, beats and replies, believed only from them.
 - `lifecycle`: a worker's spawn, stop, exit, restart, quarantine and hang.
 - `last_words`: a worker's reason read after its exit, and its route's memory.
+- `exit_hold`: a worker's exit held, briefly, for the reason it sent just before it.
 - `room`: room for a worker when the open files run short (an idle worker stopped for it,
   or BUSY naming the limit; the count itself is `kint.open_files`).
 - `front_door`: the front socket closed to new clients before they take the last open

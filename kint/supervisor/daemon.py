@@ -76,6 +76,7 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
         self._by_route: dict[bytes, WorkerHandle] = {}
         self._retired_routes: dict[bytes, RetiredRoute] = {}
         self._unreplied: dict[bytes, RetiredRoute] = {}
+        self._held_exits: dict[str, WorkerHandle] = {}
         self._space_ids: dict[str, str] = {}
         self._refused_routes: set[bytes] = set()
         self._room_wanted: list[str] = []

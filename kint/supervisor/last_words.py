@@ -3,7 +3,8 @@
 A worker that cannot start sends its reason (`fatal`) on the back socket, then exits. The
 loop reads what waits on the socket before it handles an exit (daemon.py), but the message
 can still reach the supervisor's socket after the exit it precedes: the kernel told of the
-exit while ZeroMQ's I/O thread had not yet taken the message in. The exit is then recorded
+exit while ZeroMQ's I/O thread had not yet taken the message in. Such an exit waits for the
+reason a while (exit_hold.py); one later still, past that hold, finds the exit recorded
 as bare (`exited with code 3`, or a refusal naming no holder: `_refused_unheard`), and the
 route retired. So the retired route keeps the token and pid of the worker it was, and what
 its exit recorded without its word; a `fatal` that comes later, with that token and pid,
@@ -86,8 +87,9 @@ class RetiredRoute:
     # is a newer worker, and the space has moved on.
     spawned_at: float | None
     # The last exit its exit recorded without the worker's word (`record_unheard`): what a
-    # late `fatal` may still replace. None when there is nothing to replace (its reason was
-    # read in time, it was hung, or it was stopped on command).
+    # late `fatal` may still replace. None when that exit wrote no last exit of its own (it
+    # was stopped, or hung: a hung worker's route is retired before its exit, which then
+    # records nothing here) or had its reason in time.
     unheard: str | None = None
     # The requests it was running at its clean exit, waiting for its last replies.
     unreplied: Unreplied | None = None
@@ -189,14 +191,13 @@ class LastWords:
                                                             pending.op, waiting.hint))
 
     @staticmethod
-    def record_unheard(record: RetiredRoute | None, handle: WorkerHandle) -> None:
-        """After `_on_exit`: whether the exit recorded a last exit without the worker's
-        word (its `fatal` unread, no hang, no commanded stop), which a late `fatal` may
-        mend. A crash that restarted the space at once is recorded too: the new spawn is
-        what tells the late words they came too late."""
-        if (record is not None and handle.fatal_reason is None and handle.hung_reason is None
-                and handle.stop_reason is None and handle.last_exit is not None):
-            record.unheard = handle.last_exit
+    def record_unheard(record: RetiredRoute | None, last_exit: str) -> None:
+        """`_exited` wrote `last_exit` for this exit (a crash, or a start refused) without
+        the worker's word: a late `fatal` may mend it. Called only where that exit wrote
+        it, with what it wrote: a crash that restarted the space at once is recorded too,
+        and the new spawn is what tells the late words they came too late."""
+        if record is not None:
+            record.unheard = last_exit
 
     def _heard_after(self, route: bytes, record: RetiredRoute, msg: dict[str, Any],
                      body: Any = None) -> None:
@@ -218,8 +219,9 @@ class LastWords:
                               f"worker {record.pid} from pid {msg['pid']}")
             return
         reason = msg["reason"]
-        if (record.unheard is None or handle.alive or handle.spawned_at != record.spawned_at
-                or handle.last_exit != record.unheard):
+        # A newer spawn is the space moved on: every later exit (so every later last exit)
+        # and every live worker is a later spawn's.
+        if record.unheard is None or handle.spawned_at != record.spawned_at:
             log.info("space %s: worker %s's reason, read after the space moved on (or told "
                      "already): %s", handle.space16, record.pid, reason)
             return

@@ -3,8 +3,9 @@
 beating. A mixin of `Supervisor` (kint/supervisor/daemon.py), which owns the sockets, the
 poller and the handles these methods act on: `home`, `settings`, `spawner`, `poller`,
 `handles`, `back`, `back_address`, `shutting_down`, `_by_route`, `_retired_routes` (which
-its base `LastWords` keeps: last_words.py) and `exits`; `_answer` and `_quarantine_message`
-are `ClientRouting`'s (kint/supervisor/routing.py).
+its base `LastWords` keeps: last_words.py), `_held_exits` (its base `ExitHold`'s:
+exit_hold.py) and `exits`; `_answer` and `_quarantine_message` are `ClientRouting`'s
+(kint/supervisor/routing.py).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import zmq
 from kint.paths import worker_lock_path
 from kint.protocol import ErrorCode, worker_wire
 from kint.protocol.envelope import error_reply
+from kint.supervisor.exit_hold import ExitHold
 from kint.supervisor.exits import ExitWatch
 from kint.supervisor.last_words import LastWords, RetiredRoute, worker_down_reply
 from kint.open_files import SYSTEM_FILES_HINT, WORKER_ROOM_HINT, open_files, out_of_files
@@ -32,7 +34,7 @@ from kint.tenant_worker.worker_lock import unnamed_holder_hint
 
 log = logging.getLogger("kint.supervisor")
 
-class WorkerLifecycle(WorkerRoom, LastWords):
+class WorkerLifecycle(WorkerRoom, LastWords, ExitHold):
     home: Any
     settings: Any
     spawner: Any
@@ -49,6 +51,8 @@ class WorkerLifecycle(WorkerRoom, LastWords):
     _by_route: dict[bytes, WorkerHandle]
     # Routes of workers declared down or exited (`_retire_route`, last_words.py).
     _retired_routes: dict[bytes, RetiredRoute]
+    # Spaces whose worker's exit waits for its reason (`_hold_exit`, exit_hold.py).
+    _held_exits: dict[str, WorkerHandle]
     exits: ExitWatch[WorkerHandle]
     # Spaces whose worker was asked for before the forkserver was ready (`spawn`), each
     # with whether it was asked for itself (sessions handed over), not for requests.
@@ -146,9 +150,19 @@ class WorkerLifecycle(WorkerRoom, LastWords):
                          "forkserver was ready; no worker started", handle.space16)
 
     def _on_exit(self, handle: WorkerHandle) -> None:
+        """The exit watch says the worker exited. Handled now, or, when its exit code says
+        it sent a reason not read yet, once that reason is read or its hold is over
+        (`_hold_exit`, exit_hold.py): what the exit answers and records says the reason."""
         proc = handle.process
         self.exits.forget(proc.sentinel)
         proc.join(timeout=1.0)
+        if not self._hold_exit(handle, proc.exitcode, time.monotonic()):
+            self._exited(handle)
+
+    def _exited(self, handle: WorkerHandle) -> None:
+        """Handle the worker's exit: answer its requests in flight, then restart the space,
+        quarantine it, leave it idle or stopped, as the exit and the commands say."""
+        proc = handle.process
         exitcode = proc.exitcode
         try:
             proc.close()
@@ -177,6 +191,9 @@ class WorkerLifecycle(WorkerRoom, LastWords):
                       f"open files (the system's table of them is full)")
             handle.start_refused = StartRefusal(ErrorCode.BUSY.value, SYSTEM_FILES_HINT, None)
         stop_reason = handle.stop_reason
+        # Read before the branch below, which may spawn (and clear it): whether the worker's
+        # reason came in time, or a late one may still mend what this exit writes.
+        told = handle.fatal_reason is not None
         # Stopped with the supervisor, it is not being restarted (the code's usual hint).
         hint = STOPPED_MID_OP_HINT if stop_reason == "stop" else None
         if (exitcode == 0 and stop_reason is not None and handle.hung_reason is None
@@ -209,21 +226,21 @@ class WorkerLifecycle(WorkerRoom, LastWords):
             # Its sessions too were handed to the successor (session_handoff.py), unless
             # the space moved to another store, which that successor serves.
             self.spawn(handle)
-        elif handle.start_refused is not None:
-            self._start_refused(handle, now, reason, handle.start_refused)
         else:
-            self._crashed(handle, now, reason)
-        # Its `fatal` may still come, read after this exit: what to mend then.
-        self.record_unheard(retired, handle)
+            if handle.start_refused is not None:
+                self._start_refused(handle, now, reason, handle.start_refused)
+            else:
+                self._crashed(handle, now, reason)
+            if not told:  # its `fatal` may still come, later than the hold: what to mend
+                self.record_unheard(retired, reason)
 
     def _refused_unheard(self, handle: WorkerHandle) -> str:
         """The worker exited EXIT_REFUSED and its `fatal`, which names the holder, has not
-        been read (lost, or still queued: the loop drains the back socket before it
-        handles exits, but a message can arrive after the exit it precedes, and then
-        names the holder from there on: last_words.py). The code says as much as the
-        message would have, bar the holder: a refusal, never a crash
-        (which restarted the space and counted towards a quarantine). Returns the reason,
-        and sets `start_refused` for `_on_exit`."""
+        been read (lost, or later than the exit's hold for it, exit_hold.py, and then names
+        the holder from when it comes: last_words.py). The code says as much as the message would
+        have, bar the holder: a refusal, never a crash (which restarted the space and
+        counted towards a quarantine). Returns the reason, and sets `start_refused` for
+        `_exited`."""
         path = worker_lock_path(self.home, handle.space16)
         handle.start_refused = StartRefusal(ErrorCode.WORKER_DOWN.value,
                                             unnamed_holder_hint(path), None)
@@ -336,6 +353,8 @@ class WorkerLifecycle(WorkerRoom, LastWords):
         return silent if silent is not None and silent > limit else None
 
     def _check_alive(self, handle: WorkerHandle, now: float) -> None:
+        if handle.held_until is not None:
+            return  # it exited: its exit is handled once its reason is read (exit_hold.py)
         s = self.settings
         if handle.kill_at is not None:
             if handle.grace_over(handle.kill_at, s.kill_grace_s, now):

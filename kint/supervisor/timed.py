@@ -1,5 +1,6 @@
 """What the supervisor's loop does besides reading messages, each on its own schedule.
 
+- An exit held for its worker's reason (exit_hold.py), at its deadline: handled without.
 - Deadlines, at every turn: a request whose deadline passed is answered TIMEOUT (the
   deadline heap's head is one comparison when none is due), unless its reply is found
   waiting on the back socket, read first at such a turn (`_expire`).
@@ -61,6 +62,9 @@ class TimedWork:
     _stalled: set[str]
     # When the sweep over every handle is next due (monotonic).
     _sweep_at: float
+    # Spaces whose worker's exit waits for its reason, each until its `held_until`
+    # (ExitHold, exit_hold.py).
+    _held_exits: dict[str, WorkerHandle]
     # The front socket's door to new clients (front_door), and where the socket is bound.
     door: Any
     front_path: Any
@@ -77,6 +81,8 @@ class TimedWork:
     _replies_due: Callable[[float], None]
     _room_sweep: Callable[[], None]
     spawn: Callable[[WorkerHandle], None]
+    held_due: Callable[[], float | None]
+    _release_due: Callable[[float], None]
 
     def poll_timeout_ms(self, now: float) -> int:
         """Whole milliseconds the loop may wait for a message before timed work is due,
@@ -84,6 +90,8 @@ class TimedWork:
         0 made the loop spin, polling without waiting, until the work came due (952
         empty turns beside 6,011 with a message, in one run of 3,000 calls)."""
         due = self._sweep_at
+        if self._held_exits:  # an exit waiting for its worker's reason (exit_hold.py)
+            due = min(due, self.held_due() or due)
         deadlines = self._deadlines
         if deadlines and deadlines[0][0] < due:
             # Only a deadline before the sweep can shorten the wait: the answered ones
@@ -100,7 +108,11 @@ class TimedWork:
         return math.ceil(timeout * 1000 - 1e-6)  # a float's last bits add no millisecond
 
     def tick(self, now: float) -> None:
-        """One turn's timed work: deadlines and refused forwards now, the sweep when due."""
+        """One turn's timed work: held exits and deadlines and refused forwards now, the
+        sweep when due. A held exit first: what it answers (a QUARANTINED, a WORKER_DOWN)
+        is said before a deadline due at the same turn would say only TIMEOUT."""
+        if self._held_exits:
+            self._release_due(now)
         deadlines = self._deadlines
         if deadlines and deadlines[0][0] <= now:
             self._expire(now)

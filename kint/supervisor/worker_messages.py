@@ -4,13 +4,14 @@ fatal reasons, each believed only from the worker the supervisor spawned.
 A message counts only when it comes on the route of a worker this supervisor spawned and
 carries that spawn's token (`worker_wire`), and a hello only from the pid spawned, where
 the kernel says it (`peer`); anything else is dropped, and logged once per route up to a
-bound, since an impostor may send many. A worker's route is retired when the worker is
-declared down (hung) or exits: what still comes on it with its token is its last words
-(last_words.py): a late reason for its exit, and a reply its request still waits for after
-a commanded stop's clean exit, the only ones of them that count. A reply is passed on to
-its client as the bytes the worker encoded, never decoded here; one whose request was
-already answered (a TIMEOUT) is dropped by id, and one larger than a client reads is
-answered TOO_LARGE.
+bound, since an impostor may send many. A worker's exit whose reason is still to come
+waits for it (exit_hold.py): the reason, read on the route, has the exit handled at once.
+A worker's route is retired when the worker is declared down (hung) or its exit handled:
+what still comes on it with its token is its last words (last_words.py): a late reason for
+its exit, and a reply its request still waits for after a commanded stop's clean exit, the
+only ones of them that count. A reply is passed on to its client as the bytes the worker
+encoded, never decoded here; one whose request was already answered (a TIMEOUT) is dropped
+by id, and one larger than a client reads is answered TOO_LARGE.
 
 Kept apart from the loop (kint/supervisor/daemon.py) and from the clients' side
 (`routing`) because it is the supervisor's trust boundary towards its workers. A mixin of
@@ -49,6 +50,7 @@ class WorkerMessages:
     _answer: Callable[[WorkerHandle, Pending, Any], None]
     # LastWords' own (last_words.py, a base of WorkerLifecycle).
     _heard_after: Callable[[bytes, RetiredRoute, dict[str, Any], Any], None]
+    _reason_heard: Callable[[WorkerHandle], None]
 
     def _refuse_peer(self, route: bytes, why: str) -> None:
         """Drop a back-socket message from a peer that is not a worker of this supervisor;
@@ -101,9 +103,10 @@ class WorkerMessages:
             return  # a worker that was already replaced
         if kind == "fatal":
             handle.fatal_reason = msg["reason"]
-            if msg.get("code") is not None:  # a start refused, not a crash (`_on_exit`)
+            if msg.get("code") is not None:  # a start refused, not a crash (`_exited`)
                 handle.start_refused = StartRefusal(msg["code"], msg["hint"],
                                                     msg.get("holder_pid"))
+            self._reason_heard(handle)  # its exit, held for this reason, is handled now
         elif kind == "hello":
             refusal = self._hello_refusal(handle, frames[1])
             if refusal is not None:

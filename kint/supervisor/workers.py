@@ -118,6 +118,10 @@ class WorkerHandle:
     # kint.tenant_worker.worker_lock): its requests are answered with its code and hint,
     # no restart follows, and `kint supervisor status` shows it until the next spawn.
     start_refused: StartRefusal | None = None
+    # The worker exited with a code that says it sent its reason (`fatal`), not read yet:
+    # until when (monotonic) its exit's handling waits for it (exit_hold.py). Its process
+    # is gone meanwhile, and its pid may be another process's: no signal is sent to it.
+    held_until: float | None = None
     crash_times: collections.deque[float] = field(default_factory=collections.deque)
     restarts: int = 0
     last_exit: str | None = None
@@ -271,7 +275,7 @@ class WorkerHandle:
         self.signal(signal.SIGCONT)
 
     def signal(self, sig: signal.Signals) -> None:
-        if self.pid is None:
+        if self.pid is None or self.held_until is not None:
             return
         try:
             os.kill(self.pid, sig)

@@ -69,11 +69,14 @@ box's), and the worker exits EXIT_NO_SYSTEM_FILES (6) by kint's own code.
 One wrapper makes a worker's last words late: while the file `KINT_TEST_LATE_FATAL` names
 exists, a worker that cannot start (`_tell_supervisor`, `kint.tenant_worker.process`) exits
 at once without its `fatal`, and a child it forked sends that message (its pid and token,
-on its route) once the supervisor has logged the exit: the order the race between a worker's
-message and its exit gives rarely (the supervisor reads what waits on the back socket before
-it handles an exit; the message has to be still in the kernel's hands then), here every
-time. When the file holds the word `impostor`, the child sends first the same message under
-a wrong token, its reason FORGED_REASON.
+on its route) after the exit: the order the race between a worker's message and its exit
+gives rarely (the supervisor reads what waits on the back socket before it handles an exit;
+the message has to be still in the kernel's hands then), here every time. The file's word
+says how late: `soon`, LATE_FATAL_SOON_S after the worker is gone, well inside the time the
+supervisor holds such an exit for its reason (kint/supervisor/exit_hold.py); `late`, once
+the supervisor has logged the exit, so after that hold; `impostor`, as `late`, the child
+sending first the same message under a wrong token, its reason FORGED_REASON. While the
+file `<that file>.hold` exists, the child waits before it sends.
 
 And its last replies: while the file `KINT_TEST_LATE_REPLY` names exists, a worker told to
 stop keeps the answers of the ops it finishes from its socket (`Worker._forward_answers`)
@@ -81,6 +84,11 @@ and exits 0 without them; when the file says `late`, a child it forked as it clo
 (`Worker.close`) sends them, as they were made (its pid and token, on its route), once the
 supervisor has logged the exit; when it says `never`, nobody sends them. The same race as
 the late `fatal`'s, for the answers a stopping worker sends just before it exits.
+
+Either child waits at most LATE_FATAL_WAIT_S in all, less once the supervisor is gone, then
+sends anyway. It closes its copy of the worker's lock first (the worker took it as it
+began), so the space's next worker never waits behind a child that only has messages to
+send.
 
 Nothing happens unless `KINT_TEST_CRASH_FLAG` (set only by tests) names a file that exists
 and whose first word is the step. The worker deletes the file before it acts, so it acts
@@ -116,8 +124,12 @@ RECEIPT_WAIT_ENV = "KINT_TEST_RECEIPT_WAIT"
 LATE_FATAL_ENV = "KINT_TEST_LATE_FATAL"
 LATE_REPLY_ENV = "KINT_TEST_LATE_REPLY"
 FORGED_REASON = "forged by an impostor"
-# How long the late sender waits for the supervisor to log the exit before sending anyway.
-LATE_FATAL_WAIT_S = 30.0
+# How long the late sender waits in all (for the exit to be logged, and for the hold file
+# to go) before it sends anyway: a child orphaned by a test that ended is gone soon after.
+LATE_FATAL_WAIT_S = 10.0
+# How long after the worker's exit the sender sends in the `soon` mode: well inside the
+# supervisor's hold for a reason (exit_hold.REASON_GRACE_S, 0.5 s).
+LATE_FATAL_SOON_S = 0.05
 
 
 def _fill(folder: str) -> None:
@@ -257,7 +269,7 @@ def _failing_start(init: Callable[..., None]) -> Callable[..., None]:
 
 def _exit_logged(home: str, pid: int) -> bool:
     """Whether the supervisor's log says it handled worker `pid`'s exit (its line names
-    the worker's pid and the exit's reason: `WorkerLifecycle._on_exit`)."""
+    the worker's pid and the exit's reason: `WorkerLifecycle._exited`)."""
     try:
         with open(os.path.join(home, "supervisor.log"), encoding="utf-8",
                   errors="replace") as fh:
@@ -267,20 +279,55 @@ def _exit_logged(home: str, pid: int) -> bool:
     return re.search(rf": worker {pid} (?!spawned)", text) is not None
 
 
-def _send_late(config: Any, route: bytes, messages: list[list[Any]], pid: int) -> None:
+def _close_worker_lock(config: Any) -> None:
+    """Close this process's copy of the descriptor holding the space's worker lock (found
+    by the lock file's inode): a flock is held while any copy is open."""
+    from kint.paths import worker_lock_path
+
+    try:
+        lock = os.stat(worker_lock_path(config.home, config.space16))
+        fds = [int(name) for name in os.listdir("/dev/fd")]
+    except OSError:
+        return
+    for fd in fds:
+        try:
+            st = os.fstat(fd)
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) == (lock.st_dev, lock.st_ino):
+            os.close(fd)
+
+
+def _send_late(config: Any, route: bytes, messages: list[list[Any]], pid: int,
+               soon: bool = False, hold: str | None = None) -> None:
     """Send the worker `pid`'s `messages` (each its frames) on its `route`, as it would
-    have, once its exit is logged."""
+    have, once its exit is logged, or LATE_FATAL_SOON_S after it exited (`soon`); not
+    while the file `hold` exists."""
     import time
 
     import zmq
 
+    from kint.envsettings import pid_alive
+
+    _close_worker_lock(config)
     deadline = time.monotonic() + LATE_FATAL_WAIT_S
-    while not _exit_logged(config.home, pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
+
+    def waiting(done: Callable[[], bool]) -> None:
+        while (not done() and time.monotonic() < deadline
+               and pid_alive(config.supervisor_pid)):
+            time.sleep(0.005 if soon else 0.05)
+
+    if soon:
+        waiting(lambda: os.getppid() != pid)  # the worker is gone
+        time.sleep(LATE_FATAL_SOON_S)
+    else:
+        waiting(lambda: _exit_logged(config.home, pid))
+    if hold is not None:
+        waiting(lambda: not os.path.exists(hold))
     zctx = zmq.Context()
     dealer = zctx.socket(zmq.DEALER)
     dealer.setsockopt(zmq.ROUTING_ID, route)
-    dealer.setsockopt(zmq.LINGER, 2000)
+    dealer.setsockopt(zmq.LINGER, 500)
     dealer.connect(config.back_address)
     for frames in messages:
         dealer.send_multipart(frames)
@@ -306,17 +353,18 @@ def _late_fatal(tell: Callable[..., Any]) -> Callable[..., Any]:
         if not flag or not os.path.exists(flag):
             return tell(config, token, fatal, exit_code)
         with open(flag, encoding="utf-8") as fh:
-            impostor = fh.read().split() == ["impostor"]
+            mode = (fh.read().split() or ["late"])[0]
         from kint.protocol import worker_wire
 
         pid = os.getpid()
         messages = [worker_wire.encode({**fatal, "pid": pid,
                                         "token": worker_wire.token_text(token)})]
-        if impostor:  # first, on the same route, under a token of zeros
+        if mode == "impostor":  # first, on the same route, under a token of zeros
             messages.insert(0, worker_wire.encode(
                 {**fatal, "reason": FORGED_REASON, "pid": pid,
                  "token": worker_wire.token_text(bytes(len(token)))}))
-        _in_a_child(lambda: _send_late(config, worker_wire.route_for(token), messages, pid))
+        _in_a_child(lambda: _send_late(config, worker_wire.route_for(token), messages, pid,
+                                       mode == "soon", flag + ".hold"))
         os._exit(exit_code)
     return wrapper
 

@@ -19,6 +19,7 @@ class LifecycleHost(WorkerLifecycle):
         self._by_route = {}
         self._retired_routes = {}
         self._unreplied = {}
+        self._held_exits = {}
         self._room_wanted = []
         self._evicting = set()
         self._settle_seen = {}
