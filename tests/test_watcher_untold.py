@@ -18,6 +18,7 @@ import time
 import pytest
 
 from conftest import write_store
+from kint.protocol import ErrorCode, ProtocolError
 
 SECOND_NS = 10**9
 
@@ -63,6 +64,42 @@ def test_a_start_that_cannot_count_leaves_the_store_clean(tmp_path, monkeypatch)
         assert not watcher.dirty, "a store nothing can count stayed dirty for good"
     finally:
         watcher.stop()
+
+
+def test_the_look_at_a_held_push_leaves_no_size_check_to_the_next_change(tmp_path,
+                                                                         monkeypatch):
+    """A push held within two seconds of the store's last write is tried again once that
+    write is two seconds old, by the quiet trigger (the quiet period had passed), and held
+    again. The size check the look forces was left pending, so the next change's first
+    tick diffed the whole store at once, where the once-a-minute rule would have waited."""
+    from kint.tenant_worker.watcher import Watcher
+
+    db = str(write_store(tmp_path / "memory.db"))
+    monkeypatch.setenv("KINT_QUIET_SECONDS", "1")
+    monkeypatch.setenv("KINT_SIZE_TRIGGER_BYTES", "1000000")
+    counted: list[int] = []
+    pushed: list[int] = []
+
+    def push(_reason: str) -> dict:
+        pushed.append(1)
+        raise ProtocolError(ErrorCode.HELD, "held")
+
+    watcher = Watcher(db, lambda: counted.append(1) or (1, 0), push, generation=lambda: 0)
+    stamp = time.time_ns()
+    _dated(db, stamp)  # a change
+    _clock_at(monkeypatch, stamp, 0.5)
+    now = time.monotonic()
+    watcher.tick(now)  # dirty; the first size check: a row, under the trigger
+    watcher.tick(now + 1)  # quiet: pushed, held at a signature that does not tell yet
+    assert (len(counted), len(pushed)) == (2, 1) and watcher.dirty
+    _clock_at(monkeypatch, stamp, 3.0)
+    watcher.tick(now + 2)  # it tells: tried again by the quiet trigger, held again
+    watcher.tick(now + 3)  # held at this signature: nothing
+    assert (len(counted), len(pushed)) == (3, 2)
+    _dated(db, stamp + 10 * SECOND_NS)  # the next change, seconds after the last check
+    _clock_at(monkeypatch, stamp + 10 * SECOND_NS, 0.5)
+    watcher.tick(now + 4)
+    assert len(counted) == 3, "the next change was diffed at once, past the once-a-minute rule"
 
 
 def test_a_change_ends_the_look_owed_to_the_signature_before(tmp_path, monkeypatch):
