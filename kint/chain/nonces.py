@@ -12,13 +12,14 @@ left a signed transaction to send.
 A nonce sequence also has a worse failure: a transaction that never reaches the chain
 (its space's RPC hangs after signing; its worker is stopped or killed between signing and
 broadcast) holds back every later nonce, so every other space's push waits behind it.
-A worker whose own transaction is not mined within `KINT_NONCE_RETRY_SECONDS` (15) calls
-`unstick`: it re-broadcasts, through its own endpoint, every signed transaction below its
-own nonce that the chain has not mined, and fills a nonce whose transaction was never
-signed (given back below a higher one: a transaction that will never be sent, or an
-entry without one that an older kint, which took the nonce before its chain calls, left
-when it was killed) with a zero-value transfer to itself. The owner of a re-broadcast
-epoch finds it landed the next time it looks at its pending file.
+A worker whose own transaction is not mined within `KINT_NONCE_RETRY_SECONDS` (15), or
+within half its 60 s receipt wait whatever the setting (kint/tenant_worker/
+session_sender.py), calls `unstick`: it re-broadcasts, through its own endpoint, every
+signed transaction below its own nonce that the chain has not mined, and fills a nonce
+whose transaction was never signed (given back below a higher one: a transaction that will
+never be sent, or an entry without one that an older kint, which took the nonce before its
+chain calls, left when it was killed) with a zero-value transfer to itself. The owner of a
+re-broadcast epoch finds it landed the next time it looks at its pending file.
 
 Times are `time.monotonic()`: the system-wide monotonic clock, comparable between the
 processes of one boot, and never moved by a wall-clock change.

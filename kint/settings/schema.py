@@ -248,8 +248,10 @@ SETTINGS: tuple[Setting, ...] = (
        "`32768`", minimum=0.0, applied_on=frozenset({"attach"})),
     _s("KINT_PUSH_RETRY_SECONDS", "float", 60.0, "space", DAEMON | SERVER, AGENTS,
        "how long the watcher waits before it tries a failed push again (a held one waits "
-       "for the next store change instead, or is tried again once that write is 2 s old "
-       "when held within 2 s of the store's last write), at least `KINT_POLL_SECONDS`; "
+       "for the next store change instead; one held within 2 s of the store's last write "
+       "is tried again once that write is 2 s old, at once past the quiet period or while "
+       "the unanchored size is past `KINT_SIZE_TRIGGER_BYTES`, else at the quiet period), at least "
+       "`KINT_POLL_SECONDS`; "
        "each further failure doubles the wait, up to 900 (or this, when larger). Any "
        "successful push of the space, or a change of config.toml, ends the wait", minimum=1.0,
        applied_on=frozenset({"attach"})),

@@ -12,11 +12,11 @@ for KINT_QUIET_SECONDS, or, checked at most once a minute while dirty, when the 
 unanchored change (400 bytes a row) is more than KINT_SIZE_TRIGGER_BYTES. When that diff finds
 nothing unanchored, the dirty mark is cleared. It pushes nothing while the machine is not
 connected or the data key is not cached, and after a held push it waits for the next store
-change instead of retrying (one held within 2 s of the store's last write is tried again
-once that write is 2 s old: below). After a push that failed otherwise it waits out a backoff
-(push_backoff.py) before it tries again, however the store changes meanwhile; any push
-of the space that goes through, its own included, ends that wait (`push.went_through`, the
-one place every successful push passes).
+change instead of retrying (one held within 2 s of the store's last write is looked at
+once more once that write is 2 s old: below). After a push that failed otherwise it waits
+out a backoff (push_backoff.py) before it tries again, however the store changes meanwhile;
+any push of the space that goes through, its own included, ends that wait
+(`push.went_through`, the one place every successful push passes).
 
 The dirty mark is cleared (and a held push's signature kept) only for a signature read two
 seconds or more after the store's files last changed (store.SettledRule, the rule the
@@ -25,10 +25,11 @@ restarted WAL had, leaves their times and sizes as they were, so a push (or the 
 count) that read its rows just before it was taken for the whole change, and that commit
 was never pushed until the next write. Such a store stays dirty, and is looked at once more
 when its signature tells every later commit: counted (clean if nothing is left), or a held
-push tried again, once, not at every tick till then. A signature ahead of the clock tells
-once it has stood two seconds (the monotonic clock); once the clock comes within two
-seconds of its times it no longer does, and a store clean (or a push held) at it is looked
-at once more in the same way (as the status counts are counted again).
+push tried again by the usual rules (past the quiet period, or past the size trigger),
+once, not at every tick till then. A signature ahead of the clock tells once it has stood
+two seconds (the monotonic clock); once the clock comes within two seconds of its times it
+no longer does, and a store clean (or a push held) at it is looked at once more in the same
+way (as the status counts are counted again).
 """
 
 from __future__ import annotations
@@ -220,14 +221,15 @@ class Watcher:
             self._doubted(sig, now)
         if told:
             self._told_at = sig
-        if self.dirty and sig == self._untold and not self._look_again(told):
+        looked = self.dirty and sig == self._untold  # a store found clean or held: one look
+        if looked and not self._look_again(told):
             return
         if not self.dirty or sig == self._held_at_signature:
             return
         if now - self._last_change >= self.quiet_s:
             self._fire("quiet trigger", sig, told, now)
             return
-        if now - self._last_size_check >= SIZE_CHECK_INTERVAL_S:
+        if looked or now - self._last_size_check >= SIZE_CHECK_INTERVAL_S:
             self._last_size_check = now
             counts = self._count()
             if counts is None:
@@ -258,14 +260,20 @@ class Watcher:
         """The store is dirty at `_untold`, a signature at which it was found clean (or a
         push held) before the signature told every later commit: whether to go on with the
         tick. Until it tells, nothing: a count now could miss a commit as the last did.
-        Once it tells, the store is looked at once more by the usual rules: a push held
-        then is tried again (at once when the quiet period had passed: no change was seen
-        to wait out), and a store found clean is counted at once (a size check), clean
-        again if nothing is left."""
+        Once it tells, the store is looked at once more by the usual rules, in this tick: a
+        push held then is tried again (at once when the quiet period had passed: no change
+        was seen to wait out; a size check otherwise, which pushes only past the size
+        trigger), and a store found clean is counted at once (a size check), clean again if
+        nothing is left. That size check is this tick's alone: one the quiet trigger made
+        needless is not left to the next change's first tick, which waits for the
+        once-a-minute rule as any does. A store found clean whose count is None by then
+        (the space can no longer push: not connected, its data key no longer cached, the
+        count failed) stays dirty, as any dirty store does while nothing can count it, and
+        is marked clean by the first count that finds nothing left once one can be made
+        (once a minute, then at every tick past the quiet period)."""
         if not told:
             return False
         self._untold = self._held_at_signature = None
-        self._last_size_check = float("-inf")
         return True
 
     def _settle(self, sig: tuple[int, ...] | None, told: bool) -> None:
