@@ -183,3 +183,25 @@ def test_status_shows_the_beats_push_settings_only_while_its_worker_runs():
     handle.process = None  # it died; the supervisor keeps its last beat
     handle.state = "idle"
     assert space_row(handle, 1001.0, home)["watcher_settings"] is None
+
+
+def test_the_status_line_prints_the_values_as_config_show_does():
+    """Both print a `--json` value with kint.render.value_text: whole seconds without
+    `.0`, a duration as given, and a value's control characters escaped on the terminal."""
+    from kint.render import watcher_settings_text
+    from kint.settings.report import text_lines
+
+    entries = [{"name": "KINT_KEY_TTL", "value": "30d", "source": settings.SESSION,
+                "own": "24h", "own_source": settings.DEFAULT},
+               {"name": "KINT_RPC_TIMEOUT", "value": 60.0, "source": settings.SESSION,
+                "own": 2.5, "own_source": settings.FILE},
+               {"name": "KINT_NONCE_RETRY_SECONDS", "value": "4\x1b[2J", "source":
+                settings.SESSION, "own": 15.0, "own_source": settings.DEFAULT}]
+    assert watcher_settings_text(entries, "watcher of s") == (
+        "watcher of s: its pushes run with the kint-server session's KINT_KEY_TTL=30d (the "
+        "supervisor's: 24h, default); KINT_RPC_TIMEOUT=60 (the supervisor's: 2.5, "
+        "file); KINT_NONCE_RETRY_SECONDS=4\\x1b[2J (the supervisor's: 15, default)")
+    row = {"name": "KINT_RPC_TIMEOUT", "value": 10.0, "source": settings.DEFAULT,
+           "where": None, "watcher": {"value": 60.0, "source": settings.SESSION}}
+    assert text_lines([row]) == [
+        "KINT_RPC_TIMEOUT  10  default; the watcher's pushes use 60 (kint-server session)"]
