@@ -272,17 +272,24 @@ def utc_time(unix: int, pattern: str = "%Y-%m-%dT%H:%M:%SZ") -> str:
 def watcher_settings_text(entries: list[dict[str, Any]], who: str) -> str:
     """The push settings the watcher's pushes take from a kint-server session, beside the
     supervisor's own (`kint supervisor status`, under its table)."""
-    taken = "; ".join(f"{e['name']}={_setting_text(e['value'])} (the supervisor's: "
-                      f"{_setting_text(e['own'])}, {e['own_source']})" for e in entries)
+    taken = "; ".join(f"{e['name']}={printable(value_text(e['value']))} (the supervisor's: "
+                      f"{printable(value_text(e['own']))}, {e['own_source']})" for e in entries)
     return f"{who}: its pushes run with the kint-server session's {taken}"
 
 
-def _setting_text(value: Any) -> str:
-    if value is None:
+def value_text(value: Any) -> str:
+    """A setting's value as `--json` gives it (kint.settings.report.json_value), as a text
+    line prints it: `unset` for none or a switch off, `1` for one on, a whole number of
+    seconds without its `.0`. The one rule for `kint config show`'s lines and the status's
+    push settings, which had a copy each (kint.settings.schema.shown is another job: it
+    starts from the parsed value and its setting, masking a secret and a URL's key)."""
+    if value is None or value is False:
         return "unset"
+    if value is True:
+        return "1"
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
-    return printable(str(value))
+    return str(value)
 
 
 def watcher_failure_text(failure: dict[str, Any], who: str = "watcher") -> str:

@@ -167,9 +167,10 @@ def test_a_newer_journal_is_refused_with_a_hint_that_keeps_it(home):
     # (09-cli.md) has none for state another version wrote; the hint tells them apart.
     from kint.commands.exit_codes import ERROR, PUSH_PULL_REFUSED, exit_code_for
 
-    for command in ("push", "compact", "rekey", "pull"):
+    for command in ("push", "compact", "rekey", "pull", "join"):
         assert exit_code_for(command, refused.code) == PUSH_PULL_REFUSED, command
-    assert exit_code_for("recovery-code", refused.code) == ERROR
+    for command in ("recovery-code", "status", "doctor", "verify", "connect"):
+        assert exit_code_for(command, refused.code) == ERROR, command
 
 
 def test_doctor_keeps_a_newer_kints_journal_where_it_moved_a_garbled_one_aside(home):

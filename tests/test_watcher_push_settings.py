@@ -6,7 +6,9 @@ own parsing) on a real SpaceContext, then the watcher's push with the push itsel
 by one that records the settings it would read. The push over a real chain with a
 session's KINT_RPC_TIMEOUT is tests/test_call_switches.py's; a nonce stuck long enough to
 show KINT_NONCE_RETRY_SECONDS at work there is beyond a quick test, so this one pins that
-every name of the tuple reaches the push.
+every name of the tuple reaches the push. What the heartbeat and `kint config show` say of
+those values (push_settings.differing, watcher_value) is read on the same context, with a
+real watcher made and not started; a status row from a WorkerHandle holding no process.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from kint import settings
 from kint.tenant_worker import sessions
 from kint.tenant_worker.config import WorkerConfig
 from kint.tenant_worker.handlers import HANDLERS
+from kint.tenant_worker.push_settings import differing
 from kint.tenant_worker.space import PUSH_SETTINGS, SpaceContext
 from kint.tenant_worker.store import StoreReader
 
@@ -105,3 +108,100 @@ def test_each_push_settings_row_says_the_watchers_pushes_take_the_newest_session
     for name in PUSH_SETTINGS:
         doc = BY_NAME[name].doc
         assert "watcher's pushes" in doc and "newest kint-server session's value" in doc, name
+
+
+def _own(name: str) -> settings.Value:
+    """The worker's own values as the heartbeat's `own` gives them, named here so no other
+    test's configuration leaks in: the defaults."""
+    from kint.settings.schema import BY_NAME
+
+    mine = {"KINT_RPC_TIMEOUT": 10.0, "KINT_KEY_TTL": "24h", "KINT_NONCE_RETRY_SECONDS": 15.0}
+    return settings.Value(BY_NAME[name], mine[name], settings.DEFAULT)
+
+
+def _config_watcher(ctx: SpaceContext) -> dict[str, Any]:
+    """`kint config show`'s `watcher` of each push setting's row, from the real config op."""
+    rows = HANDLERS["config"](ctx, {})["settings"]
+    return {e["name"]: e["watcher"] for e in rows if e["name"] in PUSH_SETTINGS}
+
+
+def test_no_push_settings_are_shown_for_a_watcher_that_does_not_run(tmp_path):
+    """A KINT_NO_WATCHER=1 kint-server attaches with `watcher: false`, and its values are
+    kept all the same: the beat and `kint config show` named them as what "the watcher's
+    pushes" run with while no watcher existed to push. They are shown once one does."""
+    ctx = _context(tmp_path)
+    assert _attach(ctx, "nowatcher", OLDER) == []
+    assert ctx.watcher is None
+    assert differing(ctx, _own) == []
+    assert set(_config_watcher(ctx).values()) == {None}
+
+    sessions.new_watcher(ctx)  # a later session asks for it (made, not started: no thread)
+    assert {e["name"]: (e["value"], e["source"]) for e in differing(ctx, _own)} == {
+        "KINT_RPC_TIMEOUT": (60.0, settings.SESSION), "KINT_KEY_TTL": ("30d", settings.SESSION),
+        "KINT_NONCE_RETRY_SECONDS": (40.0, settings.SESSION)}
+    assert _config_watcher(ctx)["KINT_RPC_TIMEOUT"] == {"value": 60.0,
+                                                        "source": settings.SESSION}
+
+
+def test_the_beat_leaves_out_a_sessions_value_equal_to_the_workers_own(tmp_path,
+                                                                        monkeypatch):
+    """A session's value that is the worker's own, however spelt (1d is 24h), governs
+    nothing the status does not already show: the beat names only the one that differs,
+    and nothing at all once no session is attached, found with no setting looked up (the
+    space's own values were resolved on every beat, only to be set aside)."""
+    ctx = _context(tmp_path)
+    _attach(ctx, "s", {"KINT_RPC_TIMEOUT": "10", "KINT_KEY_TTL": "1d",
+                       "KINT_NONCE_RETRY_SECONDS": "40"})
+    sessions.new_watcher(ctx)
+    assert differing(ctx, _own) == [{"name": "KINT_NONCE_RETRY_SECONDS", "value": 40.0,
+                                     "source": settings.SESSION, "own": 15.0,
+                                     "own_source": settings.DEFAULT}]
+    HANDLERS["detach"](ctx, {"session": "s"})
+    looked_up: list[str] = []
+    real = settings.lookup
+    monkeypatch.setattr(settings, "lookup", lambda name: looked_up.append(name) or real(name))
+    assert differing(ctx, _own) == []
+    assert looked_up == []
+
+
+def test_status_shows_the_beats_push_settings_only_while_its_worker_runs():
+    """The last beat outlives its worker: a dead worker's row must not still say what its
+    watcher's pushes run with (docs/commands.md: null when none or no worker runs)."""
+    from kint.supervisor.status import space_row
+    from kint.supervisor.workers import WorkerHandle
+
+    entry = {"name": "KINT_RPC_TIMEOUT", "value": 60.0, "source": settings.SESSION,
+             "own": 10.0, "own_source": settings.DEFAULT}
+    handle = WorkerHandle(space_id=SPACE16 * 4, label="t", tenant="t", db="/x.db")
+    handle.state = "ready"
+    handle.process = object()  # alive is "a process is held"; none is started here
+    handle.beat = {"watcher_settings": [entry], "sessions": 1}
+    handle.last_beat_at = 1000.0
+    home = Path("/nonexistent-kint-home")
+    assert space_row(handle, 1001.0, home)["watcher_settings"] == [entry]
+
+    handle.process = None  # it died; the supervisor keeps its last beat
+    handle.state = "idle"
+    assert space_row(handle, 1001.0, home)["watcher_settings"] is None
+
+
+def test_the_status_line_prints_the_values_as_config_show_does():
+    """Both print a `--json` value with kint.render.value_text: whole seconds without
+    `.0`, a duration as given, and a value's control characters escaped on the terminal."""
+    from kint.render import watcher_settings_text
+    from kint.settings.report import text_lines
+
+    entries = [{"name": "KINT_KEY_TTL", "value": "30d", "source": settings.SESSION,
+                "own": "24h", "own_source": settings.DEFAULT},
+               {"name": "KINT_RPC_TIMEOUT", "value": 60.0, "source": settings.SESSION,
+                "own": 2.5, "own_source": settings.FILE},
+               {"name": "KINT_NONCE_RETRY_SECONDS", "value": "4\x1b[2J", "source":
+                settings.SESSION, "own": 15.0, "own_source": settings.DEFAULT}]
+    assert watcher_settings_text(entries, "watcher of s") == (
+        "watcher of s: its pushes run with the kint-server session's KINT_KEY_TTL=30d (the "
+        "supervisor's: 24h, default); KINT_RPC_TIMEOUT=60 (the supervisor's: 2.5, "
+        "file); KINT_NONCE_RETRY_SECONDS=4\\x1b[2J (the supervisor's: 15, default)")
+    row = {"name": "KINT_RPC_TIMEOUT", "value": 10.0, "source": settings.DEFAULT,
+           "where": None, "watcher": {"value": 60.0, "source": settings.SESSION}}
+    assert text_lines([row]) == [
+        "KINT_RPC_TIMEOUT  10  default; the watcher's pushes use 60 (kint-server session)"]

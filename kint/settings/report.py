@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kint.render import value_text
 from kint.settings.loader import Value
 from kint.settings.schema import GROUPS, SETTINGS, Setting, shown
 
@@ -46,17 +47,6 @@ def ordered(found: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     return [found[s.name] for s in SETTINGS if s.name in found]
 
 
-def _value_text(value: Any) -> str:
-    """A `--json` value as the text lines print it."""
-    if value is None or value is False:
-        return "unset"
-    if value is True:
-        return "1"
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
-
-
 def text_lines(shown_entries: list[dict[str, Any]]) -> list[str]:
     rows = []
     by_name = {e["name"]: e for e in shown_entries}
@@ -65,14 +55,14 @@ def text_lines(shown_entries: list[dict[str, Any]]) -> list[str]:
             if s.group != group or s.name not in by_name:
                 continue
             e = by_name[s.name]
-            text = "refused" if e.get("refused") else _value_text(e["value"])
+            text = "refused" if e.get("refused") else value_text(e["value"])
             source = e["source"] + (f" ({e['where']})" if e.get("where") else "")
             if e.get("no_effect_here"):
                 source += f"; {e['no_effect_here']}"
             if e.get("refused"):
                 source += f": {e['refused']}; its chain work refuses"
             if e.get("watcher"):  # a session's value the watcher's pushes take instead
-                source += (f"; the watcher's pushes use {_value_text(e['watcher']['value'])} "
+                source += (f"; the watcher's pushes use {value_text(e['watcher']['value'])} "
                            f"({e['watcher']['source']})")
             rows.append((s.name, text, source))
     width = [max(len(r[i]) for r in rows) for i in range(2)] if rows else [0, 0]

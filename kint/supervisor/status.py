@@ -102,7 +102,7 @@ def space_row(handle: WorkerHandle, now: float, home: Path) -> dict[str, Any]:
         "held": beat.get("held"),
         "watcher_failure": _watcher_failure(handle, since),
         # The push settings the watcher's pushes take from a kint-server session where
-        # they are not the supervisor's own (null when none, or no worker runs).
+        # they are not the supervisor's own (null when none, no watcher or no worker runs).
         "watcher_settings": beat.get("watcher_settings") if handle.alive else None,
         "progress": beat.get("progress"),
         **_progress_origin(beat, since),

@@ -27,7 +27,17 @@ from kint.tenant_worker.space import PUSH_SETTINGS, SpaceContext
 
 def _taken(ctx: SpaceContext, name: str) -> Value | None:
     """The session's value of `name` the watcher's pushes take, None when no session gave
-    one (they take the space's own then, which every report already shows)."""
+    one (they take the space's own then, which every report already shows) or when no
+    watcher runs: a KINT_NO_WATCHER=1 kint-server's values are kept all the same, and were
+    shown for pushes that never happen (the watcher, once made, stays: sessions.new_watcher).
+    Without a session holding `name`, the common case on every beat, no setting is looked
+    up: `watcher_setting` would resolve the space's own only for it to be set aside."""
+    if ctx.watcher is None:
+        return None
+    with ctx.sessions_lock:
+        held = any(name in values for _, values in ctx.session_settings.values())
+    if not held:
+        return None
     value = ctx.watcher_setting(name)
     return value if value.source == SESSION else None
 
