@@ -356,6 +356,17 @@ def test_a_stop_read_by_a_same_pid_successor_says_it_started_since(tmp_path, mon
         sb.shutdown()
 
 
+class _ReadByAnother(Client):
+    """A client whose `sup.stop` naming a pid P is refused as another supervisor (pid P+1)
+    refuses a stop meant for P, in its words (kint/supervisor/commands.py)."""
+
+    def call(self, op, *, args=None, timeout_s=None, **kw):  # type: ignore[override]
+        if op == "sup.stop" and args:
+            raise KintError("BAD_REQUEST", f"sup.stop was meant for the supervisor pid "
+                            f"{args['pid']}; this one (pid {args['pid'] + 1}) keeps running")
+        return super().call(op, args=args, timeout_s=timeout_s, **kw)
+
+
 def test_a_stop_another_pid_refused_while_the_pid_file_names_the_first_says_it_started_since(
         tmp_path, monkeypatch, capsys):
     """The stop pinged supervisor A (pid P); A exited (another stop), B (pid Q) took the
@@ -367,18 +378,10 @@ def test_a_stop_another_pid_refused_while_the_pid_file_names_the_first_says_it_s
     since", exit 0. B's refusal is given here in its words (three supervisors and a reused
     pid are out of reach); the real supervisor plays C, and keeps serving."""
 
-    class ReadByAnother(Client):
-        def call(self, op, *, args=None, timeout_s=None, **kw):  # type: ignore[override]
-            if op == "sup.stop" and args:
-                raise KintError("BAD_REQUEST", f"sup.stop was meant for the supervisor pid "
-                                f"{args['pid']}; this one (pid {args['pid'] + 1}) keeps "
-                                f"running")
-            return super().call(op, args=args, timeout_s=timeout_s, **kw)
-
     sb = make_sandbox(tmp_path)
     try:
         pid = sb.start()
-        out = _stop_with(ReadByAnother(sb.kint_home, autostart=False), monkeypatch, capsys)
+        out = _stop_with(_ReadByAnother(sb.kint_home, autostart=False), monkeypatch, capsys)
         assert "supervisor stopped" in out, out
         assert f"another supervisor (pid {pid}) has started since" in out, out
         assert pid_alive(pid) and running_pid(sb.kint_home) == pid
@@ -396,17 +399,10 @@ def test_a_stop_refused_by_another_after_its_ping_named_another_stops_nothing(
     are given in its words (a stepped-down supervisor beside a new one is out of reach
     here); the real supervisor plays P, and keeps serving."""
 
-    class PingedAnother(Client):
+    class PingedAnother(_ReadByAnother):
         def ping_answer(self, timeout_s: float = 1.0):  # type: ignore[override]
             answer = super().ping_answer(timeout_s)
             return answer and {**answer, "pid": answer["pid"] + 1}
-
-        def call(self, op, *, args=None, timeout_s=None, **kw):  # type: ignore[override]
-            if op == "sup.stop" and args:
-                raise KintError("BAD_REQUEST", f"sup.stop was meant for the supervisor pid "
-                                f"{args['pid']}; this one (pid {args['pid'] + 1}) keeps "
-                                f"running")
-            return super().call(op, args=args, timeout_s=timeout_s, **kw)
 
     sb = make_sandbox(tmp_path)
     try:
