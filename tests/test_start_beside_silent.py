@@ -276,3 +276,29 @@ def test_a_start_beside_a_supervisor_closed_for_want_of_open_files_is_refused_at
             start.kill()
             start.communicate()
         sb.shutdown()
+
+
+def test_a_start_beside_a_supervisor_closed_for_its_stop_is_not_refused_busy(tmp_path):
+    """(review30f) Its door closed as it stops (the note says so), the supervisor is not
+    refused as one closed for want of open files: the start's own wait sees it exit and
+    starts the next one. The start's look beside it (`answering_pid`) finds none answering
+    and refuses nothing, where the same door closed for want of files is refused BUSY at
+    once. Closed by hand, the supervisor held (tests/support/closed_by_hand.py)."""
+    from kint.client import KintError
+
+    sb = make_sandbox(tmp_path)
+    try:
+        pid = sb.start()
+        now = time.time()
+        for stopping in (True, False):
+            note = FrontClosed(pid, 60, 64, 40, now, now - 5, stopping)
+            with closed_by_hand(pid, socket_dir(sb.kint_home), note):
+                if stopping:
+                    assert start_beside.answering_pid(sb.kint_home, print) is None
+                else:
+                    with pytest.raises(KintError) as refused:
+                        start_beside.answering_pid(sb.kint_home, print)
+                    assert refused.value.code == "BUSY"
+        assert running_pid(sb.kint_home) == pid and pid_alive(pid)
+    finally:
+        sb.shutdown()

@@ -356,6 +356,17 @@ def test_a_stop_read_by_a_same_pid_successor_says_it_started_since(tmp_path, mon
         sb.shutdown()
 
 
+class _ReadByAnother(Client):
+    """A client whose `sup.stop` naming a pid P is refused as another supervisor (pid P+1)
+    refuses a stop meant for P, in its words (kint/supervisor/commands.py)."""
+
+    def call(self, op, *, args=None, timeout_s=None, **kw):  # type: ignore[override]
+        if op == "sup.stop" and args:
+            raise KintError("BAD_REQUEST", f"sup.stop was meant for the supervisor pid "
+                            f"{args['pid']}; this one (pid {args['pid'] + 1}) keeps running")
+        return super().call(op, args=args, timeout_s=timeout_s, **kw)
+
+
 def test_a_stop_another_pid_refused_while_the_pid_file_names_the_first_says_it_started_since(
         tmp_path, monkeypatch, capsys):
     """The stop pinged supervisor A (pid P); A exited (another stop), B (pid Q) took the
@@ -367,20 +378,41 @@ def test_a_stop_another_pid_refused_while_the_pid_file_names_the_first_says_it_s
     since", exit 0. B's refusal is given here in its words (three supervisors and a reused
     pid are out of reach); the real supervisor plays C, and keeps serving."""
 
-    class ReadByAnother(Client):
-        def call(self, op, *, args=None, timeout_s=None, **kw):  # type: ignore[override]
-            if op == "sup.stop" and args:
-                raise KintError("BAD_REQUEST", f"sup.stop was meant for the supervisor pid "
-                                f"{args['pid']}; this one (pid {args['pid'] + 1}) keeps "
-                                f"running")
-            return super().call(op, args=args, timeout_s=timeout_s, **kw)
+    sb = make_sandbox(tmp_path)
+    try:
+        pid = sb.start()
+        out = _stop_with(_ReadByAnother(sb.kint_home, autostart=False), monkeypatch, capsys)
+        assert "supervisor stopped" in out, out
+        assert f"another supervisor (pid {pid}) has started since" in out, out
+        assert pid_alive(pid) and running_pid(sb.kint_home) == pid
+    finally:
+        sb.shutdown()
+
+
+def test_a_stop_refused_by_another_after_its_ping_named_another_stops_nothing(
+        tmp_path, monkeypatch, capsys):
+    """(review30f) The stop's ping was answered by supervisor Q (a stepped-down one whose
+    socket file is still at the path) while P, which took the home since, holds it and is
+    named by the pid file; Q refuses the stop meant for P. That refusal says nothing of P:
+    before, it was taken as "P is gone" and the stop said "supervisor stopped" (exit 0)
+    with P running, never asked. Now it ends the stop BAD_REQUEST, exit 2. Q's answers
+    are given in its words (a stepped-down supervisor beside a new one is out of reach
+    here); the real supervisor plays P, and keeps serving."""
+
+    class PingedAnother(_ReadByAnother):
+        def ping_answer(self, timeout_s: float = 1.0):  # type: ignore[override]
+            answer = super().ping_answer(timeout_s)
+            return answer and {**answer, "pid": answer["pid"] + 1}
 
     sb = make_sandbox(tmp_path)
     try:
         pid = sb.start()
-        out = _stop_with(ReadByAnother(sb.kint_home, autostart=False), monkeypatch, capsys)
-        assert "supervisor stopped" in out, out
-        assert f"another supervisor (pid {pid}) has started since" in out, out
+        with pytest.raises(SystemExit) as ended:
+            _stop_with(PingedAnother(sb.kint_home, autostart=False), monkeypatch, capsys)
+        assert ended.value.code == 2
+        said = capsys.readouterr()
+        assert "supervisor stopped" not in said.out, said.out
+        assert f"meant for the supervisor pid {pid}" in said.err, said.err
         assert pid_alive(pid) and running_pid(sb.kint_home) == pid
     finally:
         sb.shutdown()

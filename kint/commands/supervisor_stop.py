@@ -263,7 +263,7 @@ def _naming(pid: int | None, answer: dict[str, Any] | None) -> dict[str, Any] | 
     if pid is None or pid <= 0:
         return None
     args: dict[str, Any] = {"pid": pid}
-    if answer is not None and answer.get("pid") == pid:
+    if _pinged(answer, pid):
         args.update({name: answer[name] for name in ("started", "started_boot")
                      if isinstance(answer.get(name), (int, float))})
     return args
@@ -272,8 +272,8 @@ def _naming(pid: int | None, answer: dict[str, Any] | None) -> dict[str, Any] | 
 def _ask_stop(client: Client, pid: int | None, answer: dict[str, Any] | None = None) -> None:
     """Send `sup.stop` naming the supervisor `pid` it is meant for, and when it took its
     home as its ping said (`answer`): another refuses it (one started since, were it
-    delivered late), one with the same pid too (either: FirstAskedGone, the one pinged is
-    gone).
+    delivered late), one with the same pid too (either, the ping answered by `pid`:
+    FirstAskedGone, the one pinged is gone).
     A supervisor older than the `pid` argument refuses the argument itself: asked again
     without it, only while it is still the one that refused (`_still_first_asked`; else
     FirstAskedGone, or StoppingMeanwhile)."""
@@ -284,18 +284,24 @@ def _ask_stop(client: Client, pid: int | None, answer: dict[str, Any] | None = N
         client.call("sup.stop", args=args, timeout_s=STOP_CALL_S)
     except KintError as err:
         if (pid is not None and args is not None and err.code == "BAD_REQUEST"
-                and _refused_as_meant_for(err.message, pid)):
+                and _pinged(answer, pid) and _refused_as_meant_for(err.message, pid)):
             # Read by another supervisor, its pid the same as the one pinged (another
             # start) or not: the one pinged exited since (another stop's doing) and a
-            # successor took the home, whoever holds it now. Another pid's refusal, the
-            # pid file naming the first's pid again (a third supervisor, that pid reused),
-            # ended the stop BAD_REQUEST, exit 2.
+            # successor took the home, whoever holds it now. Only when the ping was
+            # answered by `pid` itself: one answered by another (a stepped-down one whose
+            # socket file is still there) says nothing of `pid`, which may hold the home
+            # unasked, and the refusal ends the stop (exit 2).
             raise FirstAskedGone(running_pid(client.home)) from None
         if (pid is None or args is None or err.code != "BAD_REQUEST"
                 or "unknown argument 'pid'" not in err.message):
             raise
         _still_first_asked(client, pid, time.monotonic())
         client.call("sup.stop", timeout_s=STOP_CALL_S)
+
+
+def _pinged(answer: dict[str, Any] | None, pid: int) -> bool:
+    """Whether the stop's ping (`answer`) was answered by the supervisor `pid` it names."""
+    return answer is not None and answer.get("pid") == pid
 
 
 def _refused_as_meant_for(message: str, pid: int) -> bool:

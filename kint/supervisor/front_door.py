@@ -225,7 +225,7 @@ class FrontDoor:
         (its pid file removed): what a stop closes and clears (`close_for_stop`)."""
         return (self._moved is not None
                 and file_id(path.parent / CLOSED_SOCKET) == self._moved
-                and (self.ownership is None or self.ownership.nobody_else_holds()))
+                and self._nobody_else())
 
     def before_warm_up(self) -> None:
         """Just before the forkserver's warm-up begins, its sockets bound: what the
@@ -351,9 +351,12 @@ class FrontDoor:
         may be the one this supervisor's unlinked file had), and so is its note."""
         if front_path is None:
             return
+        if self.closed is not None and self._moved is None:
+            self._note_stop_lost(front_path)
+            return
         if not (self._moved_is_own(front_path) if self.closed is not None
-                else self.ownership is None or (self.ownership.nobody_else_holds()
-                                                and self.ownership.socket_is_ours(front_path))):
+                else self._nobody_else() and (self.ownership is None
+                                              or self.ownership.socket_is_ours(front_path))):
             if self.closed is not None:
                 self.closed = self.closed._replace(stopping=True)
             return
@@ -373,6 +376,30 @@ class FrontDoor:
             return
         self.closed = closed
 
+    def _note_stop_lost(self, front_path: Path) -> None:
+        """Closed for want of files and its moved socket removed, not bound again yet
+        (`lost`): no socket to move, and no rebind during the stop, but the note on disk
+        still says closed for want of files, and for the whole stop its new clients would
+        be told to raise `ulimit -n`, a start beside it refused at once where it should
+        wait. The note says the stop now, while no other supervisor holds the home (else
+        the note there is that one's)."""
+        assert self.closed is not None
+        closed = self._note(open_files(), stopping=True)
+        if self._nobody_else():
+            try:
+                write_note(front_path.parent, closed)
+            except OSError as err:  # the folder gone, or a full disk
+                closed = self.closed._replace(stopping=True)
+                log.warning("could not note that the supervisor stops: %s", err)
+        else:
+            closed = self.closed._replace(stopping=True)
+        self.closed = closed
+
+    def _nobody_else(self) -> bool:
+        """Whether no other supervisor holds the home (ownership.py): the files there are
+        still this one's to write and remove, its pid file removed or not."""
+        return self.ownership is None or self.ownership.nobody_else_holds()
+
     def unwatch(self) -> zmq.Socket | None:
         """Stop the monitor, as soon as the supervisor begins to stop (a stop counts no
         clients), well before its context ends: libzmq can hang ending a context whose
@@ -391,7 +418,7 @@ class FrontDoor:
         supervisor's)."""
         self.unwatch()
         if self.closed is not None and front_path is not None and self._moved is None:
-            if self._holds():  # its moved socket removed, not bound again yet (`lost`)
+            if self._nobody_else():  # its moved socket removed, not bound again (`lost`)
                 remove_own_note(front_path.parent, self.closed.pid, self.closed.started)
         elif self.closed is not None and front_path is not None:
             if (self._moved_is_own(front_path) if self.closed.stopping
