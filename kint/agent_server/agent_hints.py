@@ -20,7 +20,8 @@ from kint.client import EXITED_HINT, NO_ANSWER_HINT, KintError, SupervisorUnavai
 from kint.front_closed import CLOSED_HINT, STOPPING_HINT
 from kint.open_files import ROOM_HINT, SYSTEM_FILES_HINT, WORKER_ROOM_HINT
 from kint.pid_file_lock import FOREIGN_FILE_HINT
-from kint.protocol.errors import (ARCHIVE_HINT, CHECKSUM_HINT, CORRUPT_FILE_HINT,
+from kint.protocol.errors import (ARCHIVE_HINT, ASIDE_FIRST, ASIDE_THEN, CHECKSUM_HINT,
+                                  CORRUPT_FILE_HINT,
                                   CORRUPT_JOURNAL_HINT, DEFAULT_HINTS, DEFERRED_FILL_HINT,
                                   DEVCHAIN_RPC_HINT, DISK_FULL_PULL_TAIL, FILL_AGAIN_HINT,
                                   FORMER_KEY_ELSEWHERE, FORMER_KEY_FUND,
@@ -57,6 +58,12 @@ def _transport_retry(done: str) -> str:
     return ("call {tool} again in a minute: that is a transport failure, never a verdict on "
             f"the vault{done}; if it fails again, stop and tell the human to change the RPC "
             "(KINT_RPC_URL)")
+
+
+# The agent's pull, then the human asked, for rows a discarding pull moved aside (ASIDE_FIRST).
+_ASIDE_ASK = ("call {pull_first}: it finishes a restore the discarding pull left; then ask "
+              "the human what of the store that pull moved aside (named above) is still "
+              "wanted")
 
 
 # The generic hints of the worker's and the supervisor's codes speak to a person at a
@@ -127,6 +134,17 @@ _AGENT_HINTS = {
                             f"not authorize this key again, `kint session-key rotate` in "
                             f"their terminal makes a new one for the owner to authorize, and "
                             f"memory_push then anchors the rows with it",
+    # The same journals' rows in a store a discarding pull moved aside, the pull killed
+    # before it said so (ASIDE_FIRST): the pull is the agent's own, what is written back
+    # the human's to say, and the push after it the agent's again.
+    ASIDE_THEN.format(again="kint push"): f"{_ASIDE_ASK}; once that is written back, call "
+                                          f"memory_push",
+    f"{ASIDE_FIRST}; {UNAUTHORIZED_PUSH_HINT}": f"{_ASIDE_ASK}, and tell them: "
+                                                f"{UNAUTHORIZED_HINT}; once both are done, "
+                                                f"call memory_push: it anchors it",
+    f"{ASIDE_FIRST}; {ROTATED_KEY_PUSH_HINT}": f"{_ASIDE_ASK}; once that is written back, "
+                                               f"call memory_push: it anchors it with this "
+                                               f"machine's current session key",
     # An interrupted push's journal the endpoint answered for untruly: the agent's pull
     # settles it once the endpoint answers truly; KINT_RPC_URL is the human's to check.
     STALE_JOURNAL_HINT: "call memory_pull in a minute: it settles the interrupted push once "

@@ -18,7 +18,7 @@ from kint.agent_server.agent_hints import (CALL_CONNECT, CALL_PULL_FIRST, agent_
 from kint.client import KintError
 from kint.front_closed import CLOSED_HINT
 from kint.open_files import ROOM_HINT, SYSTEM_FILES_HINT, WORKER_ROOM_HINT
-from kint.protocol.errors import (DISCARD_FROM_AGENT, ROTATED_GAP_STEP, SAID_BY_NEXT,
+from kint.protocol.errors import (ASIDE_THEN, DISCARD_FROM_AGENT, ROTATED_GAP_STEP, SAID_BY_NEXT,
                                   hint_with_notices, split_notices)
 
 # v0.3.0's hints for a push that the space's running work holds up, and for its data key.
@@ -54,6 +54,9 @@ _PUSH_HINTS = {"BUSY": PUSH_RUNNING, "CHAIN_MOVED": CALL_PULL_FIRST}
 # hint for the code ("a push is already running") would send the agent to wait on nothing.
 _NO_PUSH_RUNNING_HINTS = frozenset({ROOM_HINT, WORKER_ROOM_HINT, SYSTEM_FILES_HINT,
                                     CLOSED_HINT})
+# A CHAIN_MOVED whose rows a discarding pull moved aside: v0.3.0's hint ("call memory_pull
+# first") would drop the write-back step after the pull, which the refusal alone now says.
+_MORE_THAN_A_PULL = frozenset({ASIDE_THEN.format(again="kint push")})
 
 
 def tool_error(err: KintError, codes: dict[str, str], failed: str,
@@ -64,7 +67,7 @@ def tool_error(err: KintError, codes: dict[str, str], failed: str,
     (PUSH_FAILED, PULL_FAILED): `owner_known` tells the two apart."""
     said, notices = split_notices(err.hint)  # kept under the hint that replaces `said`
     code, hint = codes.get(err.code, err.code), hints.get(err.code, said)
-    if said in _NO_PUSH_RUNNING_HINTS:  # the supervisor short of open files, no push running
+    if said in _NO_PUSH_RUNNING_HINTS | _MORE_THAN_A_PULL:  # no push running; or more to do
         hint = said
     if err.code == "NOT_CONNECTED":
         if owner_known():
