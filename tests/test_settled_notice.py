@@ -313,6 +313,20 @@ def test_an_enrolment_that_does_not_read_leaves_the_notice_as_it_was_and_logged(
         caplog.text
 
 
+def test_a_copy_named_by_no_path_does_not_read(ctx, caplog):
+    """A kept `moved_to` that is not a string (a file of another shape) read as it stood,
+    and `kint status`, the pull and memory_status said the rows were "moved aside ({'x':
+    [1, 2]})". It does not read: named so by `waiting`, removed with a line in the log by
+    `found`, as any notice that does not read."""
+    found = {**asdict(FOUND), "moved_to": {"x": [1, 2]}}
+    _path(ctx).write_bytes(orjson.dumps({"kind": "overtaken", "found": found,
+                                         "vault": settled_notice.vault(ctx)}))
+    assert "does not read (moved_to is dict, not a path)" in settled_notice.waiting(ctx)
+    with caplog.at_level(logging.WARNING, "kint.worker"):
+        assert settled_notice.found(ctx) is None
+    assert "moved_to is dict" in caplog.text and not _path(ctx).exists(), caplog.text
+
+
 def test_a_journal_that_landed_names_no_copy(ctx):
     landed = Overtaken(2, 3, True)
     settled_notice.keep(ctx, landed, settled_notice.vault(ctx))

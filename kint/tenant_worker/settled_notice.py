@@ -147,11 +147,15 @@ def _read(path: Path) -> tuple[Found, Any]:
     """The notice at `path` and the vault it was kept for. Only the fields this kint's
     dataclass knows are taken, `NOW_ONLY` never: a later kint may keep more (an earlier one
     that met a field it did not know removed the notice unsaid), and what holds now is
-    `_as_now`'s to say."""
+    `_as_now`'s to say. A copy's path (`moved_to`) that is not a string does not read: it
+    was printed as it stood (a dict's repr) by `kint status`, the pull and memory_status."""
     data = orjson.loads(read_small_file(path, MAX_BYTES))
     kind = _KINDS[data["kind"]]
     known = {f.name for f in fields(kind)} - NOW_ONLY
     held = {name: value for name, value in data["found"].items() if name in known}
+    moved_to = held.get("moved_to")
+    if moved_to is not None and not isinstance(moved_to, str):  # said as a path, to a user
+        raise TypeError(f"moved_to is {type(moved_to).__name__}, not a path")
     return kind(**held), data.get("vault")
 
 
