@@ -346,10 +346,20 @@ HUMAN_WORDS = re.compile(r"send ETH|MCP configuration|environment file|`kill |`c
                          r"environment")
 
 
+# Any KINT_ setting named before the hint hands anything over, broader than the translator's
+# verbs (agent_hints.HUMAN_SETTING, which the guard's HUMAN_WORDS mirrors): a step with
+# another verb ("raise KINT_X", "export KINT_X") passes the translation as it is, and only
+# this catches it. Less the contexts known to name no step: KINT_HOME as a place, a
+# setting named as what sets a bound.
+ANY_SETTING = re.compile(r"\bKINT_[A-Z0-9_]+")
+NOT_A_STEP = re.compile(r"\b(?:in|under) KINT_HOME\b|\bKINT_HOME/|\(KINT_[A-Z0-9_]+ sets it\)")
+
+
 def _human_steps(said: str) -> list[str]:
     """The human's steps without a command that `said` gives before it hands anything to
     the human."""
-    return HUMAN_WORDS.findall(HANDED_OVER.split(said, maxsplit=1)[0])
+    asked = HANDED_OVER.split(said, maxsplit=1)[0]
+    return HUMAN_WORDS.findall(asked) + ANY_SETTING.findall(NOT_A_STEP.sub("", asked))
 
 
 def test_the_agents_view_of_the_cli_is_the_clis():
@@ -708,6 +718,10 @@ def test_a_setting_named_only_as_a_place_or_a_bound_is_no_human_step():
         said = agent_error("memory_push", KintError("BUSY", "busy", step)).hint
         assert said == f"stop and tell the human: {step}", said
         assert _human_steps(step), step  # the guard still fails a hint that gives it as is
+    # A verb the translator does not know passes it as is: the guard, broader, fails it.
+    for step in ("raise KINT_RPC_TIMEOUT to 30", "export KINT_OFFLINE=1",
+                 "remove KINT_CONTRACT"):
+        assert _human_steps(step), step
 
 
 def _setting_lines() -> list[str]:
