@@ -52,6 +52,14 @@ CALL_CONNECT = "call memory_connect"
 CALL_PULL_FIRST = "call memory_pull first"
 
 
+# The human's connect that carries a data key rotated on another machine here, then the
+# agent's call (its end): said by a pull's refusal (ROTATED_GAP_HINT) and by a pull's
+# result that stopped at such an epoch (results.ROTATED_GAP_FOR_AGENT), one sentence.
+ROTATED_CONNECT = ("`kint connect` again in their terminal with a key that opens the vault now "
+                   "(the owner's signature, the vault passphrase or the new recovery code) "
+                   "carries it here; after that, call ")
+
+
 def _transport_retry(done: str) -> str:
     """A transport failure's hint in an agent's words: its own call again first, the
     endpoint after that the human's; `done` says what the failure left as it was."""
@@ -104,12 +112,10 @@ _AGENT_HINTS = {
                         "here; after that, call {tool} again",
     # An epoch sealed under a data key another machine's rekey made: the connect that
     # carries the key here is the human's (the owner's key), the pull after it the agent's.
-    ROTATED_GAP_HINT: "stop and tell the human: if the data key was rotated on another "
-                      "machine, `kint connect` again in their terminal with a key that opens "
-                      "the vault now (the owner's signature, the vault passphrase or the new "
-                      "recovery code) carries it here; after that, call {pull}. If that "
-                      f"connect says the head epoch's wrap under the key does not open, no "
-                      f"rekey made it: {NOT_A_REKEY_HINT}",
+    ROTATED_GAP_HINT: f"stop and tell the human: if the data key was rotated on another "
+                      f"machine, {ROTATED_CONNECT}{{pull}}. If that connect says the head "
+                      f"epoch's wrap under the key does not open, no rekey made it: "
+                      f"{NOT_A_REKEY_HINT}",
     # The same met by a pull with discard_local before it moved anything: that pull again.
     ROTATED_DISCARD_HINT: "stop and tell the human: `kint connect` again in their terminal, "
                           "with a key that opens the vault in the head epoch (the owner's "

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from kint.agent_server.agent_hints import (CALL_CONNECT, CALL_PULL_FIRST, agent_error,
-                                           agent_notice)
+from kint.agent_server.agent_hints import (CALL_CONNECT, CALL_PULL_FIRST, ROTATED_CONNECT,
+                                           agent_error, agent_notice)
 from kint.client import KintError
 from kint.front_closed import CLOSED_HINT
 from kint.open_files import ROOM_HINT, SYSTEM_FILES_HINT, WORKER_ROOM_HINT
@@ -32,11 +32,8 @@ SAID_BY_TOOLS = "the agent's next memory_pull or memory_push"
 # A pull that stopped at an epoch sealed under a key rotated on another machine says, for a
 # terminal, to connect again and pull (ROTATED_GAP_STEP, the end of its `message`): the
 # connect is the human's (the owner's key), the pull after it the agent's own.
-ROTATED_GAP_FOR_AGENT = ("if the data key was rotated on another machine, stop and tell the "
-                         "human: `kint connect` again in their terminal with a key that opens "
-                         "the vault now (the owner's signature, the vault passphrase or the "
-                         "new recovery code) carries it here; after that, call memory_pull "
-                         "again")
+ROTATED_GAP_FOR_AGENT = (f"if the data key was rotated on another machine, stop and tell the "
+                         f"human: {ROTATED_CONNECT}memory_pull again")
 
 # The worker's codes under v0.3.0's name for the same refusal, per tool. A code not named
 # here is this kint's own (docs/harnesses.md lists them) and passes as it is.
