@@ -26,8 +26,9 @@ from typing import Callable, Iterator
 import click
 import pytest
 
-from kint.agent_server.agent_hints import (AGENT_COMMANDS, KINT_COMMANDS, agent_error,
-                                           agent_notice)
+from kint.agent_server.agent_hints import agent_error
+from kint.agent_server.agent_notices import agent_notice
+from kint.agent_server.human_steps import AGENT_COMMANDS, KINT_COMMANDS
 from kint.agent_server.results import pull_error, push_error
 from kint.client import KintError
 from kint.protocol.errors import ProtocolError
@@ -335,7 +336,7 @@ def _terminal_steps(said: str) -> list[str]:
     return re.findall(rf"\bkint (?:{commands})\b", asked)
 
 
-# The human's steps no command of kint's names (agent_hints.HUMAN_ONLY_WORDS): ETH to send,
+# The human's steps no command of kint's names (human_steps.HUMAN_ONLY_WORDS): ETH to send,
 # a setting to set, unset, check, correct or point at an endpoint (a KINT_ name alone, a
 # place or what sets a bound, is no step), a process
 # to signal, a file's mode, space on the disk. Held against every hint as said to the agent.
@@ -347,7 +348,7 @@ HUMAN_WORDS = re.compile(r"send ETH|MCP configuration|environment file|`kill |`c
 
 
 # Any KINT_ setting named before the hint hands anything over, broader than the translator's
-# verbs (agent_hints.HUMAN_SETTING, which the guard's HUMAN_WORDS mirrors): a step with
+# verbs (human_steps.HUMAN_SETTING, which the guard's HUMAN_WORDS mirrors): a step with
 # another verb ("raise KINT_X", "export KINT_X") passes the translation as it is, and only
 # this catches it. Less the contexts known to name no step: KINT_HOME as a place, a
 # setting named as what sets a bound.

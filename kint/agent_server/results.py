@@ -14,7 +14,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from kint.agent_server.agent_hints import (CALL_CONNECT, CALL_PULL_FIRST, ROTATED_CONNECT,
-                                           agent_error, agent_notice)
+                                           agent_error)
+from kint.agent_server.agent_notices import agent_notice
 from kint.client import KintError
 from kint.front_closed import CLOSED_HINT
 from kint.open_files import ROOM_HINT, SYSTEM_FILES_HINT, WORKER_ROOM_HINT
