@@ -36,6 +36,7 @@ from kint.custody.vault_message import canonical_payload
 from kint.epochs.envelope import parse_header
 from kint.rows.export import connect_ro, export_rows
 from kint.spaces import space_id as space_id_of
+from kint.supervisor.pidlock import running_pid
 from kint.tenant_worker.overtaken import PULLED_SINCE
 
 
@@ -51,9 +52,10 @@ def box(tmp_path_factory, chain_home):
     a = new_machine(root / "a", chain_home, KINT_TEST_CRASH_FLAG=str(flag),
                     KINT_TEST_HOLD_SETTLE=str(hold), KINT_NONCE_RETRY_SECONDS="1")
     b = new_machine(root / "b", chain_home)
+    started = {"a": running_pid(a.kint_home), "b": running_pid(b.kint_home)}
     try:
         yield {"a": a, "b": b, "flag": flag, "hold": hold, "home": chain_home,
-               "contract": contract, "proxy": proxy}
+               "contract": contract, "proxy": proxy, "supervisors": started}
     finally:
         hold.unlink(missing_ok=True)
         proxy.forward()
@@ -62,10 +64,26 @@ def box(tmp_path_factory, chain_home):
         proxy.stop()
 
 
+def same_supervisors(box: dict) -> None:
+    """Each machine's supervisor is still the test one the module started. One that stopped
+    (an edit of kint/ under the editable install, tests/checkout_watch.py; a crash, an OOM
+    kill) is replaced by the next `kint` command with a production supervisor, without the
+    suite's preloads: the module's tests then failed one after another with Sibyl's "sign-in
+    file damaged or belongs to another computer", the cause unnamed."""
+    for name, pid in box["supervisors"].items():
+        now = running_pid(box[name].kint_home)
+        runs = f"pid {now} runs now" if now else "none runs"
+        assert now == pid, (
+            f"machine {name}'s test supervisor (pid {pid}) is gone ({runs}): the module's "
+            f"machines no longer run the suite's preloads; was kint/ edited during the run "
+            f"(tests/checkout_watch.py), or did the supervisor crash?")
+
+
 class Space:
     """One space both machines connect (the same profile name: the same label)."""
 
     def __init__(self, box: dict, profile: str, *connect_args: str) -> None:
+        same_supervisors(box)
         self.box, self.a, self.b = box, box["a"], box["b"]
         self.dba, self.dbb = self.a.profile_db(profile), self.b.profile_db(profile)
         write(self.dba, self.a.tenant, first="anchored before the kill")
@@ -250,12 +268,10 @@ def test_a_pull_that_drops_a_journal_another_machine_passed_says_what_to_do(box)
     assert "second" in s.names(moved)
 
 
-def test_a_discarding_pull_killed_after_the_move_leaves_the_copy_named(box):
-    """(b) settled by a `pull --discard-local` killed after it moved the store aside and
-    before it said what it found (mid-replay): the kept notice said the journal's rows were
-    "still in the store", the restored one that does not hold them, in `kint status` and in
-    the pull that finishes the restore. Both name the store moved aside."""
-    s = Space(box, "lost-push-discard-killed")
+def _discard_killed_after_the_move(box: dict, profile: str) -> Space:
+    """A space whose push A's worker was killed in, B pushing over it, then A's `pull
+    --discard-local` killed mid-replay, after it moved the store aside."""
+    s = Space(box, profile)
     write(s.dba, s.a.tenant, second="in the push killed before its send")
     s.kill_a("before_send", "push")
     assert s.b_pushes("other")["seq"] == 2
@@ -266,6 +282,15 @@ def test_a_discarding_pull_killed_after_the_move_leaves_the_copy_named(box):
         assert not box["flag"].exists(), "the pull did not reach the replay"
     finally:
         s.release()
+    return s
+
+
+def test_a_discarding_pull_killed_after_the_move_leaves_the_copy_named(box):
+    """(b) settled by a `pull --discard-local` killed after it moved the store aside and
+    before it said what it found (mid-replay): the kept notice said the journal's rows were
+    "still in the store", the restored one that does not hold them, in `kint status` and in
+    the pull that finishes the restore. Both name the store moved aside."""
+    s = _discard_killed_after_the_move(box, "lost-push-discard-killed")
     moved = [p for p in s.dba.parent.glob(f"{s.dba.name}.kint-backup-*")
              if not p.name.endswith(("-wal", "-shm"))]
     assert len(moved) == 1 and "second" in s.names(moved[0]), moved
@@ -274,6 +299,21 @@ def test_a_discarding_pull_killed_after_the_move_leaves_the_copy_named(box):
     assert where in kept and "still in the store" not in kept, kept
     pulled = json.loads(ok(s.pull_a("--json")).stdout)
     assert where in pulled["warnings"][0] and "still in the store" not in pulled["warnings"][0]
+
+
+def test_a_push_after_a_discarding_pull_killed_after_the_move_says_to_write_back(box):
+    """(b) the same killed `pull --discard-local`, then `kint push` first: it refuses on the
+    kept notice and uses it up, and said "run `kint pull`, then `kint push`", so the
+    write-back from the copy was never said (the pull after it had no notice left). The
+    refusal names the copy and the write-back step after the pull."""
+    s = _discard_killed_after_the_move(box, "lost-push-discard-killed-push")
+    pushed = kdb(s.a, s.dba, "push")
+    said = pushed.stdout + pushed.stderr
+    assert pushed.returncode == CHAIN_MOVED_EXIT, said
+    assert "a discarding pull moved aside (" in said, said
+    assert ("run `kint pull` (it finishes a restore the discarding pull left), then write "
+            "back from the store that pull moved aside (named above) what is still wanted, "
+            "then `kint push`") in said, said
 
 
 def test_an_agents_restore_that_drops_a_journal_names_its_own_tools_for_the_rows(box):

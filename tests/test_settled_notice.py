@@ -16,6 +16,7 @@ from unittest import mock
 import orjson
 import pytest
 
+from kint.protocol.errors import WRITE_BACK_TAIL
 from kint.tenant_worker import settled_notice
 from kint.tenant_worker.config import WorkerConfig
 from kint.tenant_worker.enrolment import Enrolment, save_enrolment
@@ -266,9 +267,64 @@ def test_a_kept_dropped_notice_names_the_store_a_discarding_pull_moved_aside(ctx
     assert "; write back from it what is still wanted" in said.notice(), said.notice()
     # Pulled up to the chain since (the pull's restore went that far before the kill): the
     # copy is still where the rows are.
+    # `notice` too, with its write-back step: it was `describe` alone once pulled since.
     if isinstance(found, Overtaken):
         pulled = replace(said, pulled_since=True)
         assert "moved aside (/s/m.db.kint-backup-1)" in pulled.describe(), pulled.describe()
+        assert pulled.notice() == f"{pulled.describe()}; {WRITE_BACK_TAIL}", pulled.notice()
+
+
+def test_a_notice_that_owes_nothing_names_no_copy(ctx):
+    """A kept notice whose rows were anchored since (Unauthorized) or whose chain the store
+    was pulled up to since (Overtaken) before a discarding pull moved the store aside: the
+    rows were gone from that store, yet the copy was named, and the notice (read as kept
+    from then on, never worked out again) sent the user to write back from it rows it did
+    not hold, "not anchored", with `kint push` to anchor them."""
+    revoked = Unauthorized(2, "0x" + "ab" * 20, ENROLMENT.owner, False)
+    for kept, owing_nothing in ((FOUND, replace(FOUND, pulled_since=True)),
+                                (revoked, replace(revoked, anchored_since=True))):
+        settled_notice.keep(ctx, kept, settled_notice.vault(ctx))
+        settled_notice.moved_aside(ctx, owing_nothing, "/s/m.db.kint-backup-9")
+        assert "backup-9" not in (settled_notice.waiting(ctx) or ""), settled_notice.waiting(ctx)
+        assert settled_notice.found(ctx).moved_to is None
+
+
+def test_a_journal_kept_for_its_key_names_no_copy(ctx):
+    """An Unauthorized whose journal is kept (its transaction may still land) dropped no
+    rows: the store moved aside holds nothing of it, and the notice is left as it was."""
+    kept = Unauthorized(2, "0x" + "ab" * 20, ENROLMENT.owner, False, kept="it may land")
+    settled_notice.keep(ctx, kept, settled_notice.vault(ctx))
+    before = _path(ctx).read_bytes()
+    settled_notice.moved_aside(ctx, kept, "/s/m.db.kint-backup-1")
+    assert _path(ctx).read_bytes() == before
+
+
+def test_an_enrolment_that_does_not_read_leaves_the_notice_as_it_was_and_logged(ctx, caplog):
+    """The vault read to keep the notice again fails (the enrolment garbled after the
+    settlement): the pull goes on (nothing raised, its store already moved), the notice is
+    left as kept, and the log names the copy it could not name."""
+    settled_notice.keep(ctx, FOUND, settled_notice.vault(ctx))
+    before = _path(ctx).read_bytes()
+    ctx.state.files["enrol"].write_bytes(b"not an enrolment")
+    with caplog.at_level(logging.WARNING, "kint.worker"):
+        settled_notice.moved_aside(ctx, FOUND, "/s/m.db.kint-backup-1")
+    assert _path(ctx).read_bytes() == before
+    assert "does not name the store moved aside to /s/m.db.kint-backup-1" in caplog.text, \
+        caplog.text
+
+
+def test_a_copy_named_by_no_path_does_not_read(ctx, caplog):
+    """A kept `moved_to` that is not a string (a file of another shape) read as it stood,
+    and `kint status`, the pull and memory_status said the rows were "moved aside ({'x':
+    [1, 2]})". It does not read: named so by `waiting`, removed with a line in the log by
+    `found`, as any notice that does not read."""
+    found = {**asdict(FOUND), "moved_to": {"x": [1, 2]}}
+    _path(ctx).write_bytes(orjson.dumps({"kind": "overtaken", "found": found,
+                                         "vault": settled_notice.vault(ctx)}))
+    assert "does not read (moved_to is dict, not a path)" in settled_notice.waiting(ctx)
+    with caplog.at_level(logging.WARNING, "kint.worker"):
+        assert settled_notice.found(ctx) is None
+    assert "moved_to is dict" in caplog.text and not _path(ctx).exists(), caplog.text
 
 
 def test_a_journal_that_landed_names_no_copy(ctx):

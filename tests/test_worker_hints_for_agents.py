@@ -26,8 +26,9 @@ from typing import Callable, Iterator
 import click
 import pytest
 
-from kint.agent_server.agent_hints import (AGENT_COMMANDS, KINT_COMMANDS, agent_error,
-                                           agent_notice)
+from kint.agent_server.agent_hints import agent_error
+from kint.agent_server.agent_notices import agent_notice
+from kint.agent_server.human_steps import AGENT_COMMANDS, KINT_COMMANDS
 from kint.agent_server.results import pull_error, push_error
 from kint.client import KintError
 from kint.protocol.errors import ProtocolError
@@ -221,9 +222,9 @@ def _built_at_run_time() -> dict[tuple[str, str], Callable[[], Iterator[tuple[st
         ("tenant_worker/push_refusals.py", "gap_hint(mirror)"): gaps,
         ("tenant_worker/unauthorized_journal.py", "self.hint(again)"): unauthorized,
         ("tenant_worker/join_chain.py", "endpoint_hint(anchor.config)"): endpoints,
-        ("tenant_worker/overtaken.py", "PULL_THEN.format(again=again)"): lambda: (
-            ("CHAIN_MOVED", Overtaken(3, 5, False).refusal(again).hint)
-            for again in ("kint push", "kint rekey")),
+        ("tenant_worker/overtaken.py", "self.hint(again)"): lambda: (
+            ("CHAIN_MOVED", Overtaken(3, 5, False, moved_to=moved).refusal(again).hint)
+            for again in ("kint push", "kint rekey") for moved in (None, "/s/moved.db")),
         ("tenant_worker/enrolled_chain.py", "hint + _connect_again(seen, now)"): other_chains,
         ("tenant_worker/enrolled_chain.py", "_contract_hint(enrolment, chain) + "
                                             "_connect_again(seen, f'the contract at {now}')"):
@@ -273,10 +274,12 @@ def _unauthorized() -> list:
 
     owner = "0x" + "cd" * 20
     return [Unauthorized(3, ADDRESS, owner, rotated, kept=kept, unread=unread,
-                         anchored_since=since)
+                         anchored_since=since, moved_to=moved)
             for rotated in (False, True)
-            for kept, unread, since in ((None, False, False), ("k", False, False),
-                                        ("k", True, False), (None, False, True))]
+            for kept, unread, since, moved in (
+                (None, False, False, None), ("k", False, False, None),
+                ("k", True, False, None), (None, False, True, None),
+                (None, False, False, "/s/moved.db"))]
 
 
 def _hint_sources(module: ModuleType, node: ast.expr) -> list[str] | None:
@@ -333,7 +336,7 @@ def _terminal_steps(said: str) -> list[str]:
     return re.findall(rf"\bkint (?:{commands})\b", asked)
 
 
-# The human's steps no command of kint's names (agent_hints.HUMAN_ONLY_WORDS): ETH to send,
+# The human's steps no command of kint's names (human_steps.HUMAN_ONLY_WORDS): ETH to send,
 # a setting to set, unset, check, correct or point at an endpoint (a KINT_ name alone, a
 # place or what sets a bound, is no step), a process
 # to signal, a file's mode, space on the disk. Held against every hint as said to the agent.
@@ -344,10 +347,20 @@ HUMAN_WORDS = re.compile(r"send ETH|MCP configuration|environment file|`kill |`c
                          r"environment")
 
 
+# Any KINT_ setting named before the hint hands anything over, broader than the translator's
+# verbs (human_steps.HUMAN_SETTING, which the guard's HUMAN_WORDS mirrors): a step with
+# another verb ("raise KINT_X", "export KINT_X") passes the translation as it is, and only
+# this catches it. Less the contexts known to name no step: KINT_HOME as a place, a
+# setting named as what sets a bound.
+ANY_SETTING = re.compile(r"\bKINT_[A-Z0-9_]+")
+NOT_A_STEP = re.compile(r"\b(?:in|under) KINT_HOME\b|\bKINT_HOME/|\(KINT_[A-Z0-9_]+ sets it\)")
+
+
 def _human_steps(said: str) -> list[str]:
     """The human's steps without a command that `said` gives before it hands anything to
     the human."""
-    return HUMAN_WORDS.findall(HANDED_OVER.split(said, maxsplit=1)[0])
+    asked = HANDED_OVER.split(said, maxsplit=1)[0]
+    return HUMAN_WORDS.findall(asked) + ANY_SETTING.findall(NOT_A_STEP.sub("", asked))
 
 
 def test_the_agents_view_of_the_cli_is_the_clis():
@@ -457,12 +470,40 @@ def test_a_journal_of_a_key_not_authorized_has_the_agent_push_after_the_owner():
     """Unauthorized.hint: the owner's authorization is the human's, the push after it the
     agent's memory_push, where the agent was told to stop with `then kint push ...`."""
     for found in _unauthorized():
-        if found.rotated or found.anchored_since or found.unread:
+        if found.rotated or found.anchored_since or found.unread or found.moved_to:
             continue
         said = _said_to("memory_push", "NOT_CONNECTED", found.refusal().hint)
         assert said.startswith("stop and tell the human: the owner authorizes"), said
         assert "after that, call memory_push: it " in said, said
         assert "`kint push`" not in said, said
+
+
+def test_a_refusal_on_rows_a_discarding_pull_moved_aside_says_to_write_them_back():
+    """A push or rekey that meets a kept notice naming the store a discarding pull moved
+    aside (the pull killed before it said it) uses the notice up: its hint said the push
+    anchors the rows (`kint pull`, then `kint push`; the owner's authorization, then `kint
+    push`), and "write back from it" was never said to anyone. The hint says the write-back
+    step after the pull that finishes the restore, for a terminal and for an agent, whose
+    memory_push kept v0.3.0's "call memory_pull first" alone."""
+    from kint.tenant_worker.overtaken import Overtaken
+
+    copy = "/s/moved.db"
+    found = [Overtaken(3, 5, False, moved_to=copy)]
+    found += [f for f in _unauthorized() if f.moved_to is not None]
+    for one in found:
+        for again in ("kint push", "kint rekey"):
+            refused = one.refusal(again)
+            assert copy in refused.message, refused.message
+            assert refused.hint.startswith("run `kint pull` (it finishes a restore"), \
+                refused.hint
+            assert "write back from the store that pull moved aside" in refused.hint, \
+                refused.hint
+        refused = one.refusal()
+        said = agent_error("memory_push", push_error(
+            KintError(refused.code.value, refused.message, refused.hint), lambda: True)).hint
+        assert said.startswith("call memory_pull first: it finishes a restore"), said
+        assert "ask the human what of the store that pull moved aside" in said, said
+        assert "call memory_push" in said and "`kint pu" not in said, said
 
 
 def test_a_former_keys_nonce_and_a_stale_journal_are_the_agents_pull():
@@ -678,6 +719,10 @@ def test_a_setting_named_only_as_a_place_or_a_bound_is_no_human_step():
         said = agent_error("memory_push", KintError("BUSY", "busy", step)).hint
         assert said == f"stop and tell the human: {step}", said
         assert _human_steps(step), step  # the guard still fails a hint that gives it as is
+    # A verb the translator does not know passes it as is: the guard, broader, fails it.
+    for step in ("raise KINT_RPC_TIMEOUT to 30", "export KINT_OFFLINE=1",
+                 "remove KINT_CONTRACT"):
+        assert _human_steps(step), step
 
 
 def _setting_lines() -> list[str]:

@@ -8,7 +8,9 @@ into "stop and tell the human: " and the human's step. kint-server applies it to
 tool's refusal (kint.agent_server.surface), after v0.3.0's codes and hints
 (kint.agent_server.results: push_error, pull_error). The translation is one table of
 rules (_RULES), asked in order: the hints named word for word, those built from a
-template, then the rules known by a code, a start or a tail, and last the human's steps.
+template, then the rules known by a code, a start or a tail, and last the human's steps
+(their words and commands: kint.agent_server.human_steps). A result's lines (a pull's
+warnings, the notices of settings not used) are kint.agent_server.agent_notices'.
 """
 
 from __future__ import annotations
@@ -16,32 +18,26 @@ from __future__ import annotations
 import re
 from typing import Callable
 
+from kint.agent_server.human_steps import HANDED_OVER, PULL_STEP, human_only
 from kint.client import EXITED_HINT, NO_ANSWER_HINT, KintError, SupervisorUnavailable
 from kint.front_closed import CLOSED_HINT, STOPPING_HINT
 from kint.open_files import ROOM_HINT, SYSTEM_FILES_HINT, WORKER_ROOM_HINT
 from kint.pid_file_lock import FOREIGN_FILE_HINT
-from kint.protocol.errors import (ARCHIVE_HINT, CHECKSUM_HINT, CORRUPT_FILE_HINT,
-                                  CORRUPT_JOURNAL_HINT, DEFAULT_HINTS, DEFERRED_FILL_HINT,
-                                  DEVCHAIN_RPC_HINT, DISK_FULL_PULL_TAIL, FILL_AGAIN_HINT,
-                                  FORMER_KEY_ELSEWHERE, FORMER_KEY_FUND,
+from kint.protocol.errors import (ARCHIVE_HINT, ASIDE_FIRST, ASIDE_THEN, CHECKSUM_HINT,
+                                  CORRUPT_FILE_HINT, CORRUPT_JOURNAL_HINT, DEFAULT_HINTS,
+                                  DEFERRED_FILL_HINT, DEVCHAIN_RPC_HINT, DISK_FULL_PULL_TAIL,
+                                  FILL_AGAIN_HINT, FORMER_KEY_ELSEWHERE, FORMER_KEY_FUND,
                                   FORMER_KEY_UNFILLABLE, FUND_SESSION_KEY_HINT,
-                                  GAP_NEVER_OPENS_HINT, HEADER_TRANSPORT_HINT,
-                                  NO_DATA_KEY_HINT, NO_LOCAL_SECRET_HINT, NOT_A_REKEY_HINT,
-                                  NOT_CONNECTED_HINT,
-                                  OVERTAKEN_NOTICE_TAIL, RECOVERY_CODE_HINT,
-                                  RECOVERY_FILE_HINT, REKEY_JOURNAL_HINT,
-                                  REKEY_JOURNAL_NEWER_HINT, REORG_HINT,
-                                  REREAD_HINT, RETRY_THEN, ROTATED_DISCARD_HINT,
-                                  ROTATED_GAP_HINT, ROTATED_KEY_NOTICE_TAIL,
-                                  ROTATED_KEY_PUSH_HINT, SESSION_KEY_CORRUPT_HINT,
-                                  SESSION_KEY_LOCKED_HINT, SESSION_KEY_MISSING_HINT,
-                                  SNAPSHOT_TOO_LARGE_HINT, STALE_JOURNAL_HINT,
-                                  UNAUTHORIZED_HINT, UNAUTHORIZED_KEPT_HINT,
+                                  GAP_NEVER_OPENS_HINT, HEADER_TRANSPORT_HINT, NO_DATA_KEY_HINT,
+                                  NO_LOCAL_SECRET_HINT, NOT_A_REKEY_HINT, NOT_CONNECTED_HINT,
+                                  RECOVERY_CODE_HINT, RECOVERY_FILE_HINT, REKEY_JOURNAL_HINT,
+                                  REKEY_JOURNAL_NEWER_HINT, REORG_HINT, REREAD_HINT, RETRY_THEN,
+                                  ROTATED_DISCARD_HINT, ROTATED_GAP_HINT, ROTATED_KEY_PUSH_HINT,
+                                  SESSION_KEY_CORRUPT_HINT, SESSION_KEY_LOCKED_HINT,
+                                  SESSION_KEY_MISSING_HINT, SNAPSHOT_TOO_LARGE_HINT,
+                                  STALE_JOURNAL_HINT, UNAUTHORIZED_HINT, UNAUTHORIZED_KEPT_HINT,
                                   UNAUTHORIZED_PUSH_HINT, UNREAD_GAP_HINT, UNSETTLED_THEN,
-                                  WRAPS_ROTATED_HINT, WRITE_BACK, WRITE_BACK_TAIL, ErrorCode,
-                                  hint_with_notices, split_notices)
-from kint.settings.secret_proof import GIVE_SAME, GIVE_THIS
-from kint.settings.wire import CHANGE_IT
+                                  WRAPS_ROTATED_HINT, ErrorCode, hint_with_notices, split_notices)
 from kint.sibyl_client import LOCKED_HINT, UNREADABLE_HINT
 from kint.spaces import STORE_HINT
 
@@ -51,12 +47,26 @@ CALL_CONNECT = "call memory_connect"
 CALL_PULL_FIRST = "call memory_pull first"
 
 
+# The human's connect that carries a data key rotated on another machine here, then the
+# agent's call (its end): said by a pull's refusal (ROTATED_GAP_HINT) and by a pull's
+# result that stopped at such an epoch (results.ROTATED_GAP_FOR_AGENT), one sentence.
+ROTATED_CONNECT = ("`kint connect` again in their terminal with a key that opens the vault now "
+                   "(the owner's signature, the vault passphrase or the new recovery code) "
+                   "carries it here; after that, call ")
+
+
 def _transport_retry(done: str) -> str:
     """A transport failure's hint in an agent's words: its own call again first, the
     endpoint after that the human's; `done` says what the failure left as it was."""
     return ("call {tool} again in a minute: that is a transport failure, never a verdict on "
             f"the vault{done}; if it fails again, stop and tell the human to change the RPC "
             "(KINT_RPC_URL)")
+
+
+# The agent's pull, then the human asked, for rows a discarding pull moved aside (ASIDE_FIRST).
+_ASIDE_ASK = ("call {pull_first}: it finishes a restore the discarding pull left; then ask "
+              "the human what of the store that pull moved aside (named above) is still "
+              "wanted")
 
 
 # The generic hints of the worker's and the supervisor's codes speak to a person at a
@@ -97,12 +107,10 @@ _AGENT_HINTS = {
                         "here; after that, call {tool} again",
     # An epoch sealed under a data key another machine's rekey made: the connect that
     # carries the key here is the human's (the owner's key), the pull after it the agent's.
-    ROTATED_GAP_HINT: "stop and tell the human: if the data key was rotated on another "
-                      "machine, `kint connect` again in their terminal with a key that opens "
-                      "the vault now (the owner's signature, the vault passphrase or the new "
-                      "recovery code) carries it here; after that, call {pull}. If that "
-                      f"connect says the head epoch's wrap under the key does not open, no "
-                      f"rekey made it: {NOT_A_REKEY_HINT}",
+    ROTATED_GAP_HINT: f"stop and tell the human: if the data key was rotated on another "
+                      f"machine, {ROTATED_CONNECT}{{pull}}. If that connect says the head "
+                      f"epoch's wrap under the key does not open, no rekey made it: "
+                      f"{NOT_A_REKEY_HINT}",
     # The same met by a pull with discard_local before it moved anything: that pull again.
     ROTATED_DISCARD_HINT: "stop and tell the human: `kint connect` again in their terminal, "
                           "with a key that opens the vault in the head epoch (the owner's "
@@ -127,6 +135,17 @@ _AGENT_HINTS = {
                             f"not authorize this key again, `kint session-key rotate` in "
                             f"their terminal makes a new one for the owner to authorize, and "
                             f"memory_push then anchors the rows with it",
+    # The same journals' rows in a store a discarding pull moved aside, the pull killed
+    # before it said so (ASIDE_FIRST): the pull is the agent's own, what is written back
+    # the human's to say, and the push after it the agent's again.
+    ASIDE_THEN.format(again="kint push"): f"{_ASIDE_ASK}; once that is written back, call "
+                                          f"memory_push",
+    f"{ASIDE_FIRST}; {UNAUTHORIZED_PUSH_HINT}": f"{_ASIDE_ASK}, and tell them: "
+                                                f"{UNAUTHORIZED_HINT}; once both are done, "
+                                                f"call memory_push: it anchors it",
+    f"{ASIDE_FIRST}; {ROTATED_KEY_PUSH_HINT}": f"{_ASIDE_ASK}; once that is written back, "
+                                               f"call memory_push: it anchors it with this "
+                                               f"machine's current session key",
     # An interrupted push's journal the endpoint answered for untruly: the agent's pull
     # settles it once the endpoint answers truly; KINT_RPC_URL is the human's to check.
     STALE_JOURNAL_HINT: "call memory_pull in a minute: it settles the interrupted push once "
@@ -259,73 +278,6 @@ _AGENT_HINTS.update({DEFAULT_HINTS[code]: f"stop and tell the human: {DEFAULT_HI
                                   ErrorCode.INTERNAL)})
 
 
-# Words of a step that is the human's though it names no command of kint's: a setting
-# (the config file, or a KINT_ one to set, unset, check, correct or point: in the
-# environment kint-server or the supervisor was started with, which the agent cannot
-# change), ETH to send, a process to signal, a file's mode, space on the disk. kint-server
-# has no tool for any, and a hint passed on as it was gave them to the agent as its own
-# next step (tests/test_worker_hints_for_agents.py holds every hint to them). A KINT_ name
-# alone is no step: `KINT_HOME` as a place, a setting named as what sets a bound, in a hint
-# whose step is a retry, stopped the agent where the retry was its own.
-HUMAN_ONLY_WORDS = ("send ETH", "MCP configuration", "environment file", "`kill ", "`chmod ",
-                    "point kint at", "free some space", "config.toml", "config file")
-HUMAN_SETTING = re.compile(r"\b(?:check|correct|point|set|unset|change) KINT_|\bKINT_\w+=")
-
-
-# Steps v0.3.0 keeps for the human's own terminal (14-agents.md, "Anti-patterns to avoid"):
-# anchoring over an epoch that will never open, moving the store aside, rotating the data
-# key; and the owner's authorization of a session key ("What must go back to the human",
-# the worker's hints for a journal its unauthorized key left: UNAUTHORIZED_HINT and what
-# to run after it). A hint the worker wrote for a terminal that names one of them (a
-# header no kint reads, a store that cannot be read) is the human's to act on: the agent
-# is told to stop and hand it over, never to run it. Not so a hint whose first step is a
-# pull, the agent's own memory_pull (14-agents.md), with the human's step only as the way
-# past a fork the pull may meet: that pull's own refusal says so when it comes. Such hints
-# are known by their code (CHAIN_MOVED) or named (_AGENT_HINTS), and mapped before any word
-# they hold could turn them into "stop" (here, or TERMINAL_STEP below).
-HUMAN_ONLY_STEPS = ("--over-skipped", "pull --discard-local", "kint rekey", "`kint authorize`",
-                    # and the human's steps no command names: ETH to send, a setting where
-                    # kint-server or the supervisor was started, an endpoint to point a
-                    # setting at, a process to signal, a file's mode, space on the disk
-                    *HUMAN_ONLY_WORDS)
-PULL_STEP = "run `kint pull`"
-
-# Every command of kint's CLI (tests/test_worker_hints_for_agents.py holds it to the CLI's
-# list), and those an agent runs itself: the diagnostics, the session key it may make, the
-# recovery code file written again, the payloads the human signs, the harnesses set up
-# (14-agents.md, "What you can do for the user"). Any other a hint still names once the
-# rules above had their say (a hint no one named: a corrupt epoch cache, a previous key's
-# keystore to put back) is a terminal's step, which kint-server has no tool for or keeps
-# for the human: the agent is told to stop and hand it over, never given it as its own
-# next step. Stopping where a memory_ call would have done is the safe way to be wrong; a
-# hint worth a call of the agent's own is named in _AGENT_HINTS or _AGENT_TEMPLATES.
-KINT_COMMANDS = ("authorize", "canonical-payload", "compact", "config", "connect", "demo",
-                 "devchain", "doctor", "export", "history", "join", "pull", "push",
-                 "recovery-code", "rekey", "session-key", "setup", "status", "supervisor",
-                 "verify")
-AGENT_COMMANDS = ("session-key create", "session-key show", "doctor", "status",
-                  "supervisor status", "config show", "recovery-code", "canonical-payload",
-                  "authorize payload", "setup")
-TERMINAL_STEP = re.compile(r"\bkint (?!(?:%s)\b)(?:%s)\b" % (
-    "|".join(map(re.escape, AGENT_COMMANDS)), "|".join(map(re.escape, KINT_COMMANDS))))
-
-
-# Where a hint already hands the rest to the human (kint-server's own refusals, written for
-# an agent: `memory_connect` with dev and a passphrase): what follows is the human's.
-HANDED_OVER = re.compile(r"(?:stop and )?(?:tell|ask) the human")
-
-
-def _human_only(said: str) -> bool:
-    """Whether a hint no earlier rule gave the agent's words names, before anything it
-    hands to the human, a step of the human's terminal (HUMAN_ONLY_STEPS, HUMAN_SETTING), or
-    any command of kint's CLI the agent does not run itself (TERMINAL_STEP). The CHAIN_MOVED
-    pull and the named hints are mapped before this is asked, so a hint that starts with a
-    pull and names one of those steps stops the agent."""
-    asked = HANDED_OVER.split(said, maxsplit=1)[0]
-    return (any(step in asked for step in HUMAN_ONLY_STEPS) or bool(HUMAN_SETTING.search(asked))
-            or bool(TERMINAL_STEP.search(asked)))
-
-
 def _pattern(template: str) -> re.Pattern[str]:
     """`template` with each `{name}` a group that takes the value said in its place (the
     same value again where a name comes back)."""
@@ -390,7 +342,7 @@ def _humans(code: str, said: str) -> dict[str, str] | None:
     kint-server has no tool for (TERMINAL_STEP). One that already hands the rest over is
     left as it is."""
     theirs = not HANDED_OVER.match(said) and (
-        code in (SupervisorUnavailable.CODE, ErrorCode.SIBYL_ERROR.value) or _human_only(said))
+        code in (SupervisorUnavailable.CODE, ErrorCode.SIBYL_ERROR.value) or human_only(said))
     return {"said": said} if theirs else None
 
 
@@ -438,61 +390,3 @@ def _agent_words(tool: str, code: str, said: str) -> str | None:
         if values is not None:
             return words.format(**values, tool=tool, pull=pull, pull_first=first)
     return None
-
-
-# What a pull's warning of a journal it dropped (kint.tenant_worker's overtaken.py,
-# unauthorized_journal.py) says last, for a terminal, about the rows the journal carried:
-# the agent's tools for them, and the owner's authorization handed to the human.
-ASK_WANTED = "ask the human what of it is still wanted"
-_WRITTEN_BACK = f"{ASK_WANTED}; once that is written back, memory_push anchors it"
-_NOTICE_TAILS = {
-    OVERTAKEN_NOTICE_TAIL: "memory_status counts them, and memory_push anchors them",
-    WRITE_BACK_TAIL: _WRITTEN_BACK,
-    ROTATED_KEY_NOTICE_TAIL: "memory_push anchors them with this machine's current session "
-                             "key",
-    UNAUTHORIZED_PUSH_HINT: f"tell the human: {UNAUTHORIZED_HINT}; after that, memory_push "
-                            f"anchors them",
-}
-# The same for rows in a store the pull moved aside (`--discard-local`), which the warning
-# says as WRITE_BACK then the step after it: what is written back from that store is the
-# human's to say, as for a journal the chain passed, and no push anchors rows still in it.
-_MOVED_ASIDE_TAILS = {
-    f"{WRITE_BACK}; {ROTATED_KEY_NOTICE_TAIL}": f"{_WRITTEN_BACK} with this machine's "
-                                                f"current session key",
-    f"{WRITE_BACK}; {UNAUTHORIZED_PUSH_HINT}": f"{ASK_WANTED}; tell the human too: "
-                                               f"{UNAUTHORIZED_HINT}; once both are done, "
-                                               f"memory_push anchors it",
-}
-
-
-def agent_notice(said: str) -> str:
-    """A pull's warning with its last step in an agent's words; any other as it is."""
-    for tail, words in (*_MOVED_ASIDE_TAILS.items(), *_NOTICE_TAILS.items()):
-        if said.endswith(f"; {tail}"):
-            return said.removesuffix(tail) + words
-    return said
-
-
-# The lines about settings of the call that were not used (kint.settings.wire's reports,
-# secret_proof's), which every tool's result and refusal carries as `notices`: the way to
-# change a value or give the supervisor a secret (kint-server's MCP configuration, the
-# service's environment file, the config file, `kint supervisor stop`) is the human's, so
-# it is handed over where it begins. The other lines name no step (a value that does not
-# parse, one with no effect on this platform, a refused config file still serving its last
-# good values; and the push's REANCHOR_UNUSED, OVER_SKIPPED_UNUSED and dry run lines, which
-# memory_push never asks for), and pass as they are.
-_SETTING_STEPS = ((CHANGE_IT, "; to change it, tell the human: "),
-                  (GIVE_SAME, "; tell the human to give the supervisor the same ("),
-                  (GIVE_THIS, "; to use this one, tell the human to give it to the supervisor ("))
-
-
-def agent_notices(lines: list[str]) -> list[str]:
-    """`notices` with the human's way to change a setting handed to the human."""
-    out = []
-    for line in lines:
-        for step, words in _SETTING_STEPS:
-            if step in line:
-                line = line.replace(step, words, 1)
-                break
-        out.append(line)
-    return out

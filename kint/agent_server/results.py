@@ -13,12 +13,13 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from kint.agent_server.agent_hints import (CALL_CONNECT, CALL_PULL_FIRST, agent_error,
-                                           agent_notice)
+from kint.agent_server.agent_hints import (CALL_CONNECT, CALL_PULL_FIRST, ROTATED_CONNECT,
+                                           agent_error)
+from kint.agent_server.agent_notices import agent_notice
 from kint.client import KintError
 from kint.front_closed import CLOSED_HINT
 from kint.open_files import ROOM_HINT, SYSTEM_FILES_HINT, WORKER_ROOM_HINT
-from kint.protocol.errors import (DISCARD_FROM_AGENT, ROTATED_GAP_STEP, SAID_BY_NEXT,
+from kint.protocol.errors import (ASIDE_THEN, DISCARD_FROM_AGENT, ROTATED_GAP_STEP, SAID_BY_NEXT,
                                   hint_with_notices, split_notices)
 
 # v0.3.0's hints for a push that the space's running work holds up, and for its data key.
@@ -32,11 +33,8 @@ SAID_BY_TOOLS = "the agent's next memory_pull or memory_push"
 # A pull that stopped at an epoch sealed under a key rotated on another machine says, for a
 # terminal, to connect again and pull (ROTATED_GAP_STEP, the end of its `message`): the
 # connect is the human's (the owner's key), the pull after it the agent's own.
-ROTATED_GAP_FOR_AGENT = ("if the data key was rotated on another machine, stop and tell the "
-                         "human: `kint connect` again in their terminal with a key that opens "
-                         "the vault now (the owner's signature, the vault passphrase or the "
-                         "new recovery code) carries it here; after that, call memory_pull "
-                         "again")
+ROTATED_GAP_FOR_AGENT = (f"if the data key was rotated on another machine, stop and tell the "
+                         f"human: {ROTATED_CONNECT}memory_pull again")
 
 # The worker's codes under v0.3.0's name for the same refusal, per tool. A code not named
 # here is this kint's own (docs/harnesses.md lists them) and passes as it is.
@@ -54,6 +52,9 @@ _PUSH_HINTS = {"BUSY": PUSH_RUNNING, "CHAIN_MOVED": CALL_PULL_FIRST}
 # hint for the code ("a push is already running") would send the agent to wait on nothing.
 _NO_PUSH_RUNNING_HINTS = frozenset({ROOM_HINT, WORKER_ROOM_HINT, SYSTEM_FILES_HINT,
                                     CLOSED_HINT})
+# A CHAIN_MOVED whose rows a discarding pull moved aside: v0.3.0's hint ("call memory_pull
+# first") would drop the write-back step after the pull, which the refusal alone now says.
+_MORE_THAN_A_PULL = frozenset({ASIDE_THEN.format(again="kint push")})
 
 
 def tool_error(err: KintError, codes: dict[str, str], failed: str,
@@ -64,7 +65,7 @@ def tool_error(err: KintError, codes: dict[str, str], failed: str,
     (PUSH_FAILED, PULL_FAILED): `owner_known` tells the two apart."""
     said, notices = split_notices(err.hint)  # kept under the hint that replaces `said`
     code, hint = codes.get(err.code, err.code), hints.get(err.code, said)
-    if said in _NO_PUSH_RUNNING_HINTS:  # the supervisor short of open files, no push running
+    if said in _NO_PUSH_RUNNING_HINTS | _MORE_THAN_A_PULL:  # no push running; or more to do
         hint = said
     if err.code == "NOT_CONNECTED":
         if owner_known():

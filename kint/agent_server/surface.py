@@ -41,7 +41,7 @@ from pydantic import ValidationError
 
 from kint import __version__
 from kint.agent_server import progress, results, sibyl_errors
-from kint.agent_server.agent_hints import agent_notices
+from kint.agent_server.agent_notices import agent_notices
 from kint.agent_server.one_call import Gate
 from kint.agent_server.tools import KintTool
 from kint.client import KintError

@@ -191,6 +191,14 @@ ROTATED_KEY_NOTICE_TAIL = "`kint push` anchors them with this machine's current 
 OVERTAKEN_NOTICE_TAIL = "`kint status` counts them, and `kint push` anchors them"
 WRITE_BACK = "write back from it what is still wanted"
 WRITE_BACK_TAIL = f"{WRITE_BACK}, then `kint push`"
+# A push's or rekey's refusal on a kept notice whose rows a discarding pull moved aside (the
+# pull killed before it said the notice): the refusal uses the notice up, so it says the
+# write-back step the pull's warning would have said, which was then never said; its pull
+# first finishes the restore the kill may have cut short. `{again}`: the command refused.
+ASIDE_FIRST = ("run `kint pull` (it finishes a restore the discarding pull left), then "
+               "write back from the store that pull moved aside (named above) what is still "
+               "wanted")
+ASIDE_THEN = f"{ASIDE_FIRST}, then `{{again}}`"
 
 # A push refused by the journal of an interrupted push that a previous session key of this
 # machine left (rotated since, and no longer authorized: kint.tenant_worker's

@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from kint.chain.anchor import Anchor, EpochLog, Head
 from kint.chain.rpc import RpcUnavailable
 from kint.protocol import ErrorCode, ProtocolError
-from kint.protocol.errors import OVERTAKEN_NOTICE_TAIL, UNSETTLED_HINT, WRITE_BACK_TAIL
+from kint.protocol.errors import (ASIDE_THEN, OVERTAKEN_NOTICE_TAIL, UNSETTLED_HINT,
+                                  WRITE_BACK_TAIL)
 
 UNSETTLED = "the journal is kept until the chain can be read"
 # What became of a dropped journal's transaction that the endpoint held, waiting to be
@@ -127,18 +128,25 @@ class Overtaken:
         dropped journal what to do with the rows it carried (PULL_THEN, the refusal's hint,
         asks for the very pull that is saying it), in the store or in the one the pull
         moved aside (`moved_to`). One the store was pulled past since owes nothing, and is
-        `describe` alone, as an `Unauthorized` whose rows were anchored since is."""
-        if self.landed or self.pulled_since:
+        `describe` alone, as an `Unauthorized` whose rows were anchored since is; unless a
+        copy was named before (`self.moved_to`), which `describe` says first and whose
+        write-back step follows it here too (it was dropped, the copy named with no step)."""
+        if self.landed or (self.pulled_since and self.moved_to is None):
             return self.describe()
         if moved_to is not None or self.moved_to is not None:
             return f"{self.describe(moved_to)}; {WRITE_BACK_TAIL}"
         return f"{self.describe()}; {OVERTAKEN_NOTICE_TAIL}"
 
+    def hint(self, again: str = "kint push") -> str:
+        """What to do: a pull first, then `again` (the command refused); with a copy named
+        (`self.moved_to`), the rows written back from it between the two (ASIDE_THEN): the
+        refusal uses the notice up, and PULL_THEN's push anchored nothing of the copy."""
+        return (PULL_THEN if self.moved_to is None else ASIDE_THEN).format(again=again)
+
     def refusal(self, again: str = "kint push") -> ProtocolError:
         """What a push (or rekey: `again`) that met it answers: this machine is behind the
         chain either way, and a pull is what brings it to the head."""
-        return ProtocolError(ErrorCode.CHAIN_MOVED, self.describe(),
-                             PULL_THEN.format(again=again))
+        return ProtocolError(ErrorCode.CHAIN_MOVED, self.describe(), self.hint(again))
 
 
 def epoch_at(anchor: Anchor, owner: str, space_hex: str, head: Head, seq: int) -> EpochLog:

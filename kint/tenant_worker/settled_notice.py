@@ -147,11 +147,15 @@ def _read(path: Path) -> tuple[Found, Any]:
     """The notice at `path` and the vault it was kept for. Only the fields this kint's
     dataclass knows are taken, `NOW_ONLY` never: a later kint may keep more (an earlier one
     that met a field it did not know removed the notice unsaid), and what holds now is
-    `_as_now`'s to say."""
+    `_as_now`'s to say. A copy's path (`moved_to`) that is not a string does not read: it
+    was printed as it stood (a dict's repr) by `kint status`, the pull and memory_status."""
     data = orjson.loads(read_small_file(path, MAX_BYTES))
     kind = _KINDS[data["kind"]]
     known = {f.name for f in fields(kind)} - NOW_ONLY
     held = {name: value for name, value in data["found"].items() if name in known}
+    moved_to = held.get("moved_to")
+    if moved_to is not None and not isinstance(moved_to, str):  # said as a path, to a user
+        raise TypeError(f"moved_to is {type(moved_to).__name__}, not a path")
     return kind(**held), data.get("vault")
 
 
@@ -202,11 +206,15 @@ def moved_aside(ctx: SpaceContext, found: Found, moved_to: str) -> None:
     kept `found`: the rows a dropped journal carried are in that copy, and the notice kept
     says so, should the pull be killed before it says it (the next command's words named
     the restored store). The first copy named stays: a store moved aside since did not
-    hold them. Nothing for a journal that landed or is kept (no rows dropped)."""
+    hold them. Nothing for a journal that landed or is kept (no rows dropped), nor for one
+    that owes nothing (`owes_nothing`): its rows were anchored, or gone from the store,
+    before this move, and a copy named there (read as it was kept, never worked out again)
+    sent the user to write back rows the copy did not hold."""
     from kint.tenant_worker.state_format import CorruptStateFile
 
     dropped = not found.landed if isinstance(found, Overtaken) else found.kept is None
-    if not dropped or found.moved_to is not None or not _path(ctx).exists():
+    if (not dropped or owes_nothing(found) or found.moved_to is not None
+            or not _path(ctx).exists()):
         return
     try:  # read by the pull before the move: the store is gone, the pull goes on
         kept_for = vault(ctx)

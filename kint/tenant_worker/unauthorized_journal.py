@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kint.protocol import ErrorCode, ProtocolError
-from kint.protocol.errors import (ROTATED_KEY_NOTICE_TAIL, ROTATED_KEY_PUSH_HINT,
+from kint.protocol.errors import (ASIDE_FIRST, ROTATED_KEY_NOTICE_TAIL, ROTATED_KEY_PUSH_HINT,
                                   UNAUTHORIZED_HINT, UNAUTHORIZED_KEPT_HINT,
                                   UNAUTHORIZED_PUSH_HINT, UNSETTLED_HINT, WRITE_BACK)
 from kint.tenant_worker.overtaken import carried_where
@@ -89,14 +89,22 @@ class Unauthorized:
     def hint(self, again: str = "kint push") -> str:
         """What to do: `again` is the command refused (push or rekey), which is what
         anchors the rows once the key may write: a rekey's snapshot carries the store's
-        rows as a push does. It told a refused rekey to run `kint push` again."""
-        rekey = again == "kint rekey"
+        rows as a push does. It told a refused rekey to run `kint push` again. With a copy
+        named (`self.moved_to`), writing the rows back from it comes first (ASIDE_FIRST): the
+        refusal uses the notice up, and its push anchored nothing of the copy."""
         if self.kept is not None and self.unread:
             return UNSETTLED_HINT
         if self.anchored_since and self.kept is None:  # push and rekey go on past it
             return NOTHING_LEFT
         if self.kept is not None:
             return UNAUTHORIZED_KEPT_HINT
+        then = self._then(again)
+        return then if self.moved_to is None else f"{ASIDE_FIRST}; {then}"
+
+    def _then(self, again: str = "kint push") -> str:
+        """The step that anchors a dropped journal's rows: `again` once the key may write,
+        or with the current key for a rotated one's."""
+        rekey = again == "kint rekey"
         if self.rotated:
             return ("run `kint rekey` again: its snapshot anchors them with this machine's "
                     "current session key" if rekey else ROTATED_KEY_PUSH_HINT)
@@ -114,7 +122,7 @@ class Unauthorized:
         said = self.describe(moved_to) + (f"; {WRITE_BACK}" if aside else "")
         if self.rotated:
             return f"{said}; {ROTATED_KEY_NOTICE_TAIL}"
-        return f"{said}; {self.hint()}"
+        return f"{said}; {self._then()}"
 
     def refusal(self, again: str = "kint push") -> ProtocolError:
         """What a push (or rekey: `again`) that met it answers: the hint names the command
