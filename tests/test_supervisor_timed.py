@@ -41,7 +41,7 @@ from kint.supervisor.routing import ClientRouting
 from kint.supervisor.settings import Settings
 from kint.supervisor.timed import RETRY_S, TimedWork
 from kint.supervisor.worker_messages import WorkerMessages
-from kint.supervisor.workers import Pending, WorkerHandle
+from kint.supervisor.workers import STOPPED_MID_OP_HINT, Pending, WorkerHandle
 
 
 class _Outbox:
@@ -137,6 +137,37 @@ def test_a_deadline_is_answered_at_the_turn_it_passes_between_sweeps():
     assert [(i, r.error) for i, r in host.answered] == [("7", "TIMEOUT")]
     assert "did not finish within 1000 ms" in (host.answered[0][1].message or "")
     assert host.sweeps == [1000.0]
+
+
+def test_a_request_waiting_for_an_exited_workers_reply_keeps_its_own_deadline():
+    """A worker stopped on command exits 0 with two requests unanswered: they wait for its
+    last replies (last_words.py) for the grace, 1 s. The one whose deadline comes first is
+    answered TIMEOUT at that deadline, the loop waking for it; it waited out the whole
+    grace, and a sweep after, and a client whose own bound was shorter gave up on the
+    supervisor first. The other is answered WORKER_DOWN at the grace's turn, not a sweep
+    later."""
+    host = _Host(Settings(tick_s=0.25), start=100.0)
+    handle = host.add(1)
+    handle.route, handle.token, handle.pid = b"route-1", b"token-1", 4242
+    host.queue(handle, "r1", deadline=100.1).forwarded = True
+    host.queue(handle, "r2", deadline=130.0).forwarded = True
+    host.tick(100.0)  # the sweep: the next is due at 100.25
+    record = host._retire_route(handle)
+    host._await_replies(record, handle, "exited with code 0", STOPPED_MID_OP_HINT, 100.0)
+    assert host.poll_timeout_ms(100.0) == 100  # the loop wakes for r1's deadline
+    host.tick(100.05)
+    assert host.answered == []
+    host.tick(100.1)
+    [(rid, reply)] = host.answered
+    assert rid == "r1" and reply.error == "TIMEOUT", reply
+    assert reply.message == ("status on space " + handle.space16 + " did not finish within "
+                             "1000 ms: its worker exited with code 0, its reply not read")
+    assert reply.hint == STOPPED_MID_OP_HINT
+    host.tick(100.99)  # a sweep: the next is due at 101.24
+    assert host.poll_timeout_ms(100.99) == 10  # the grace's end, before it
+    host.tick(101.0)
+    assert [(i, r.error) for i, r in host.answered][1:] == [("r2", "WORKER_DOWN")]
+    assert not host._unreplied
 
 
 def test_a_reply_waiting_unread_when_its_deadline_passes_wins_over_the_timeout():

@@ -23,13 +23,19 @@ restart`), whose next worker starts meanwhile.
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from conftest import make_sandbox, write_store
 from kint.client import KintError
 from kint.supervisor import last_words
+from kint.supervisor.exits import ExitWatch
 from kint.supervisor.settings import Settings
 from kint.supervisor.workers import STOPPED_MID_OP_HINT, Pending, WorkerHandle
 from support.lifecycle_host import LifecycleHost
@@ -111,32 +117,45 @@ def test_a_reply_that_never_comes_is_worker_down_after_the_grace(tmp_path):
     assert "read after its exit, passed on" not in log, log
 
 
-
 class Host(LifecycleHost):
-    """The lifecycle's last-words part, its answers kept, the back socket empty: explicit
-    monotonic times, no process (the grace and the bound are what is tested here)."""
+    """The lifecycle's last-words part, its answers and passed-on replies kept: explicit
+    monotonic times (the grace and the bound are what is tested here). Its back socket
+    holds what a test puts in `on_socket` (each a call that reads one message), read only
+    when the supervisor would read it; a worker's exit is a real process's (watched by an
+    `exits` the test gives it), and its forkserver is never ready (a restart only leaves the space `starting`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, home: Path | None = None) -> None:
         super().__init__(Settings())
+        self.home = home
         self.back = None
+        self.spawner = SimpleNamespace(ready=False)
+        self._awaiting_forkserver: dict = {}
         self.answered: list = []
+        self.passed_on: list = []
+        self.on_socket: list = []
 
     def _answer(self, handle, pending, reply) -> None:
         handle.pending.pop(pending.internal_id, None)
         self.answered.append((pending.internal_id, reply))
 
+    def _deliver(self, handle, pending, body) -> None:
+        self.passed_on.append((pending.internal_id, body))
+
     def _drain(self, sock, handler) -> None:
-        pass
+        while self.on_socket:
+            self.on_socket.pop(0)()
 
     def _on_back(self, frames) -> None:
-        raise AssertionError("nothing waits on the back socket here")
+        raise AssertionError("messages are read through `on_socket` here")
 
 
-def _exited_with_a_request(host: Host, n: int, now: float):
-    """Space n's worker, sent request `rN`, exited clean on a stop at `now`."""
+def _exited_with_a_request(host: Host, n: int, now: float, more: int = 0):
+    """Space n's worker, sent request `rN` (and `more` after it, `rN.1`...), exited clean
+    on a stop at `now`."""
     handle = WorkerHandle(space_id=f"{n:064x}", label=f"t{n}", tenant="t", db="/x.db",
                           pid=1000 + n, route=b"route-%d" % n, token=b"token-%d" % n)
-    handle.pending[f"r{n}"] = Pending(f"r{n}", b"client", "cid", "push", now + 60, 60_000,
+    for rid in [f"r{n}", *(f"r{n}.{i}" for i in range(1, more + 1))]:
+        handle.pending[rid] = Pending(rid, b"client", "cid", "push", now + 60, 60_000,
                                       b"{}", forwarded=True)
     record = host._retire_route(handle)
     host._await_replies(record, handle, "exited with code 0", STOPPED_MID_OP_HINT, now)
@@ -167,3 +186,80 @@ def test_a_route_forgotten_past_the_bound_answers_its_requests_at_once():
     # The first route is forgotten: a reply on it would be refused as a stranger's.
     [(rid, reply)] = host.answered
     assert rid == "r0" and reply.error == "WORKER_DOWN" and not host._unreplied
+
+
+def _reply(host: Host, record, rid: str) -> None:
+    """The retired worker's reply to `rid`, read on its route with its token."""
+    host._heard_after(record.route, record, {"kind": "reply", "id": rid},
+                      b"answer-" + rid.encode())
+
+
+def test_a_reply_found_on_the_socket_at_the_graces_end_wins():
+    """The grace is over, and the reply waits unread on the back socket (the loop had not
+    turned since it came): it is read before anything is given up, and its client gets
+    it, not WORKER_DOWN."""
+    host = Host()
+    _, record = _exited_with_a_request(host, 1, now=100.0)
+    host.on_socket.append(lambda: _reply(host, record, "r1"))
+    host._replies_due(100.0 + last_words.LAST_REPLY_GRACE_S)
+    assert host.passed_on == [("r1", b"answer-r1")] and host.answered == []
+    assert not host._unreplied
+
+
+def test_the_last_reply_read_ends_the_wait():
+    """Its last request replied, the record waits for nothing: the supervisor's own stop,
+    which waits while any does (`_unreplied`), goes on at once, not at the grace's end."""
+    host = Host()
+    _, record = _exited_with_a_request(host, 1, now=100.0)
+    _reply(host, record, "r1")
+    assert host.passed_on == [("r1", b"answer-r1")]
+    assert not host._unreplied and record.unreplied is None
+
+
+def test_a_reply_after_the_grace_is_dropped_not_answered_twice():
+    host = Host()
+    _, record = _exited_with_a_request(host, 1, now=100.0)
+    host._replies_due(100.0 + last_words.LAST_REPLY_GRACE_S)
+    assert [(i, r.error) for i, r in host.answered] == [("r1", "WORKER_DOWN")]
+    _reply(host, record, "r1")  # too late: its client was told
+    assert host.passed_on == [] and len(host.answered) == 1
+
+
+def test_of_two_requests_the_one_unreplied_waits_out_the_grace():
+    host = Host()
+    _, record = _exited_with_a_request(host, 1, now=100.0, more=1)
+    _reply(host, record, "r1")
+    assert host.passed_on == [("r1", b"answer-r1")]
+    assert list(host._unreplied) == [record.route]  # r1.1 still waits
+    host._replies_due(100.5)
+    assert host.answered == []
+    host._replies_due(100.0 + last_words.LAST_REPLY_GRACE_S)
+    assert [(i, r.error) for i, r in host.answered] == [("r1.1", "WORKER_DOWN")]
+    assert host.passed_on == [("r1", b"answer-r1")] and not host._unreplied
+
+
+def test_a_clean_exit_on_a_users_sigterm_waits_for_its_replies_too(tmp_path):
+    """A worker sent a plain `kill -TERM` (no command) stops as on one: it finishes its ops,
+    sends their answers and exits 0. Its requests wait for those replies as a commanded
+    stop's do, where they were answered WORKER_DOWN at the exit; the space restarts as
+    after any uncommanded exit. The worker is a real process exiting 0."""
+    host = Host(tmp_path)
+    host.exits = ExitWatch()
+    handle = WorkerHandle(space_id="c5" * 32, label="t@hermes:p1", tenant="t", db="/p1.db",
+                          route=b"route-1", token=b"token-1", state="ready")
+    handle.pending["r1"] = Pending("r1", b"client", "cid", "push", time.monotonic() + 60,
+                                   60_000, b"{}", forwarded=True)
+    proc = multiprocessing.get_context("spawn").Process(target=os._exit, args=(0,))
+    proc.start()
+    try:
+        handle.process, handle.pid = proc, proc.pid
+        host.exits.watch(proc.sentinel, handle)
+        proc.join(30)
+        host._on_exit(handle)
+    finally:
+        host.exits.close()
+    record = host._unreplied[b"route-1"]
+    assert host.answered == [] and list(record.unreplied.requests) == ["r1"]
+    assert handle.state == "starting" and handle.restarts == 1, handle.state
+    _reply(host, record, "r1")
+    assert host.passed_on == [("r1", b"answer-r1")] and host.answered == []

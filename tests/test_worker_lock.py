@@ -406,13 +406,13 @@ def test_a_refusal_whose_message_comes_after_the_exit_names_its_holder(tmp_path,
     late = {"kind": "fatal", "pid": record.pid, "token": token.hex(),
             "reason": "space c4c4 is held by worker 4242", "code": "WORKER_DOWN",
             "hint": "let worker 4242 finish, or end it", "holder_pid": 4242}
-    host._heard_after(route, record, late)
+    host._heard_after(route, record, late, None)
     if moved_on:
         assert handle.last_exit == bare and handle.start_refused.holder_pid is None
         return
     assert handle.last_exit == late["reason"], handle.last_exit
     assert handle.start_refused == StartRefusal("WORKER_DOWN", late["hint"], 4242)
-    host._heard_after(route, record, {**late, "reason": "a second copy"})
+    host._heard_after(route, record, {**late, "reason": "a second copy"}, None)
     assert handle.last_exit == late["reason"]  # once
 
 

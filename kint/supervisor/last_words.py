@@ -23,9 +23,15 @@ the worker said not to have finished) and the real reply, a push that landed, dr
 after such a clean exit the requests it was sent wait on its retired route's record
 (`Unreplied`) for `LAST_REPLY_GRACE_S`: a reply with its token passes on to its client as a
 live worker's does, and what is left when the grace is over is answered WORKER_DOWN as
-before, by the sweep (timed.py), once what waits on the back socket is read. A crash, a
-kill or a hang answers at once: such a worker sent no answer after what was read. The
-supervisor's own stop waits for those requests too, at most the grace (daemon.py).
+before, once what waits on the back socket is read. A request's own deadline still holds
+while it waits: one that passes first is answered TIMEOUT then, as `_expire` answers a live
+worker's, not at the grace's end (a client whose call was bound tighter than that gave up
+on the supervisor first). Both at the turn they come (timed.py's `tick`, and the loop's
+poll wakes for them), never a sweep later. A worker that exits 0 with no command (a user's
+`kill -TERM`) took the same way out: its stop finished its ops and sent their answers, so
+its requests wait the same. A crash, a kill or a hang answers at once: such a worker sent
+no answer after what was read. The supervisor's own stop waits for those requests too, at
+most the grace (daemon.py).
 
 A mixin of `Supervisor`, a base of `WorkerLifecycle`; `WorkerMessages` reads the back
 socket and hands a retired route's messages here.
@@ -34,6 +40,7 @@ socket and hands a retired route's messages here.
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -64,8 +71,8 @@ def worker_down_reply(space16: str, reason: str, op: str, hint: str | None) -> R
 
 @dataclass(slots=True)
 class Unreplied:
-    """The requests a worker stopped on command was sent and had not answered when its
-    clean exit was handled, waiting for its replies on the back socket."""
+    """The requests a worker was sent and had not answered when its clean exit was
+    handled, waiting for its replies on the back socket."""
 
     requests: dict[str, Pending]
     # time.monotonic() past which what is left is answered WORKER_DOWN (`_replies_due`).
@@ -73,6 +80,20 @@ class Unreplied:
     # Its exit, as the WORKER_DOWN says it, and that answer's hint.
     reason: str
     hint: str | None
+
+    def due(self) -> float:
+        """When the first of these is owed an answer: the grace's end, or a request's own
+        deadline before it."""
+        return min([self.reply_by, *(p.deadline for p in self.requests.values())])
+
+
+def parked_timeout(space16: str, reason: str, pending: Pending, hint: str | None) -> Reply:
+    """The TIMEOUT of a request whose deadline passed while it waited for its exited
+    worker's last reply: said as such, with the exit's hint (it may have run to the end)."""
+    return error_reply(None, ErrorCode.TIMEOUT,
+                       f"{pending.op} on space {space16} did not finish within "
+                       f"{pending.timeout_ms} ms: its worker {reason}, its reply not read",
+                       hint)
 
 
 @dataclass(slots=True)
@@ -91,7 +112,8 @@ class RetiredRoute:
     # was stopped, or hung: a hung worker's route is retired before its exit, which then
     # records nothing here) or had its reason in time.
     unheard: str | None = None
-    # The requests it was running at its clean exit, waiting for its last replies.
+    # The requests it was sent and had not answered at its clean exit, waiting for its
+    # last replies.
     unreplied: Unreplied | None = None
 
 
@@ -158,28 +180,52 @@ class LastWords:
                      handle.space16, record.pid)
             return
         if waiting is not None and not waiting.requests:
-            record.unreplied = None
-            self._unreplied.pop(record.route, None)
+            self._all_replied(record)
         log.info("space %s: worker %s's reply to %s, read after its exit, passed on",
                  handle.space16, record.pid, pending.op)
         self._deliver(handle, pending, body)
 
+    def _all_replied(self, record: RetiredRoute) -> None:
+        """Nothing waits on the record any more (its last request answered, or given up):
+        the turns and the supervisor's own stop (daemon.py) no longer wait for it."""
+        record.unreplied = None
+        self._unreplied.pop(record.route, None)
+
+    def _replies_next_due(self) -> float:
+        """When the first waiting request is owed an answer (`Unreplied.due`); infinity
+        when none waits. Only while one waits: a second at most, after a clean exit."""
+        return min((r.unreplied.due() for r in self._unreplied.values()
+                    if r.unreplied is not None), default=math.inf)
+
     def _replies_due(self, now: float) -> None:
-        """At the sweep: the requests whose grace for their worker's last replies is over
-        by `now` are answered WORKER_DOWN, as the exit would have answered them, once what
-        waits on the back socket is read: a reply found there wins, as at `_expire`."""
-        if not any(r.unreplied is not None and r.unreplied.reply_by <= now
-                   for r in self._unreplied.values()):
+        """At a turn of the loop (timed.py's `tick`): a waiting request whose own deadline
+        passed by `now`, before the grace for its worker's last replies, is answered
+        TIMEOUT, and what is still waiting when the grace is over is answered WORKER_DOWN,
+        as the exit would have answered it; each once what waits on the back socket is
+        read: a reply found there wins, as at `_expire`."""
+        if self._replies_next_due() > now:
             return
         self._drain(self.back, self._on_back)
         for record in list(self._unreplied.values()):
-            if record.unreplied is None or record.unreplied.reply_by <= now:
+            waiting = record.unreplied
+            if waiting is not None:
+                # Whichever came first, also when both passed by `now` (a paused loop).
+                late = [p for p in waiting.requests.values()
+                        if p.deadline <= now and p.deadline < waiting.reply_by]
+                for pending in late:
+                    del waiting.requests[pending.internal_id]
+                    log.info("space %s: %s's deadline passed while worker %s's reply to it "
+                             "was waited for; answered TIMEOUT", record.handle.space16,
+                             pending.op, record.pid)
+                    self._answer(record.handle, pending, parked_timeout(
+                        record.handle.space16, waiting.reason, pending, waiting.hint))
+            if waiting is None or waiting.reply_by <= now or not waiting.requests:
                 self._give_up(record)
 
     def _give_up(self, record: RetiredRoute) -> None:
         """Answer WORKER_DOWN what still waits for the worker's last replies."""
-        self._unreplied.pop(record.route, None)
-        waiting, record.unreplied = record.unreplied, None
+        waiting = record.unreplied
+        self._all_replied(record)
         if waiting is None:
             return
         handle = record.handle
@@ -200,12 +246,13 @@ class LastWords:
             record.unheard = last_exit
 
     def _heard_after(self, route: bytes, record: RetiredRoute, msg: dict[str, Any],
-                     body: Any = None) -> None:
+                     body: Any) -> None:
         """A message with the retired worker's token, read after it was declared down or
-        exited; `body` is a reply's frame (only a reply has one). A `fatal` from that
-        worker's pid replaces what its exit recorded, if the space is still where that exit
-        left it; a reply goes to its client while its request waits for it (`_last_reply`);
-        anything else (a beat, a hello) is dropped: its requests wait for the next worker."""
+        exited; `body` is its second frame, read only for a reply (its answer, as encoded).
+        A `fatal` from that worker's pid replaces what its exit recorded, if the space is
+        still where that exit left it; a reply goes to its client while its request waits
+        for it (`_last_reply`); anything else (a beat, a hello) is dropped: its requests
+        wait for the next worker."""
         handle = record.handle
         if msg["kind"] == "reply":
             self._last_reply(record, msg, body)

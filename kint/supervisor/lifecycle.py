@@ -196,10 +196,10 @@ class WorkerLifecycle(WorkerRoom, LastWords, ExitHold):
         told = handle.fatal_reason is not None
         # Stopped with the supervisor, it is not being restarted (the code's usual hint).
         hint = STOPPED_MID_OP_HINT if stop_reason == "stop" else None
-        if (exitcode == 0 and stop_reason is not None and handle.hung_reason is None
-                and retired is not None):
-            # A clean exit on command: the answers it sent before it may still be on their
-            # way, behind its exit (last_words.py). They are waited for, not refused.
+        if exitcode == 0 and handle.hung_reason is None and retired is not None:
+            # A clean exit, on command or on a user's SIGTERM: the answers it sent before it
+            # may still be on their way, behind its exit (last_words.py). They are waited
+            # for, not refused.
             self._await_replies(retired, handle, reason, hint, now)
         for pending in [p for p in handle.pending.values() if p.forwarded]:
             self._answer(handle, pending, worker_down_reply(handle.space16, reason,

@@ -3,12 +3,14 @@
 - An exit held for its worker's reason (exit_hold.py), at its deadline: handled without.
 - Deadlines, at every turn: a request whose deadline passed is answered TIMEOUT (the
   deadline heap's head is one comparison when none is due), unless its reply is found
-  waiting on the back socket, read first at such a turn (`_expire`).
+  waiting on the back socket, read first at such a turn (`_expire`). So are the requests
+  an exited worker's last replies are waited for (last_words.py), at their own deadline
+  or the grace's end, whichever is first (`_replies_due`): a dict that is empty but for
+  the second after a clean exit.
 - Forwards a worker's pipe refused (it was full), at every turn while any wait, and only
   for those spaces (`_stalled`), so a request never waits for the sweep.
 - The sweep over every space's handle (hung judgement, kills after a grace, commanded
-  stops past their grace, quarantine retries, idle exits, backoff resets, the requests
-  an exited worker's last replies were waited for past their grace) and the
+  stops past their grace, quarantine retries, idle exits, backoff resets) and the
   supervisor's own housekeeping, once per `tick_s` on the monotonic clock. A turn of the
   loop comes with each request, each reply and each of the workers' beats (64 spaces beat
   64 times a second): walking every handle at each of them cost tens of µs a turn and
@@ -79,6 +81,7 @@ class TimedWork:
     # LastWords' (last_words.py): requests waiting for an exited worker's last replies.
     _unreplied: dict[bytes, Any]
     _replies_due: Callable[[float], None]
+    _replies_next_due: Callable[[], float]
     _room_sweep: Callable[[], None]
     spawn: Callable[[WorkerHandle], None]
     held_due: Callable[[], float | None]
@@ -102,20 +105,25 @@ class TimedWork:
             self._drop_answered()
             if deadlines and deadlines[0][0] < due:
                 due = deadlines[0][0]
+        if self._unreplied:  # requests waiting for an exited worker's last replies
+            due = min(due, self._replies_next_due())
         timeout = min(max(0.0, due - now), self.settings.tick_s)
         if self._stalled or self.outbox.backlogged():
             timeout = min(timeout, RETRY_S)
         return math.ceil(timeout * 1000 - 1e-6)  # a float's last bits add no millisecond
 
     def tick(self, now: float) -> None:
-        """One turn's timed work: held exits and deadlines and refused forwards now, the
-        sweep when due. A held exit first: what it answers (a QUARANTINED, a WORKER_DOWN)
-        is said before a deadline due at the same turn would say only TIMEOUT."""
+        """One turn's timed work: held exits, deadlines (the requests waiting for an exited
+        worker's last replies too) and refused forwards now, the sweep when due. A held
+        exit first: what it answers (a QUARANTINED, a WORKER_DOWN) is said before a
+        deadline due at the same turn would say only TIMEOUT."""
         if self._held_exits:
             self._release_due(now)
         deadlines = self._deadlines
         if deadlines and deadlines[0][0] <= now:
             self._expire(now)
+        if self._unreplied:
+            self._replies_due(now)
         if self._stalled:
             self._retry_stalled()
         if now >= self._sweep_at:
@@ -228,8 +236,6 @@ class TimedWork:
         already answered leave the heap's head, so it holds at most a tick's worth of
         them (`poll_timeout_ms` walks it only when its head is due before this sweep)."""
         self._drop_answered()
-        if self._unreplied:  # exited workers' last replies, waited for (last_words.py)
-            self._replies_due(now)
         if any(h.alive and self.silent_past_limit(h, now) is not None
                for h in self.handles.values()):
             # As at `_expire`: `now` was read after the turn's poll, and a supervisor

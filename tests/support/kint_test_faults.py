@@ -82,8 +82,11 @@ And its last replies: while the file `KINT_TEST_LATE_REPLY` names exists, a work
 stop keeps the answers of the ops it finishes from its socket (`Worker._forward_answers`)
 and exits 0 without them; when the file says `late`, a child it forked as it closed
 (`Worker.close`) sends them, as they were made (its pid and token, on its route), once the
-supervisor has logged the exit; when it says `never`, nobody sends them. The same race as
-the late `fatal`'s, for the answers a stopping worker sends just before it exits.
+supervisor has logged the exit, and again every RESEND_S until the supervisor has logged
+them read (the worker's own connection on that route may not be gone yet, and the
+supervisor ignores a second one: `_send_until_read`); when it says `never`, nobody sends
+them. The same race as the late `fatal`'s, for the answers a stopping worker sends just
+before it exits.
 
 Either child waits at most LATE_FATAL_WAIT_S in all, less once the supervisor is gone, then
 sends anyway. It closes its copy of the worker's lock first (the worker took it as it
@@ -127,6 +130,9 @@ FORGED_REASON = "forged by an impostor"
 # How long the late sender waits in all (for the exit to be logged, and for the hold file
 # to go) before it sends anyway: a child orphaned by a test that ended is gone soon after.
 LATE_FATAL_WAIT_S = 10.0
+# How long the late reply's sender waits for the supervisor to log it read before it sends
+# it again (`_send_until_read`).
+RESEND_S = 0.2
 # How long after the worker's exit the sender sends in the `soon` mode: well inside the
 # supervisor's hold for a reason (exit_hold.REASON_GRACE_S, 0.5 s).
 LATE_FATAL_SOON_S = 0.05
@@ -267,16 +273,21 @@ def _failing_start(init: Callable[..., None]) -> Callable[..., None]:
     return wrapper
 
 
-def _exit_logged(home: str, pid: int) -> bool:
-    """Whether the supervisor's log says it handled worker `pid`'s exit (its line names
-    the worker's pid and the exit's reason: `WorkerLifecycle._exited`)."""
+def _logged(home: str, pattern: str) -> bool:
+    """Whether the supervisor's log has a line matching `pattern`."""
     try:
         with open(os.path.join(home, "supervisor.log"), encoding="utf-8",
                   errors="replace") as fh:
             text = fh.read()
     except OSError:
         return False
-    return re.search(rf": worker {pid} (?!spawned)", text) is not None
+    return re.search(pattern, text) is not None
+
+
+def _exit_logged(home: str, pid: int) -> bool:
+    """Whether the supervisor's log says it handled worker `pid`'s exit (its line names
+    the worker's pid and the exit's reason: `WorkerLifecycle._exited`)."""
+    return _logged(home, rf": worker {pid} (?!spawned)")
 
 
 def _close_worker_lock(config: Any) -> None:
@@ -335,6 +346,30 @@ def _send_late(config: Any, route: bytes, messages: list[list[Any]], pid: int,
     zctx.term()
 
 
+def _send_until_read(config: Any, route: bytes, messages: list[list[Any]], pid: int) -> None:
+    """`_send_late`, then again on a fresh connection every RESEND_S until the supervisor's
+    log says it read worker `pid`'s late reply (passed on, or dropped as answered already:
+    last_words.py). Once was not enough: the child takes the exited worker's own routing
+    id, and the supervisor's ROUTER (handover off, daemon.py) ignores a peer whose id is
+    still registered; the exit can be logged before the old worker's connection is torn
+    down, and the reply was lost about once in 16 runs (review30e S2). A copy read after
+    the first is dropped as answered. (A late `fatal` is sent once: `_tell_supervisor`'s
+    route was never connected before.)"""
+    import time
+
+    from kint.envsettings import pid_alive
+
+    read = rf"worker {pid}'s reply to .* read after its exit|a reply from worker {pid}, "
+    deadline = time.monotonic() + LATE_FATAL_WAIT_S
+    while time.monotonic() < deadline and pid_alive(config.supervisor_pid):
+        _send_late(config, route, messages, pid)
+        resend_at = time.monotonic() + RESEND_S
+        while time.monotonic() < resend_at:
+            if _logged(config.home, read):
+                return
+            time.sleep(0.02)
+
+
 def _in_a_child(send: Callable[[], None]) -> None:
     """Run `send` in a forked child, which exits after it; the caller goes on."""
     if os.fork() == 0:
@@ -386,8 +421,9 @@ def _replies_kept(forward: Callable[..., None]) -> Callable[..., None]:
     def wrapper(self: Any) -> None:
         if self.stopping and self._answers and _late_reply_flag() is not None:
             kept = self.__dict__.setdefault("_kept_answers", [])
-            kept.extend(self._answers)
-            self._answers.clear()
+            answers = self._answers
+            while answers:  # the pool's threads append to it: none lost between two calls
+                kept.append(answers.popleft())
             return
         forward(self)
     return wrapper
@@ -395,7 +431,8 @@ def _replies_kept(forward: Callable[..., None]) -> Callable[..., None]:
 
 def _replies_late(close: Callable[..., None]) -> Callable[..., None]:
     """`Worker.close`: the answers `_replies_kept` kept, sent by a forked child once the
-    supervisor has logged the worker's exit (the file says `late`), or never."""
+    supervisor has logged the worker's exit, until it has read them (the file says `late`:
+    `_send_until_read`), or never."""
     @functools.wraps(close)
     def wrapper(self: Any) -> None:
         import zmq
@@ -405,7 +442,7 @@ def _replies_late(close: Callable[..., None]) -> Callable[..., None]:
         close(self)
         if kept and _late_reply_flag() == "late":
             pid = os.getpid()
-            _in_a_child(lambda: _send_late(self.config, route, kept, pid))
+            _in_a_child(lambda: _send_until_read(self.config, route, kept, pid))
     return wrapper
 
 
