@@ -3,9 +3,9 @@
 A worker that cannot start sends its reason (`fatal`) and exits EXIT_FATAL. The message can
 reach the supervisor after the exit (the race test_worker_start_failure met once): the
 supervisor holds such an exit, up to its grace, for the reason (kint/supervisor/
-last_words.py; test_worker_start_failure has the reason come inside it). One later still,
+exit_hold.py; test_worker_start_failure has the reason come inside it). One later still,
 on a loaded box, comes once the exit is handled as `exited with code 3` and the route
-retired: with the retired worker's token and pid it puts its reason where the bare exit
+retired (kint/supervisor/last_words.py): with the retired worker's token and pid it puts its reason where the bare exit
 was, while the space is where that exit left it (here, quarantined).
 
 The race cannot be had on demand, so the test worker's reason is made late every time:

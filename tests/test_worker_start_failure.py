@@ -11,7 +11,7 @@ backoff stops it for good, no retry started after it.
 Every failing worker's reason reaches the supervisor after its exit here, a little later
 (the race the worker's message and its exit run, which the message lost once in a while,
 made certain: kint_test_faults.py's KINT_TEST_LATE_FATAL, `soon`), and inside the time the
-supervisor holds such an exit for its reason (kint/supervisor/last_words.py): the first
+supervisor holds such an exit for its reason (kint/supervisor/exit_hold.py): the first
 refusal, and the row read as soon as the retry is over, carry the reason all the same.
 (A reason later than the hold: tests/test_worker_late_fatal.py.)
 """
