@@ -31,10 +31,9 @@ from kint.open_files import FDS_PER_WORKER, OpenFiles
 from kint.protocol import worker_wire
 from kint.protocol.envelope import Reply
 from kint.supervisor.daemon import Supervisor
-from kint.supervisor import room
+from kint.supervisor import room, workers
 from kint.supervisor.exits import ExitWatch
 from kint.supervisor.front_door import FrontDoor
-from kint.supervisor.exit_hold import REASON_GRACE_S
 from kint.supervisor.last_words import RetiredRoute
 from kint.supervisor.lifecycle import WorkerLifecycle
 from kint.supervisor.routing import ClientRouting
@@ -567,21 +566,24 @@ class _ExitHost(_ForkserverHost):
 REASON = "the worker could not start: ImportError: No module named 'kint_plugin_gone'"
 
 
-def _fatal(route: bytes, token: bytes, pid: int) -> list[zmq.Frame]:
-    """A worker's `fatal` as the back socket gives it: its route, the header, no body."""
+def _fatal(route: bytes, token: bytes, pid: int, reason: str = REASON,
+           **refusal: object) -> list[zmq.Frame]:
+    """A worker's `fatal` as the back socket gives it: its route, the header, no body; a
+    refused start's carries its `refusal` (code, hint, holder_pid)."""
     header = {"kind": "fatal", "pid": pid, "token": worker_wire.token_text(token),
-              "reason": REASON}
+              "reason": reason, **refusal}
     return [zmq.Frame(route), zmq.Frame(orjson.dumps(header)), zmq.Frame(b"")]
 
 
-def _exits_fatal(host: _ExitHost, handle: WorkerHandle, waiting: bool = True) -> None:
+def _exits_fatal(host: _ExitHost, handle: WorkerHandle, waiting: bool = True,
+                 code: int = worker_wire.EXIT_FATAL) -> None:
     """The space's worker, five crashes behind it in the window (the next quarantines),
-    exits EXIT_FATAL with a request waiting, its reason not read yet."""
+    exits `code` with a request waiting, its reason not read yet."""
     now = time.monotonic()
     handle.crash_times.extend([now] * host.settings.max_restarts_in_window)
     if waiting:
         host.queue(handle, "waits", deadline=now + 30)
-    handle.process.exitcode = worker_wire.EXIT_FATAL
+    handle.process.exitcode = code
     host._on_exit(handle)
 
 
@@ -602,8 +604,13 @@ def test_an_exit_held_for_its_reason_is_handled_the_moment_the_reason_comes():
         _exits_fatal(host, space)
         assert space.held_until is not None and space.alive, space
         assert host._held_exits == {space.space_id: space} and host.answered == []
-        assert host.poll_timeout_ms(space.held_until - REASON_GRACE_S) <= REASON_GRACE_S * 1000
+        # The loop wakes at the hold's end, not at the next tick's (0.25 s) or sweep's:
+        # both put past it, on the hold's own clock, 0.1 s of it left.
+        host._sweep_at = space.held_until + 5
+        assert host.poll_timeout_ms(space.held_until - 0.1) == 100
+        host._sweep_at = space.held_until - 0.01
         host.tick(space.held_until - 0.01)  # not yet: the sweep passes it by too
+        assert host.sweeps == [space.held_until - 0.01]
         assert host.answered == [] and space.state == "starting" and space.alive
         host._on_back(_fatal(route, token, pid))
         assert space.held_until is None and host._held_exits == {} and not space.alive
@@ -680,5 +687,123 @@ def test_a_reason_waiting_unread_at_the_holds_end_is_the_exits():
         assert f"last exit: {REASON};" in host.answered[0][1].message, host.answered
     finally:
         worker.close(linger=0)
+        host.close()
+        ctx.term()
+
+
+def test_a_refusal_held_for_its_reason_names_the_holder_the_moment_it_comes():
+    """A worker that found its space's worker lock held sends a refusal naming the holder,
+    then exits EXIT_REFUSED. Its exit, noticed first, is held; the message, read, has it
+    handled with it: the waiting request refused WORKER_DOWN with the message's reason and
+    hint, the holder kept for the row, the space idle, no crash counted. (The refusal read
+    only after the exit is handled names no holder: `_refused_unheard`.)"""
+    ctx = zmq.Context()
+    host = _ExitHost(ctx)
+    try:
+        space = host.add(1)
+        host.spawn(space)
+        route, token, pid = space.route, space.token, space.pid
+        _exits_fatal(host, space, code=worker_wire.EXIT_REFUSED)
+        assert space.held_until is not None and host.answered == []
+        reason = f"the worker of space {space.space16} refused to start: held by worker 4242"
+        hint = "let worker 4242 finish, or end it"
+        host._on_back(_fatal(route, token, pid, reason, code="WORKER_DOWN", hint=hint,
+                             holder_pid=4242))
+        assert space.held_until is None and not space.alive
+        [(rid, reply)] = host.answered
+        assert (rid, reply.error, reply.message, reply.hint) == ("waits", "WORKER_DOWN",
+                                                                 reason, hint)
+        assert space.start_refused.holder_pid == 4242 and space.last_exit == reason
+        assert space.state == "idle" and space.restarts == 0, space
+    finally:
+        host.close()
+        ctx.term()
+
+
+def test_a_held_exit_is_handled_before_a_deadline_due_at_the_same_turn():
+    """A request whose deadline is the hold's end: the exit is handled first, and what it
+    answers (the quarantine, naming the exit) is what the request gets, not a TIMEOUT."""
+    ctx = zmq.Context()
+    host = _ExitHost(ctx)
+    try:
+        space = host.add(1)
+        host.spawn(space)
+        _exits_fatal(host, space, waiting=False)
+        host.queue(space, "due", deadline=space.held_until)
+        host.tick(space.held_until)
+        assert [(i, r.error) for i, r in host.answered] == [("due", "QUARANTINED")]
+    finally:
+        host.close()
+        ctx.term()
+
+
+def test_a_restart_commanded_during_a_hold_starts_the_next_worker_and_counts_no_crash():
+    """`kint supervisor restart` while an exit is held for its reason: the exit, handled
+    when the reason comes, is the commanded restart's, as a stop's is a stop's. The next
+    worker starts and gets the requests waiting; no crash is counted and no last exit
+    written (the restart cleared the crash history; the reason is in the log, and the
+    next worker's exit says what it met)."""
+    ctx = zmq.Context()
+    host = _ExitHost(ctx)
+    try:
+        space = host.add(1)
+        space.last_exit = "an earlier crash"
+        host.spawn(space)
+        route, token, pid = space.route, space.token, space.pid
+        _exits_fatal(host, space)
+        space.crash_times.clear()  # as the restart command does (commands.py)
+        host.stop_worker(space, "restart", time.monotonic())
+        host._on_back(_fatal(route, token, pid))
+        assert host.spawner.spawned == [space.space_id] * 2 and space.alive
+        assert space.pid != pid and space.held_until is None and host.answered == []
+        assert list(space.pending) == ["waits"]
+        assert space.restarts == 0 and space.last_exit == "an earlier crash", space
+    finally:
+        host.close()
+        ctx.term()
+
+
+@pytest.mark.parametrize("meanwhile", ["silent", "stopped"])
+def test_no_signal_reaches_the_pid_of_an_exit_held_for_its_reason(monkeypatch, meanwhile):
+    """A held worker's process is reaped: its pid may be another process's by now. The
+    sweep asks it no signal (`_check_alive`), though it is silent past its start timeout
+    (`silent`) or past its stop's grace (`stopped`); and a signal asked of it (a stop the
+    dead route refused falls back to SIGTERM) never reaches `os.kill`
+    (`WorkerHandle.signal`). Both are recorded, and its pid is one no process of this
+    box's can have (the kernel's pids are below pid_max), should one get through."""
+    asked: list[int] = []
+    killed: list[tuple[int, int]] = []
+    monkeypatch.setattr(workers.os, "kill", lambda p, sig: killed.append((p, sig)))
+    ask = WorkerHandle.signal
+
+    def recorded(handle: WorkerHandle, sig: signal.Signals) -> None:
+        asked.append(sig)
+        ask(handle, sig)
+
+    monkeypatch.setattr(WorkerHandle, "signal", recorded)
+    ctx = zmq.Context()
+    host = _ExitHost(ctx)
+    try:
+        space = host.add(1)
+        host.spawn(space)
+        space.pid = int(open("/proc/sys/kernel/pid_max").read())
+        route, token, pid = space.route, space.token, space.pid
+        _exits_fatal(host, space)
+        turn = space.held_until - 0.01  # inside the hold
+        s = host.settings
+        if meanwhile == "silent":
+            space.spawned_at = turn - s.start_timeout_s - 1
+        else:
+            host.stop_worker(space, "stop", turn - s.stop_grace_s - 1)
+            assert asked == [signal.SIGTERM, signal.SIGCONT] and killed == []
+            asked.clear()
+        host._sweep_at = turn
+        host.tick(turn)
+        assert host.sweeps == [turn] and asked == [] and killed == []
+        assert space.hung_reason is None and space.held_until is not None
+        host._on_back(_fatal(route, token, pid))
+        assert space.state == ("quarantined" if meanwhile == "silent" else "stopped"), space
+        assert asked == [] and killed == []
+    finally:
         host.close()
         ctx.term()

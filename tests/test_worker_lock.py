@@ -350,7 +350,7 @@ def _handle() -> WorkerHandle:
 def _exits_refused(host: _RefusalHost, handle: WorkerHandle, code: int = EXIT_REFUSED) -> None:
     """The space's worker, a real process, exits `code` (EXIT_REFUSED, or a start short of
     open files) with no message read, and the host handles its exit: at once, or, held
-    for the worker's reason (its route open: last_words.py), at the hold's end."""
+    for the worker's reason (its route open: exit_hold.py), at the hold's end."""
     proc = multiprocessing.get_context("spawn").Process(target=os._exit, args=(code,))
     proc.start()
     try:

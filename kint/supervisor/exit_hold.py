@@ -17,6 +17,12 @@ waits: the loop serves every other space meanwhile, and the held worker's own re
 as they would for a worker still starting. A reason later still (a box loaded past the
 grace) is last_words.py's: it mends the status from then on.
 
+A stop or restart commanded during the hold makes the exit, once handled, the command's
+(`_exited`), as it would have been handled at once: a stop's leaves the space stopped, a
+restart's starts the next worker with the requests waiting. Neither writes a last exit nor
+counts a crash: the restart cleared the space's crash history, its reason is in the log
+line, and the next worker's own exit says what it meets.
+
 A mixin of `Supervisor`, a base of `WorkerLifecycle`; `WorkerMessages` hands it the reason.
 """
 

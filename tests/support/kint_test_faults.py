@@ -134,7 +134,8 @@ LATE_FATAL_WAIT_S = 10.0
 # it again (`_send_until_read`).
 RESEND_S = 0.2
 # How long after the worker's exit the sender sends in the `soon` mode: well inside the
-# supervisor's hold for a reason (exit_hold.REASON_GRACE_S, 0.5 s).
+# supervisor's hold for a reason (exit_hold.REASON_GRACE_S, 0.5 s; a test that needs the
+# reason inside it every time lengthens it, KINT_TEST_REASON_GRACE_S).
 LATE_FATAL_SOON_S = 0.05
 
 

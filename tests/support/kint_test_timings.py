@@ -66,6 +66,11 @@ the worker forkserver by the test supervisor (run_supervisor.py), which also cal
   a worker stopped on command exited, for the replies it sent before its exit
   (`kint.supervisor.last_words.LAST_REPLY_GRACE_S`, 1 s), so that a test whose reply comes
   late on purpose (KINT_TEST_LATE_REPLY) is not at the mercy of a loaded box.
+- `KINT_TEST_REASON_GRACE_S` (set only by tests): how long the supervisor holds the exit of
+  a worker that said it sent its reason, for that reason
+  (`kint.supervisor.exit_hold.REASON_GRACE_S`, 0.5 s), so that a test whose reason comes
+  just after the exit on purpose (KINT_TEST_LATE_FATAL's `soon`) is inside the hold even
+  when its sender stalls on a loaded box.
 
 Unset, nothing changes; kint's own code reads none of this.
 """
@@ -89,6 +94,7 @@ POLL_MINIMUM_ENV = "KINT_TEST_POLL_MINIMUM_S"
 LOG_RETRY_ENV = "KINT_TEST_LOG_RETRY_S"
 SHARING_LOOK_ENV = "KINT_TEST_SHARING_LOOK_S"
 LAST_REPLY_GRACE_ENV = "KINT_TEST_LAST_REPLY_GRACE_S"
+REASON_GRACE_ENV = "KINT_TEST_REASON_GRACE_S"
 
 
 def _set_from_env(env: str, module: str, name: str) -> None:
@@ -125,9 +131,11 @@ def _install_worker() -> None:
 
 def install_supervisor() -> None:
     """The supervisor's side of KINT_TEST_QUIET_SECONDS (its own process, not a worker's),
-    KINT_TEST_HOUSEKEEPING_S, KINT_TEST_POLL_MINIMUM_S and KINT_TEST_LAST_REPLY_GRACE_S."""
+    KINT_TEST_HOUSEKEEPING_S, KINT_TEST_POLL_MINIMUM_S, KINT_TEST_LAST_REPLY_GRACE_S and
+    KINT_TEST_REASON_GRACE_S."""
     _set_from_env(QUIET_ENV, "kint.supervisor.lifecycle", "QUIET_SECONDS")
     _set_from_env(LAST_REPLY_GRACE_ENV, "kint.supervisor.last_words", "LAST_REPLY_GRACE_S")
+    _set_from_env(REASON_GRACE_ENV, "kint.supervisor.exit_hold", "REASON_GRACE_S")
     _set_from_env(HOUSEKEEPING_ENV, "kint.supervisor.housekeeping", "HOUSEKEEPING_EVERY_S")
     _lower_poll_minimum()
 
