@@ -89,6 +89,16 @@ def test_a_hint_naming_a_step_of_the_humans_terminal_stops_the_agent():
                        ("INTERNAL", unreadable)):
         mapped = agent_error("memory_push", push_error(
             KintError(code, "refused", f"{hint}\nkint: a notice"), lambda: True))
+        if code == "GAP":
+            # The rotated key's connect is the human's, and the pull after it the
+            # agent's own call (agents30): the human's terminal keeps compact's step.
+            said = mapped.hint
+            assert said.startswith("stop and tell the human: "), said
+            assert said.endswith("\nkint: a notice"), said
+            assert "after that, call memory_pull" in said, said
+            assert "`kint compact --over-skipped`" in said, said
+            assert "`kint pull`" not in said, said
+            continue
         assert mapped.hint == f"stop and tell the human: {hint}\nkint: a notice", mapped.hint
     # One already in the agent's words is left as it is.
     said = "stop and ask the human: close it, then call memory_pull with discard_local again"
