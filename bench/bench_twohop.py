@@ -55,15 +55,21 @@ STATUS_BLOCK = 50  # calls per block of the status series
 ROUTE = b"bare-worker"  # the bare relay's one worker
 
 
-def cpu_ns(pid: int) -> int:
+def cpu_ns(pid: int, *, proc: Path = Path("/proc")) -> int:
     """CPU time a process has run, all its threads (ZeroMQ's I/O thread too), in ns: the
-    first field of each task's schedstat, which the scheduler keeps to the nanosecond."""
+    first field of each task's schedstat, which the scheduler keeps to the nanosecond.
+    A process that has run has some: none read at all is a kernel that keeps no schedstat
+    (or writes 0 there), refused by name, where every block's 0 made the ratio of two a
+    ZeroDivisionError."""
     total = 0
-    for task in os.listdir(f"/proc/{pid}/task"):
+    for task in os.listdir(proc / str(pid) / "task"):
         try:
-            total += int(Path(f"/proc/{pid}/task/{task}/schedstat").read_text().split()[0])
+            total += int((proc / str(pid) / "task" / task / "schedstat").read_text().split()[0])
         except (OSError, ValueError, IndexError):
             pass  # a thread that ended between the listing and the read
+    if total == 0:
+        raise RuntimeError(f"{proc}/{pid}/task/*/schedstat gave no CPU time: this kernel keeps "
+                           f"none there (CONFIG_SCHED_INFO), so this benchmark cannot measure")
     return total
 
 

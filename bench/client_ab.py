@@ -10,13 +10,14 @@ supervisor of this checkout (bench/support/run_supervisor_bench.py), its worker 
 300-row store anchored without a chain (anchor_store.py; status and verify read no chain).
 Each tree given as `NAME=PATH` (a checkout, or `git archive main kint | tar -x -C
 /tmp/main`) gets a client process of its own, that tree first on its path, holding one
-`kint.client.Client`; it calls `status`, then `verify` (limit 5, no write-back, over 20
-queries that find rows), in blocks of 100 calls after 10 untimed, the trees' order
-reversed every round. A client's CPU per call is its own schedstat over the block, every
-thread (ZeroMQ's I/O thread too). Per op, each tree's median, the median over rounds of
-its difference from the first tree's and of its ratio to it, and the spread of the
-differences (their interquartile range; the rounds in which the tree used less). Name the
-first tree twice (`m0=... main=...`) to see the spread of one tree against itself.
+`kint.client.Client` (every kint module it loads checked to be that tree's); it calls
+`status`, then `verify` (limit 5, no write-back, over 20 queries that find rows), in blocks
+of 100 calls after 10 untimed, the trees' order reversed every round. A client's CPU per
+call is its own schedstat over the block, every thread (ZeroMQ's I/O thread too). Per op,
+each tree's median, the median over rounds of its difference from the first tree's and of
+its ratio to it, and the spread of the differences (their interquartile range; the rounds
+in which the tree used less). Name the first tree twice (`m0=... main=...`) to see the
+spread of one tree against itself.
 
 A client process loads orjson first, as every command through click, kint-server and the
 benchmarks do (kint/protocol/client_codec.py reads replies with it once it is loaded);
@@ -37,26 +38,55 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 BLOCK = 100
 WARM = 10
 ROWS = 300
 
 
+class ClientEnded(RuntimeError):
+    """A tree's client process ended before its block's answer (its own error is above)."""
+
+
+def foreign_kint(modules: Mapping[str, Any], src: Path) -> list[str]:
+    """Each loaded kint module (`kint`, `kint.*`) whose file is not under the tree at `src`,
+    as `name (file)`. The venv's editable kint is a finder on sys.meta_path that serves any
+    `kint.X` the tree lacks from the venv's checkout, so a partial tree's `kint` can be its
+    own while its client is not: every module is checked, by path components (a tree at
+    /tmp/main does not hold /tmp/main2/kint)."""
+    root = src.resolve()
+    out = []
+    for name, module in list(modules.items()):
+        if name != "kint" and not name.startswith("kint."):
+            continue
+        file = getattr(module, "__file__", None)
+        files = [file] if file else list(getattr(module, "__path__", None) or [])
+        out += [f"{name} ({f})" for f in files if not Path(f).resolve().is_relative_to(root)]
+    return out
+
+
+def refuse_foreign(src: str) -> None:
+    """Exit, naming them, when a kint module this client loaded is not the tree's own."""
+    foreign = foreign_kint(sys.modules, Path(src))
+    if foreign:
+        more = f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
+        raise SystemExit(f"not the tree at {src}: kint module(s) {', '.join(foreign[:3])}"
+                         f"{more}; is the tree complete (git archive <rev> kint)?")
+
+
 def child(src: str, spec_json: str, with_orjson: bool) -> None:
     """A client of the tree at `src`: for each op named on stdin, one block; its CPU per
-    call (us) on stdout."""
+    call (us) on stdout. Every kint module it loaded is checked to be the tree's, after
+    the imports and after each block (a call can load more)."""
     sys.path.insert(0, src)
     if with_orjson:  # loaded as a command's click loads it; the codec then reads with it
         importlib.import_module("orjson")
-    import kint
     from kint.client import Client
 
     from bench_twohop import cpu_ns
 
-    if not kint.__file__.startswith(str(Path(src).resolve())):
-        raise SystemExit(f"kint imported from {kint.__file__}, not {src}")
+    refuse_foreign(src)
     spec = json.loads(spec_json)
     where, queries = spec["where"], spec["queries"]
     client = Client(Path(spec["kint_home"]), autostart=False)
@@ -75,7 +105,9 @@ def child(src: str, spec_json: str, with_orjson: bool) -> None:
         before = cpu_ns(os.getpid())
         for i in range(BLOCK):
             call(op, i)
-        print((cpu_ns(os.getpid()) - before) / BLOCK / 1e3, flush=True)
+        used = cpu_ns(os.getpid()) - before
+        refuse_foreign(src)
+        print(used / BLOCK / 1e3, flush=True)
     client.close()
 
 
@@ -89,18 +121,29 @@ class Side:
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
     def block(self, op: str) -> float:
-        """CPU us per call of this client over one timed block of `op`."""
+        """CPU us per call of this client over one timed block of `op`. A client that has
+        ended is said so whether it ended before the op was written (a broken pipe) or
+        while it ran the block (no answer)."""
         assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(op + "\n")
-        self.proc.stdin.flush()
-        answer = self.proc.stdout.readline()
+        try:
+            self.proc.stdin.write(op + "\n")
+            self.proc.stdin.flush()
+            answer = self.proc.stdout.readline()
+        except BrokenPipeError:
+            answer = ""
         if not answer:
-            raise RuntimeError(f"the client of {self.name} ended (exit {self.proc.wait()})")
+            raise ClientEnded(f"the client of {self.name} ended (exit {self.proc.wait()})")
         return float(answer)
 
     def close(self) -> None:
+        """Its stdin closed (the child ends at EOF), waited for; a child that already ended
+        leaves the op in the pipe's buffer, whose flush at close is a broken pipe: ignored,
+        so that every other side is closed too."""
         if self.proc.stdin is not None:
-            self.proc.stdin.close()
+            try:
+                self.proc.stdin.close()
+            except BrokenPipeError:
+                pass
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
@@ -177,6 +220,9 @@ def main() -> int:
                 for op in a.ops:
                     for s in (sides if rnd % 2 == 0 else sides[::-1]):
                         got[(s.name, op)].append(s.block(op))
+        except ClientEnded as ended:
+            print(f"client_ab: {ended}", file=sys.stderr)
+            return 1
         finally:
             for s in sides:
                 s.close()

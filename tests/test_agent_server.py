@@ -4,10 +4,12 @@ stdio, on a real anvil, with real supervisors and workers."""
 from __future__ import annotations
 
 import json
+import os
 import platform
 import sqlite3
 import time
 from importlib import metadata
+from pathlib import Path
 
 import pytest
 
@@ -175,10 +177,41 @@ def test_tools_verify_the_hold_and_the_ways_out(fresh_box):
         agent.close()
 
 
+def logged_since(log: Path, mark: os.stat_result) -> bytes:
+    """What was written to `log` since `mark` (its stat then). The supervisor renames the
+    log to `.1` past KINT_LOG_MAX_BYTES (kint/supervisor/housekeeping.py); the slice of the
+    new, smaller file would then be empty or partial and check nothing, so a rotation in
+    between fails the test by name. One open file, stat and read, so no rotation falls
+    between them."""
+    with log.open("rb") as f:
+        now = os.fstat(f.fileno())
+        assert (now.st_dev, now.st_ino) == (mark.st_dev, mark.st_ino) \
+            and now.st_size >= mark.st_size, \
+            f"{log} was rotated during the test: the lines since the mark are partly in {log}.1"
+        f.seek(mark.st_size)
+        return f.read()
+
+
+def test_logged_since_notices_a_rotated_log(tmp_path):
+    from kint.logs import rotate_if_large
+
+    log = tmp_path / "supervisor.log"
+    log.write_bytes(b"before\n")
+    mark = log.stat()
+    with log.open("ab") as f:
+        f.write(b"since\n")
+    assert logged_since(log, mark) == b"since\n"
+    mark = log.stat()
+    assert rotate_if_large(log, 0)
+    log.write_bytes(b"push HELD in the new file\n")
+    with pytest.raises(AssertionError, match="was rotated during the test"):
+        logged_since(log, mark)
+
+
 def test_two_sessions_writing_are_not_held_and_the_watcher_pushes_once(box):
     one, two = AgentProcess(box.env), AgentProcess(box.env)
     log = box.kint_home / "supervisor.log"
-    logged = log.stat().st_size  # this test's lines only: another test holds a space of its own
+    mark = log.stat()  # this test's lines only: another test holds a space of its own
     try:
         side_by_side(one.start, two.start)  # two agents' servers, starting at once
         before = _status(box)["head"]["seq"]
@@ -191,7 +224,7 @@ def test_two_sessions_writing_are_not_held_and_the_watcher_pushes_once(box):
                               what="the watcher's push", **WAIT)
         assert status["head"]["seq"] == before + 1  # one push for both sessions
         assert one.call("memory_status")["held"] is None
-        assert b"push HELD" not in log.read_bytes()[logged:]
+        assert b"push HELD" not in logged_since(log, mark)
     finally:
         one.close()
         two.close()
