@@ -169,6 +169,27 @@ def test_a_request_waiting_for_an_exited_workers_reply_keeps_its_own_deadline():
     assert not host._unreplied
 
 
+def test_a_reply_to_the_first_due_of_the_waiting_requests_moves_the_loops_wake_up_on():
+    """The loop's wake-up for the requests waiting for an exited worker's last replies is
+    kept as each leaves (`Unreplied.due`), not found by walking them all at each turn.
+    Replied to, the request whose deadline came first no longer wakes the loop: left at
+    its deadline, the loop woke for nothing, and past it polled without waiting until
+    the grace's end."""
+    host = _Host(Settings(tick_s=0.25), start=100.0)
+    handle = host.add(1)
+    handle.route, handle.token, handle.pid = b"route-1", b"token-1", 4242
+    host.queue(handle, "r1", deadline=100.1).forwarded = True
+    host.queue(handle, "r2", deadline=130.0).forwarded = True
+    host.tick(100.0)  # the sweep: the next is due at 100.25
+    record = host._retire_route(handle)
+    host._await_replies(record, handle, "exited with code 0", STOPPED_MID_OP_HINT, 100.0)
+    assert host.poll_timeout_ms(100.0) == 100  # r1's deadline
+    host._last_reply(record, {"id": "r1"}, zmq.Frame(b"answer-r1"))
+    assert host.passed_on == [("r1", b"answer-r1")]
+    assert host.poll_timeout_ms(100.0) == 250  # the sweep now, r2 waiting for the grace
+    assert host.poll_timeout_ms(100.2) == 50
+
+
 def test_a_reply_waiting_unread_when_its_deadline_passes_wins_over_the_timeout():
     """The supervisor was preempted between its poll and its clock read: the turn's clock
     is past the request's deadline, and the worker's reply arrived meanwhile, after the
