@@ -1,7 +1,9 @@
 """The front socket bound again beside its old listener, and the door closed for want of
 open files whose moved socket was removed (`lost`), at the edges review30f found untested:
 a stop beginning while lost, the stop's end then, a rebind whose rename fails, and the
-unbind with no monitor to count connections.
+unbind with no monitor to count connections. And, as review30i found untested, the lost
+door's stop under a real pid lock (kint/supervisor/pidlock.py): its pid file removed with
+nobody else holding the home, another holding it, and a note that cannot be written.
 
 A real ROUTER and DEALERs of this process, the door and listeners as the supervisor builds
 them (kint/supervisor/daemon.py), no supervisor process: each edge is one call away here,
@@ -22,6 +24,8 @@ from kint.open_files import OpenFiles
 from kint.paths import FRONT_SOCKET
 from kint.supervisor.front_door import FrontDoor
 from kint.supervisor.front_listeners import FrontListeners
+from kint.supervisor.ownership import Ownership
+from kint.supervisor.pidlock import PID_FILE, hold_pid_lock
 
 
 @pytest.fixture
@@ -38,10 +42,11 @@ def front(tmp_path) -> Iterator[tuple[zmq.Context, zmq.Socket, Path]]:
         ctx.term()
 
 
-def _lost_door(sock: zmq.Socket, path: Path) -> FrontDoor:
+def _lost_door(sock: zmq.Socket, path: Path,
+               ownership: Ownership | None = None) -> FrontDoor:
     """A door closed for want of open files whose moved socket was then removed: lost,
     its note still on disk, not bound again yet."""
-    door = FrontDoor(sock)
+    door = FrontDoor(sock, ownership=ownership)
     door.prepare()
     FrontListeners(sock).bind(path)
     door._close(path, OpenFiles(60, 64))
@@ -76,6 +81,79 @@ def test_a_lost_door_s_note_goes_with_its_supervisor(front):
     _, sock, path = front
     door = _lost_door(sock, path)
     door.shut(path)
+    assert not (path.parent / NOTE).exists()
+
+
+@pytest.fixture
+def pid_lock(tmp_path) -> Iterator[tuple[Path, Ownership]]:
+    """A home whose pid lock this process took as a supervisor does (`hold_pid_lock`), and
+    the Ownership the supervisor builds over it; the home apart from the socket folder."""
+    home = tmp_path / "home"
+    (home / "run").mkdir(parents=True, mode=0o700)
+    fd = hold_pid_lock(home)
+    try:
+        yield home, Ownership(home / "run" / PID_FILE, fd)
+    finally:
+        os.close(fd)
+
+
+def test_a_lost_door_whose_pid_file_was_removed_still_notes_its_stop_and_ends_it(front,
+                                                                                 pid_lock):
+    """Its pid file removed and nobody started since, the supervisor is still the one its
+    clients reach: the stop's note is written, and removed at its end. Checked by whether
+    the pid lock is still its own (`_holds`), its end left a note naming a supervisor gone,
+    and its stop wrote none."""
+    _, sock, path = front
+    home, ownership = pid_lock
+    door = _lost_door(sock, path, ownership)
+    (home / "run" / PID_FILE).unlink()
+    try:
+        door.close_for_stop(path)
+        on_disk = read_note(path.parent, os.getpid())
+        assert on_disk is not None and on_disk.stopping, on_disk
+    finally:
+        door.shut(path)
+    assert not (path.parent / NOTE).exists()
+
+
+def test_a_lost_door_whose_home_another_holds_touches_no_note(front, pid_lock):
+    """Its pid file removed and another supervisor holding a fresh lock there: the files in
+    the socket folder may be that one's, so the stop marks itself stopping in memory only,
+    and its end removes nothing. The other's lock is the real flock, taken on a file of
+    its own as another process takes it (flock counts each open file apart, in one process
+    or two)."""
+    _, sock, path = front
+    home, ownership = pid_lock
+    door = _lost_door(sock, path, ownership)
+    (home / "run" / PID_FILE).unlink()
+    before = (path.parent / NOTE).read_bytes()
+    other = hold_pid_lock(home)
+    try:
+        door.close_for_stop(path)
+        assert door.closed is not None and door.closed.stopping
+        assert (path.parent / NOTE).read_bytes() == before
+    finally:
+        door.shut(path)  # its monitor closed too, for the context to end
+        os.close(other)
+    assert (path.parent / NOTE).read_bytes() == before
+
+
+def test_a_lost_door_whose_stop_note_cannot_be_written_marks_its_stop_in_memory(front,
+                                                                                caplog):
+    """The note cannot be written (here its aside file is a folder): logged, the door
+    marked stopping in memory, the note it knows still the one on disk; its end removes
+    that one."""
+    _, sock, path = front
+    door = _lost_door(sock, path)
+    on_disk = read_note(path.parent, os.getpid())
+    (path.parent / (NOTE + ".tmp")).mkdir()
+    try:
+        door.close_for_stop(path)
+        assert "could not note that the supervisor stops" in caplog.text
+        assert on_disk is not None and door.closed == on_disk._replace(stopping=True)
+        assert read_note(path.parent, os.getpid()) == on_disk
+    finally:
+        door.shut(path)
     assert not (path.parent / NOTE).exists()
 
 

@@ -299,6 +299,19 @@ def test_a_journal_kept_for_its_key_names_no_copy(ctx):
     assert _path(ctx).read_bytes() == before
 
 
+@pytest.mark.parametrize("rotated", [False, True])
+@pytest.mark.parametrize("unread", [False, True])
+def test_a_kept_journals_notice_says_what_its_refusal_says_to_do(rotated, unread):
+    """A journal kept dropped no rows. No pull reaches its notice today (pending.py
+    refuses it first), but were one to, it said "`kint push` anchors them" (fix30c's
+    order), rows there were none of: it says what its refusal's hint says, as before."""
+    kept = Unauthorized(3, "0x" + "ab" * 20, ENROLMENT.owner, rotated, kept="it may land",
+                        unread=unread)
+    notice, hint = kept.notice(), kept.refusal().hint
+    assert hint is not None and notice == f"{kept.describe()}; {hint}", notice
+    assert "anchors them" not in notice, notice
+
+
 def test_an_enrolment_that_does_not_read_leaves_the_notice_as_it_was_and_logged(ctx, caplog):
     """The vault read to keep the notice again fails (the enrolment garbled after the
     settlement): the pull goes on (nothing raised, its store already moved), the notice is

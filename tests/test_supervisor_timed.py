@@ -138,21 +138,28 @@ def test_a_deadline_is_answered_at_the_turn_it_passes_between_sweeps():
     assert host.sweeps == [1000.0]
 
 
-def test_a_request_waiting_for_an_exited_workers_reply_keeps_its_own_deadline():
-    """A worker stopped on command exits 0 with two requests unanswered: they wait for its
-    last replies (last_words.py) for the grace, 1 s. The one whose deadline comes first is
-    answered TIMEOUT at that deadline, the loop waking for it; it waited out the whole
-    grace, and a sweep after, and a client whose own bound was shorter gave up on the
-    supervisor first. The other is answered WORKER_DOWN at the grace's turn, not a sweep
-    later."""
+def _two_waiting_for_their_replies() -> tuple[_Host, WorkerHandle, RetiredRoute]:
+    """Space 1's worker, sent r1 (deadline 100.1) and r2 (130.0), exited 0 at 100.0, just
+    after a sweep (the next due at 100.25): both wait for its last replies."""
     host = _Host(Settings(tick_s=0.25), start=100.0)
     handle = host.add(1)
     handle.route, handle.token, handle.pid = b"route-1", b"token-1", 4242
     host.queue(handle, "r1", deadline=100.1).forwarded = True
     host.queue(handle, "r2", deadline=130.0).forwarded = True
-    host.tick(100.0)  # the sweep: the next is due at 100.25
+    host.tick(100.0)
     record = host._retire_route(handle)
     host._await_replies(record, handle, "exited with code 0", STOPPED_MID_OP_HINT, 100.0)
+    return host, handle, record
+
+
+def test_a_request_waiting_for_an_exited_workers_reply_keeps_its_own_deadline():
+    """A worker exits 0 (a clean exit) with two requests unanswered: they wait for its
+    last replies (last_words.py) for the grace, 1 s. The one whose deadline comes first is
+    answered TIMEOUT at that deadline, the loop waking for it; it waited out the whole
+    grace, and a sweep after, and a client whose own bound was shorter gave up on the
+    supervisor first. The other is answered WORKER_DOWN at the grace's turn, not a sweep
+    later."""
+    host, handle, record = _two_waiting_for_their_replies()
     assert host.poll_timeout_ms(100.0) == 100  # the loop wakes for r1's deadline
     host.tick(100.05)
     assert host.answered == []
@@ -167,6 +174,20 @@ def test_a_request_waiting_for_an_exited_workers_reply_keeps_its_own_deadline():
     host.tick(101.0)
     assert [(i, r.error) for i, r in host.answered][1:] == [("r2", "WORKER_DOWN")]
     assert not host._unreplied
+
+
+def test_a_reply_to_the_first_due_of_the_waiting_requests_moves_the_loops_wake_up_on():
+    """The loop's wake-up for the requests waiting for an exited worker's last replies is
+    kept as each leaves (`Unreplied.due`), not found by walking them all at each turn.
+    Replied to, the request whose deadline came first no longer wakes the loop: left at
+    its deadline, the loop woke for nothing, and past it polled without waiting until
+    the grace's end."""
+    host, _, record = _two_waiting_for_their_replies()
+    assert host.poll_timeout_ms(100.0) == 100  # r1's deadline
+    host._last_reply(record, {"id": "r1"}, zmq.Frame(b"answer-r1"))
+    assert host.passed_on == [("r1", b"answer-r1")]
+    assert host.poll_timeout_ms(100.0) == 250  # the sweep now, r2 waiting for the grace
+    assert host.poll_timeout_ms(100.2) == 50
 
 
 def test_a_reply_waiting_unread_when_its_deadline_passes_wins_over_the_timeout():

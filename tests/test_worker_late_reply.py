@@ -5,9 +5,10 @@ Told to stop, a worker finishes the ops it runs, sends their answers and exits 0
 supervisor reads what waits on the back socket before it handles an exit, but an answer
 can still be in the kernel's hands then: the request was answered WORKER_DOWN (`exited
 with code 0 while running attach`, the worker said not to have finished) and the real
-reply, read a turn later on the retired route, dropped. Now the requests a worker stopped
-on command had not answered at its exit wait for its replies, for a grace: a reply with
-its token reaches the client; without one, WORKER_DOWN as before, once the grace is over.
+reply, read a turn later on the retired route, dropped. Now the requests a worker that
+exited cleanly (on a stop's command, or on a user's SIGTERM) had not answered at its exit
+wait for its replies, for a grace: a reply with its token reaches the client; without
+one, WORKER_DOWN as before, once the grace is over.
 
 The race cannot be had on demand (it wants the supervisor's I/O thread to lose a race to
 the exit's notice by microseconds), so the answer is made late every time:
@@ -122,7 +123,8 @@ class Host(LifecycleHost):
     monotonic times (the grace and the bound are what is tested here). Its back socket
     holds what a test puts in `on_socket` (each a call that reads one message), read only
     when the supervisor would read it; a worker's exit is a real process's (watched by an
-    `exits` the test gives it), and its forkserver is never ready (a restart only leaves the space `starting`)."""
+    `exits` the test gives it), and its forkserver is never ready (a restart only leaves
+    the space `starting`)."""
 
     def __init__(self, home: Path | None = None) -> None:
         super().__init__(Settings())

@@ -277,7 +277,7 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
             if self._stop_signalled and not self.shutting_down:
                 self.begin_shutdown()
             # Nor while an exited worker's last replies are waited for (last_words.py): at
-            # most their grace, the sweep answering what is left.
+            # most their grace, what is left answered at the turn it falls due (`tick`).
             if (self.shutting_down and not any(h.alive for h in self.handles.values())
                     and not self._unreplied):
                 break

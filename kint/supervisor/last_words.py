@@ -54,7 +54,7 @@ log = logging.getLogger("kint.supervisor")
 # read as such rather than refused as an impostor's. Each keeps its handle, a token, a pid
 # and a line of text, so the bound holds the memory too.
 MAX_RETIRED_ROUTES = 256
-# How long (seconds, on the monotonic clock) the requests a worker stopped on command had
+# How long (seconds, on the monotonic clock) the requests a worker that exited cleanly had
 # not answered at its exit wait after it for its replies. What races the exit was sent
 # before it: microseconds behind, milliseconds on a loaded box; a second is that many times
 # over, and a request its worker never answered (one cut at the worker's stop grace) is
@@ -80,11 +80,24 @@ class Unreplied:
     # Its exit, as the WORKER_DOWN says it, and that answer's hint.
     reason: str
     hint: str | None
+    # When the first of these is owed an answer: the grace's end, or a request's own
+    # deadline before it. Kept as requests leave (`take`), so that a turn reads it at once
+    # and does not walk every waiting request (`_replies_next_due`, twice a turn).
+    due: float = field(init=False)
 
-    def due(self) -> float:
-        """When the first of these is owed an answer: the grace's end, or a request's own
-        deadline before it."""
-        return min([self.reply_by, *(p.deadline for p in self.requests.values())])
+    def __post_init__(self) -> None:
+        self._find_due()
+
+    def _find_due(self) -> None:
+        self.due = min([self.reply_by, *(p.deadline for p in self.requests.values())])
+
+    def take(self, internal_id: str) -> Pending | None:
+        """The request `internal_id`, no longer waiting (replied to, or answered TIMEOUT);
+        None when it is not among these."""
+        pending = self.requests.pop(internal_id, None)
+        if pending is not None and pending.deadline <= self.due:
+            self._find_due()  # it may have been the first
+        return pending
 
 
 def parked_timeout(space16: str, reason: str, pending: Pending, hint: str | None) -> Reply:
@@ -173,7 +186,7 @@ class LastWords:
         """A reply on a retired route, with its token: passed on when its request waits
         for it (`Unreplied`), else dropped, its client answered already."""
         handle, waiting = record.handle, record.unreplied
-        pending = waiting.requests.pop(msg["id"], None) if waiting is not None else None
+        pending = waiting.take(msg["id"]) if waiting is not None else None
         if pending is None:
             log.info("space %s: a reply from worker %s, no longer the space's (declared "
                      "down or exited), to a request already answered dropped",
@@ -194,7 +207,7 @@ class LastWords:
     def _replies_next_due(self) -> float:
         """When the first waiting request is owed an answer (`Unreplied.due`); infinity
         when none waits. Only while one waits: a second at most, after a clean exit."""
-        return min((r.unreplied.due() for r in self._unreplied.values()
+        return min((r.unreplied.due for r in self._unreplied.values()
                     if r.unreplied is not None), default=math.inf)
 
     def _replies_due(self, now: float) -> None:
@@ -213,7 +226,7 @@ class LastWords:
                 late = [p for p in waiting.requests.values()
                         if p.deadline <= now and p.deadline < waiting.reply_by]
                 for pending in late:
-                    del waiting.requests[pending.internal_id]
+                    waiting.take(pending.internal_id)
                     log.info("space %s: %s's deadline passed while worker %s's reply to it "
                              "was waited for; answered TIMEOUT", record.handle.space16,
                              pending.op, record.pid)

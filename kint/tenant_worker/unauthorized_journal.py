@@ -115,7 +115,11 @@ class Unauthorized:
         """What a pull that went on past the dropped journal carries among its warnings:
         `describe` and what to do, the rows it carried waiting in the store for a push
         (refusals carry the same as their hint), or in the store the pull moved aside
-        (`moved_to`), from which they are written back first."""
+        (`moved_to`), from which they are written back first. A journal kept (no pull
+        goes past one today: pending.py refuses it first) dropped no rows: what to do is
+        the refusal's, never a push that anchors rows."""
+        if self.kept is not None:
+            return f"{self.describe(moved_to)}; {self.hint()}"
         if self.anchored_since:
             return self.describe(moved_to)
         aside = moved_to is not None or self.moved_to is not None
