@@ -428,6 +428,24 @@ def test_the_warm_up_is_counted_from_the_clients_told_before_the_listing(tmp_pat
         ctx.term()
 
 
+@contextmanager
+def _door_with_listeners(tmp_path) -> Iterator[tuple]:
+    """A real ROUTER with the door and the listeners as the supervisor builds them, and
+    the front socket's path: (ctx, front, door, listeners, path); shut and closed after."""
+    from kint.supervisor.front_listeners import FrontListeners
+
+    ctx = zmq.Context()
+    front = ctx.socket(zmq.ROUTER)
+    front.setsockopt(zmq.LINGER, 0)
+    door = FrontDoor(front)
+    try:
+        yield ctx, front, door, FrontListeners(front), tmp_path / FRONT_SOCKET
+    finally:
+        door.shut(None)
+        front.close(linger=0)
+        ctx.term()
+
+
 def test_a_door_whose_moved_socket_was_never_known_is_lost_not_closed_for_good(
         tmp_path, monkeypatch):
     """The moved socket removed between the door's move and its look at it (a folder
@@ -439,15 +457,8 @@ def test_a_door_whose_moved_socket_was_never_known_is_lost_not_closed_for_good(
     name (front_listeners.py), which the door takes as its own and opens the usual way. A
     real ROUTER; the removal at that one moment is had by the look answering None once."""
     from kint.supervisor import front_door
-    from kint.supervisor.front_listeners import FrontListeners
 
-    ctx = zmq.Context()
-    front = ctx.socket(zmq.ROUTER)
-    front.setsockopt(zmq.LINGER, 0)
-    door = FrontDoor(front)
-    listeners = FrontListeners(front)
-    path = tmp_path / FRONT_SOCKET
-    try:
+    with _door_with_listeners(tmp_path) as (_, _, door, listeners, path):
         door.prepare()
         assert door.monitor is not None, "no open-file limit here"
         listeners.bind(path)
@@ -465,10 +476,6 @@ def test_a_door_whose_moved_socket_was_never_known_is_lost_not_closed_for_good(
         assert not door.lost and (tmp_path / CLOSED_SOCKET).exists()
         door._open(path, OpenFiles(10, 64))
         assert door.closed is None and path.exists() and not (tmp_path / NOTE).exists()
-    finally:
-        door.shut(None)
-        front.close(linger=0)
-        ctx.term()
 
 
 def test_clients_of_a_listener_bound_again_stay_until_they_leave(tmp_path):
@@ -479,67 +486,57 @@ def test_clients_of_a_listener_bound_again_stay_until_they_leave(tmp_path):
     every connection it had ended at the same moment: those clients came back all together,
     a burst faster than the supervisor's loop (tests/test_many_clients.py). A real ROUTER
     and DEALERs of this process, the door and listeners as the supervisor builds them."""
-    from kint.supervisor.front_listeners import FrontListeners
+    with _door_with_listeners(tmp_path) as (ctx, front, door, listeners, path):
+        clients: list[zmq.Socket] = []
 
-    ctx = zmq.Context()
-    front = ctx.socket(zmq.ROUTER)
-    front.setsockopt(zmq.LINGER, 0)
-    door = FrontDoor(front)
-    listeners = FrontListeners(front)
-    path = tmp_path / FRONT_SOCKET
-    clients: list[zmq.Socket] = []
+        def settled() -> int:
+            """The count once the monitor has been quiet for half a second."""
+            while door.monitor is not None and door.monitor.poll(500):
+                door.on_events(None)
+            return door.clients
 
-    def settled() -> int:
-        """The count once the monitor has been quiet for half a second."""
-        while door.monitor is not None and door.monitor.poll(500):
-            door.on_events(None)
-        return door.clients
+        def client() -> zmq.Socket:
+            sock = ctx.socket(zmq.DEALER)
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.connect(f"ipc://{path}")
+            return sock
 
-    def client() -> zmq.Socket:
-        sock = ctx.socket(zmq.DEALER)
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.connect(f"ipc://{path}")
-        return sock
-
-    try:
-        door.prepare()
-        assert door.monitor is not None, "no open-file limit here"
-        listeners.bind(path)
-        old = listeners.endpoint
-        clients = [client() for _ in range(3)]
-        assert settled() == 3
-        path.unlink()
-        listeners.bind_again(tmp_path, path)
-        # No longer than the back socket's name: a folder is chosen for those to fit.
-        assert len(listeners.endpoint.rsplit("/", 1)[1]) <= len(BACK_SOCKET)
-        clients.append(client())
-        assert settled() == 4
-        listeners.unbind_idle(door.connections_through)
-        assert listeners.retired == [old], "unbound with its clients connected"
-        assert door.connections_through(listeners.endpoint) == 1
-        for sock in clients[:3]:  # the old listener's clients are served on it still
-            sock.send(b"still")
-            assert front.poll(10_000) and front.recv_multipart()[1] == b"still"
-        for sock in clients[:3]:
-            sock.close(linger=0)
-        clients = clients[3:]
-        assert settled() == 1
-        listeners.unbind_idle(door.connections_through)
-        assert listeners.retired == [] and settled() == 1
-        # The old listener's unbind leaves the new one's file (a libzmq that unlinked its
-        # path at unbind would shut every new client out from here on).
-        assert path.exists()
-        clients.append(client())
-        clients[-1].send(b"new")
-        assert front.poll(10_000) and front.recv_multipart()[1] == b"new"
-        assert settled() == 2
-        for sock in clients:
-            sock.close(linger=0)
-        clients = []
-        assert settled() == 0
-    finally:
-        for sock in clients:
-            sock.close(linger=0)
-        door.shut(None)
-        front.close(linger=0)
-        ctx.term()
+        try:
+            door.prepare()
+            assert door.monitor is not None, "no open-file limit here"
+            listeners.bind(path)
+            old = listeners.endpoint
+            clients = [client() for _ in range(3)]
+            assert settled() == 3
+            path.unlink()
+            listeners.bind_again(tmp_path, path)
+            # No longer than the back socket's name: a folder is chosen for those to fit.
+            assert len(listeners.endpoint.rsplit("/", 1)[1]) <= len(BACK_SOCKET)
+            clients.append(client())
+            assert settled() == 4
+            listeners.unbind_idle(door.connections_through)
+            assert listeners.retired == [old], "unbound with its clients connected"
+            assert door.connections_through(listeners.endpoint) == 1
+            for sock in clients[:3]:  # the old listener's clients are served on it still
+                sock.send(b"still")
+                assert front.poll(10_000) and front.recv_multipart()[1] == b"still"
+            for sock in clients[:3]:
+                sock.close(linger=0)
+            clients = clients[3:]
+            assert settled() == 1
+            listeners.unbind_idle(door.connections_through)
+            assert listeners.retired == [] and settled() == 1
+            # The old listener's unbind leaves the new one's file (a libzmq that unlinked its
+            # path at unbind would shut every new client out from here on).
+            assert path.exists()
+            clients.append(client())
+            clients[-1].send(b"new")
+            assert front.poll(10_000) and front.recv_multipart()[1] == b"new"
+            assert settled() == 2
+            for sock in clients:
+                sock.close(linger=0)
+            clients = []
+            assert settled() == 0
+        finally:
+            for sock in clients:
+                sock.close(linger=0)
