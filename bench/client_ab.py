@@ -153,7 +153,9 @@ class Side:
 
 def parse(argv: list[str]) -> argparse.Namespace:
     """The command line; each tree `NAME=PATH`, at least two, every name its own."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    from common import summary  # not at the top: a child imports only its own tree
+
+    parser = argparse.ArgumentParser(description=summary(__doc__))
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--ops", default="status,verify")
     parser.add_argument("--no-orjson", action="store_true",

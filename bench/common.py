@@ -515,6 +515,12 @@ def write_json(name: str, data: dict[str, Any]) -> Path:
     return path
 
 
+def summary(doc: str) -> str:
+    """A script's `--help` description: its docstring's first paragraph on one line (its
+    first line alone stopped mid-sentence)."""
+    return " ".join(doc.split("\n\n")[0].split())
+
+
 def bench_main(name: str, doc: str | None, run: Callable[..., dict[str, Any]],
                report: Callable[[dict[str, Any], Path], None],
                add_args: Callable[[Any], None] | None = None) -> int:
@@ -523,7 +529,7 @@ def bench_main(name: str, doc: str | None, run: Callable[..., dict[str, Any]],
     summary lines."""
     import argparse
 
-    parser = argparse.ArgumentParser(description=(doc or name).splitlines()[0])
+    parser = argparse.ArgumentParser(description=summary(doc or name))
     parser.add_argument("--quick", action="store_true", help="smaller sizes, fewer samples")
     if add_args is not None:
         add_args(parser)

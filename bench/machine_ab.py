@@ -84,7 +84,7 @@ def one_round(tree: Path) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=common.summary(__doc__))
     parser.add_argument("trees", nargs="*", help="NAME=TREE (default: this checkout)")
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--one", help=argparse.SUPPRESS)  # a round's child

@@ -60,7 +60,7 @@ def _figures(result: dict[str, Any], load: float) -> dict[str, Any]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=common.summary(__doc__))
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("values", nargs="+", type=int, metavar="NICE")
     a = parser.parse_args()

@@ -84,7 +84,7 @@ def _comm(pid: int) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=common.summary(__doc__))
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--ops", default="status,verify")
     parser.add_argument("trees", nargs="+", metavar="NAME=PATH")

@@ -116,7 +116,9 @@ def main() -> int:
     if sys.argv[1:2] == ["--child"]:
         child(sys.argv[2], sys.argv[3], "--pinned" in sys.argv[4:])
         return 0
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    from common import summary  # not at the top: a child imports only its own tree
+
+    parser = argparse.ArgumentParser(description=summary(__doc__))
     parser.add_argument("trees", nargs="+", metavar="NAME=PATH")
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--pin", choices=("same", "cross"))
