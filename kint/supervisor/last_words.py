@@ -134,8 +134,9 @@ class LastWords:
     back: Any
     _by_route: dict[bytes, WorkerHandle]
     _retired_routes: dict[bytes, RetiredRoute]
-    # The retired routes whose records have requests waiting (`Unreplied`): the sweep
-    # walks these, not every route remembered.
+    # The retired routes whose records have requests waiting (`Unreplied`): a record is
+    # here exactly while its `unreplied` is set (`_await_replies`, `_all_replied`), so the
+    # loop's turns read these, not every route remembered.
     _unreplied: dict[bytes, RetiredRoute]
     # WorkerMessages', ClientRouting's and the loop's own methods, declared for the type
     # checker.
@@ -207,8 +208,8 @@ class LastWords:
     def _replies_next_due(self) -> float:
         """When the first waiting request is owed an answer (`Unreplied.due`); infinity
         when none waits. Only while one waits: a second at most, after a clean exit."""
-        return min((r.unreplied.due for r in self._unreplied.values()
-                    if r.unreplied is not None), default=math.inf)
+        return min((r.unreplied.due for r in self._unreplied.values()),
+                   default=math.inf)
 
     def _replies_due(self, now: float) -> None:
         """At a turn of the loop (timed.py's `tick`): a waiting request whose own deadline
@@ -221,18 +222,17 @@ class LastWords:
         self._drain(self.back, self._on_back)
         for record in list(self._unreplied.values()):
             waiting = record.unreplied
-            if waiting is not None:
-                # Whichever came first, also when both passed by `now` (a paused loop).
-                late = [p for p in waiting.requests.values()
-                        if p.deadline <= now and p.deadline < waiting.reply_by]
-                for pending in late:
-                    waiting.take(pending.internal_id)
-                    log.info("space %s: %s's deadline passed while worker %s's reply to it "
-                             "was waited for; answered TIMEOUT", record.handle.space16,
-                             pending.op, record.pid)
-                    self._answer(record.handle, pending, parked_timeout(
-                        record.handle.space16, waiting.reason, pending, waiting.hint))
-            if waiting is None or waiting.reply_by <= now or not waiting.requests:
+            # Whichever came first, also when both passed by `now` (a paused loop).
+            late = [p for p in waiting.requests.values()
+                    if p.deadline <= now and p.deadline < waiting.reply_by]
+            for pending in late:
+                waiting.take(pending.internal_id)
+                log.info("space %s: %s's deadline passed while worker %s's reply to it "
+                         "was waited for; answered TIMEOUT", record.handle.space16,
+                         pending.op, record.pid)
+                self._answer(record.handle, pending, parked_timeout(
+                    record.handle.space16, waiting.reason, pending, waiting.hint))
+            if waiting.reply_by <= now or not waiting.requests:
                 self._give_up(record)
 
     def _give_up(self, record: RetiredRoute) -> None:

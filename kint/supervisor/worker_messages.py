@@ -8,10 +8,10 @@ bound, since an impostor may send many. A worker's exit whose reason is still to
 waits for it (exit_hold.py): the reason, read on the route, has the exit handled at once.
 A worker's route is retired when the worker is declared down (hung) or its exit handled:
 what still comes on it with its token is its last words (last_words.py): a late reason for
-its exit, and a reply its request still waits for after a commanded stop's clean exit, the
-only ones of them that count. A reply is passed on to its client as the bytes the worker
-encoded, never decoded here; one whose request was already answered (a TIMEOUT) is dropped
-by id, and one larger than a client reads is answered TOO_LARGE.
+its exit, and a reply its request still waits for after a clean exit (a stop's, or a
+user's SIGTERM), the only ones of them that count. A reply is passed on to its client as
+the bytes the worker encoded, never decoded here; one whose request was already answered
+(a TIMEOUT) is dropped by id, and one larger than a client reads is answered TOO_LARGE.
 
 Kept apart from the loop (kint/supervisor/daemon.py) and from the clients' side
 (`routing`) because it is the supervisor's trust boundary towards its workers. A mixin of
