@@ -268,31 +268,44 @@ def test_a_pull_that_drops_a_journal_another_machine_passed_says_what_to_do(box)
     assert "second" in s.names(moved)
 
 
-def _discard_killed_after_the_move(box: dict, profile: str) -> Space:
+def _discard_killed_after_the_move(box: dict, profile: str,
+                                   step: str = "after_set_entity") -> Space:
     """A space whose push A's worker was killed in, B pushing over it, then A's `pull
-    --discard-local` killed mid-replay, after it moved the store aside."""
+    --discard-local` killed after it moved the store aside: mid-replay, or (`step`
+    after_discard) at once, before it wrote the copy into the kept notice."""
     s = Space(box, profile)
     write(s.dba, s.a.tenant, second="in the push killed before its send")
     s.kill_a("before_send", "push")
     assert s.b_pushes("other")["seq"] == 2
     try:
-        box["flag"].write_text(f"after_set_entity {s.space16}")
+        box["flag"].write_text(f"{step} {s.space16}")
         killed = kdb(s.a, s.dba, "pull", "--discard-local")
         assert killed.returncode != 0, killed.stdout  # the worker died under the request
-        assert not box["flag"].exists(), "the pull did not reach the replay"
+        assert not box["flag"].exists(), f"the pull did not reach {step}"
     finally:
         s.release()
     return s
 
 
-def test_a_discarding_pull_killed_after_the_move_leaves_the_copy_named(box):
+def _copies(s: Space) -> list[Path]:
+    """The stores A's discarding pulls moved aside (their -wal and -shm left out)."""
+    return [p for p in s.dba.parent.glob(f"{s.dba.name}.kint-backup-*")
+            if not p.name.endswith(("-wal", "-shm"))]
+
+
+@pytest.mark.parametrize("step", ["after_set_entity", "after_discard"],
+                         ids=["mid-replay", "right-after-the-rename"])
+def test_a_discarding_pull_killed_after_the_move_leaves_the_copy_named(box, step):
     """(b) settled by a `pull --discard-local` killed after it moved the store aside and
-    before it said what it found (mid-replay): the kept notice said the journal's rows were
-    "still in the store", the restored one that does not hold them, in `kint status` and in
-    the pull that finishes the restore. Both name the store moved aside."""
-    s = _discard_killed_after_the_move(box, "lost-push-discard-killed")
-    moved = [p for p in s.dba.parent.glob(f"{s.dba.name}.kint-backup-*")
-             if not p.name.endswith(("-wal", "-shm"))]
+    before it said what it found: mid-replay, or between the store's rename and its rewrite
+    of the kept notice (the crash point after_discard). The kept notice said the journal's
+    rows were "still in the store", the restored one that does not hold them, in `kint
+    status` and in the pull that finishes the restore. Both name the store moved aside
+    (named before the rename too, as the copy the store is moving to, taken as where the
+    rows are once it exists)."""
+    s = _discard_killed_after_the_move(box, f"lost-push-discard-{step.replace('_', '-')}",
+                                       step)
+    moved = _copies(s)
     assert len(moved) == 1 and "second" in s.names(moved[0]), moved
     where = f"a discarding pull moved aside ({moved[0]}), not anchored"
     kept = jdb(s.a, s.dba, "status")["settled_notice"]

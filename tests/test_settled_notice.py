@@ -299,6 +299,38 @@ def test_a_journal_kept_for_its_key_names_no_copy(ctx):
     assert _path(ctx).read_bytes() == before
 
 
+@pytest.mark.parametrize("found", [FOUND, Unauthorized(2, "0x" + "ab" * 20, ENROLMENT.owner,
+                                                       False)], ids=["overtaken", "unauthorized"])
+def test_a_copy_named_before_the_move_is_where_the_rows_are_once_it_exists(ctx, tmp_path,
+                                                                          found):
+    """A discarding pull names the copy before its rename (`moving_aside`), then again
+    after it (`moved_aside`). Killed between the rename and the second write, the notice
+    said the rows were "still in the store" (the restored one, which does not hold them):
+    the copy named before the move is where they are once it exists. Killed before the
+    rename (the copy not there), the rows are still in the store, and it says so."""
+    copy = tmp_path / "m.db.kint-backup-1"
+    settled_notice.keep(ctx, found, settled_notice.vault(ctx))
+    settled_notice.moving_aside(ctx, found, str(copy))
+    assert "still in the store" in settled_notice.waiting(ctx)
+    assert settled_notice.found(ctx).moved_to is None
+    copy.write_bytes(b"the store, renamed")
+    where = f"a discarding pull moved aside ({copy}), not anchored"
+    said = settled_notice.found(ctx)
+    for line in (said.notice(), settled_notice.waiting(ctx)):
+        assert where in line and "still in the store" not in line, line
+    # The pull's own rewrite after the rename leaves the same words.
+    settled_notice.moved_aside(ctx, found, str(copy))
+    assert settled_notice.found(ctx) == said
+
+
+def test_a_copy_being_moved_to_by_no_path_does_not_read(ctx):
+    """A kept `moving_to` that is not a string does not read, as `moved_to`'s."""
+    _path(ctx).write_bytes(orjson.dumps({"kind": "overtaken", "found": asdict(FOUND),
+                                         "vault": settled_notice.vault(ctx),
+                                         "moving_to": 7}))
+    assert "does not read (moving_to is int, not a path)" in settled_notice.waiting(ctx)
+
+
 @pytest.mark.parametrize("rotated", [False, True])
 @pytest.mark.parametrize("unread", [False, True])
 def test_a_kept_journals_notice_says_what_its_refusal_says_to_do(rotated, unread):
