@@ -229,10 +229,12 @@ def moved_aside(ctx: SpaceContext, found: Found, moved_to: str) -> None:
     kept `found`: the rows a dropped journal carried are in that copy, and the notice kept
     says so, should the pull be killed before it says it (the next command's words named
     the restored store). The first copy named stays: a store moved aside since did not
-    hold them. Nothing for a journal that landed or is kept (no rows dropped), nor for one
-    that owes nothing (`owes_nothing`): its rows were anchored, or gone from the store,
-    before this move, and a copy named there (read as it was kept, never worked out again)
-    sent the user to write back rows the copy did not hold."""
+    hold them. Named too for a journal kept (its transaction may still land): its rows are
+    in the store until it lands, so in the copy now (the notice said nothing of where they
+    went). Nothing for a journal that landed (its rows are anchored), nor for one that owes
+    nothing (`owes_nothing`): its rows were anchored, or gone from the store, before this
+    move, and a copy named there (read as it was kept, never worked out again) sent the
+    user to write back rows the copy did not hold."""
     named = _to_name(ctx, found, moved_to)
     if named is not None:
         keep(ctx, replace(found, moved_to=moved_to), named[0])
@@ -244,8 +246,8 @@ def _to_name(ctx: SpaceContext, found: Found,
     when it is not to name it (`moved_aside`'s journals) or the vault does not read."""
     from kint.tenant_worker.state_format import CorruptStateFile
 
-    dropped = not found.landed if isinstance(found, Overtaken) else found.kept is None
-    if (not dropped or owes_nothing(found) or found.moved_to is not None
+    landed = isinstance(found, Overtaken) and found.landed
+    if (landed or owes_nothing(found) or found.moved_to is not None
             or not _path(ctx).exists()):
         return None
     try:  # read by the pull before the move: the store is gone, the pull goes on
