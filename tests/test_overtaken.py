@@ -410,6 +410,33 @@ def test_a_notice_the_start_up_pull_went_past_is_said_by_the_push_not_refused_on
     assert s.names(s.dba) == {"first", "second", "third", "fourth"}
 
 
+def test_a_pulled_since_notice_naming_a_copy_ends_in_the_agents_tools(box):
+    """(b) a `pull --discard-local` killed mid-replay, its notice kept naming the store it
+    moved aside; kint-server's start-up pull finishes the restore and leaves it kept. The
+    agent's memory_push says it among its notices (the store pulled since), with the copy's
+    write-back step: it ended in "then `kint push`", a terminal's command, where a pull's
+    warning of the same notice gives the agent its own tool and the human what is wanted."""
+    from mcp_session import AgentProcess
+
+    s = _discard_killed_after_the_move(box, "lost-push-discard-agent-push")
+    moved = _copies(s)
+    env = {**s.a.env, "SIBYL_MEMORY_DB": str(s.dba), "KINT_BOOTSTRAP_SECONDS": "60"}
+    agent = AgentProcess(env).start()
+    try:
+        s.a.wait_for(lambda: s.mirror_head() == s.chain_head(), timeout=60,
+                     what="the start-up pull")
+        pushed = agent.call("memory_push")
+    finally:
+        agent.close()
+    assert "error" not in pushed and pushed["pushed"] == 0, pushed
+    said = [n for n in pushed.get("notices", []) if "never landed" in n]
+    assert len(said) == 1 and len(moved) == 1, pushed
+    assert f"a discarding pull moved aside ({moved[0]}), not anchored" in said[0], said
+    assert said[0].endswith("ask the human what of it is still wanted; once that is "
+                            "written back, memory_push anchors it"), said
+    assert "`kint push`" not in said[0], said
+
+
 def test_a_dropped_notice_the_start_up_pull_went_past_is_said_true_in_the_agents_words(box):
     """(b) met first by kint-server's start-up pull, which goes on past it: the row the
     dropped journal carried was deleted from A's store, so no unanchored change forks the
