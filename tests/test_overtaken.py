@@ -268,31 +268,44 @@ def test_a_pull_that_drops_a_journal_another_machine_passed_says_what_to_do(box)
     assert "second" in s.names(moved)
 
 
-def _discard_killed_after_the_move(box: dict, profile: str) -> Space:
+def _discard_killed_after_the_move(box: dict, profile: str,
+                                   step: str = "after_set_entity") -> Space:
     """A space whose push A's worker was killed in, B pushing over it, then A's `pull
-    --discard-local` killed mid-replay, after it moved the store aside."""
+    --discard-local` killed after it moved the store aside: mid-replay, or (`step`
+    after_discard) at once, before it wrote the copy into the kept notice."""
     s = Space(box, profile)
     write(s.dba, s.a.tenant, second="in the push killed before its send")
     s.kill_a("before_send", "push")
     assert s.b_pushes("other")["seq"] == 2
     try:
-        box["flag"].write_text(f"after_set_entity {s.space16}")
+        box["flag"].write_text(f"{step} {s.space16}")
         killed = kdb(s.a, s.dba, "pull", "--discard-local")
         assert killed.returncode != 0, killed.stdout  # the worker died under the request
-        assert not box["flag"].exists(), "the pull did not reach the replay"
+        assert not box["flag"].exists(), f"the pull did not reach {step}"
     finally:
         s.release()
     return s
 
 
-def test_a_discarding_pull_killed_after_the_move_leaves_the_copy_named(box):
+def _copies(s: Space) -> list[Path]:
+    """The stores A's discarding pulls moved aside (their -wal and -shm left out)."""
+    return [p for p in s.dba.parent.glob(f"{s.dba.name}.kint-backup-*")
+            if not p.name.endswith(("-wal", "-shm"))]
+
+
+@pytest.mark.parametrize("step", ["after_set_entity", "after_discard"],
+                         ids=["mid-replay", "right-after-the-rename"])
+def test_a_discarding_pull_killed_after_the_move_leaves_the_copy_named(box, step):
     """(b) settled by a `pull --discard-local` killed after it moved the store aside and
-    before it said what it found (mid-replay): the kept notice said the journal's rows were
-    "still in the store", the restored one that does not hold them, in `kint status` and in
-    the pull that finishes the restore. Both name the store moved aside."""
-    s = _discard_killed_after_the_move(box, "lost-push-discard-killed")
-    moved = [p for p in s.dba.parent.glob(f"{s.dba.name}.kint-backup-*")
-             if not p.name.endswith(("-wal", "-shm"))]
+    before it said what it found: mid-replay, or between the store's rename and its rewrite
+    of the kept notice (the crash point after_discard). The kept notice said the journal's
+    rows were "still in the store", the restored one that does not hold them, in `kint
+    status` and in the pull that finishes the restore. Both name the store moved aside
+    (named before the rename too, as the copy the store is moving to, taken as where the
+    rows are once it exists)."""
+    s = _discard_killed_after_the_move(box, f"lost-push-discard-{step.replace('_', '-')}",
+                                       step)
+    moved = _copies(s)
     assert len(moved) == 1 and "second" in s.names(moved[0]), moved
     where = f"a discarding pull moved aside ({moved[0]}), not anchored"
     kept = jdb(s.a, s.dba, "status")["settled_notice"]
@@ -395,6 +408,33 @@ def test_a_notice_the_start_up_pull_went_past_is_said_by_the_push_not_refused_on
     assert any(landed in n for n in pushed.get("notices", [])), pushed
     assert after is None, after  # said once
     assert s.names(s.dba) == {"first", "second", "third", "fourth"}
+
+
+def test_a_pulled_since_notice_naming_a_copy_ends_in_the_agents_tools(box):
+    """(b) a `pull --discard-local` killed mid-replay, its notice kept naming the store it
+    moved aside; kint-server's start-up pull finishes the restore and leaves it kept. The
+    agent's memory_push says it among its notices (the store pulled since), with the copy's
+    write-back step: it ended in "then `kint push`", a terminal's command, where a pull's
+    warning of the same notice gives the agent its own tool and the human what is wanted."""
+    from mcp_session import AgentProcess
+
+    s = _discard_killed_after_the_move(box, "lost-push-discard-agent-push")
+    moved = _copies(s)
+    env = {**s.a.env, "SIBYL_MEMORY_DB": str(s.dba), "KINT_BOOTSTRAP_SECONDS": "60"}
+    agent = AgentProcess(env).start()
+    try:
+        s.a.wait_for(lambda: s.mirror_head() == s.chain_head(), timeout=60,
+                     what="the start-up pull")
+        pushed = agent.call("memory_push")
+    finally:
+        agent.close()
+    assert "error" not in pushed and pushed["pushed"] == 0, pushed
+    said = [n for n in pushed.get("notices", []) if "never landed" in n]
+    assert len(said) == 1 and len(moved) == 1, pushed
+    assert f"a discarding pull moved aside ({moved[0]}), not anchored" in said[0], said
+    assert said[0].endswith("ask the human what of it is still wanted; once that is "
+                            "written back, memory_push anchors it"), said
+    assert "`kint push`" not in said[0], said
 
 
 def test_a_dropped_notice_the_start_up_pull_went_past_is_said_true_in_the_agents_words(box):

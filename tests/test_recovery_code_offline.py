@@ -106,3 +106,28 @@ def test_a_machine_that_never_connected_is_told_the_chain_is_the_reason(tmp_path
         proxy.forward()
         sb.shutdown()
         proxy.stop()
+
+
+def test_an_agents_connect_with_the_code_is_its_own_to_make_again(machine_a):
+    """The same refusal met by an agent's memory_connect (a real kint-server): its hint
+    said "connect again when the chain can be read (check KINT_RPC_URL ...)", which the
+    translation took for the human's step, whole, and stopped the agent. Connecting again
+    is the agent's own call once the endpoint answers; only an endpoint that stays down is
+    the human's."""
+    from mcp_session import AgentProcess
+
+    sb = machine_a
+    (sb.kint_home / f"wraps-{sb.space16}.json").unlink()
+    (sb.kint_home / f"vault-{sb.space16}.aes").unlink()
+    shutil.rmtree(sb.kint_home / "epochs" / sb.space16)
+    agent = AgentProcess(sb.env).start()
+    try:
+        refused = agent.failed("memory_connect", owner=sb.owner, recovery_code=sb.code)
+    finally:
+        agent.close()
+    assert "a recovery code cannot start a vault: the chain could not be read (" in \
+        refused["message"], refused
+    assert refused["hint"].startswith(
+        "call memory_connect again in a minute with the same arguments: the chain could not "
+        "be read, and once it can, the head epoch's header checks the code; if it fails "
+        "again, stop and tell the human to check KINT_RPC_URL"), refused

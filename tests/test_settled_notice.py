@@ -289,14 +289,57 @@ def test_a_notice_that_owes_nothing_names_no_copy(ctx):
         assert settled_notice.found(ctx).moved_to is None
 
 
-def test_a_journal_kept_for_its_key_names_no_copy(ctx):
+@pytest.mark.parametrize("unread", [False, True])
+def test_a_journal_kept_for_its_key_names_the_copy_its_rows_went_to(ctx, unread):
     """An Unauthorized whose journal is kept (its transaction may still land) dropped no
-    rows: the store moved aside holds nothing of it, and the notice is left as it was."""
-    kept = Unauthorized(2, "0x" + "ab" * 20, ENROLMENT.owner, False, kept="it may land")
+    rows, but they are in the store, not anchored, until it lands: a store moved aside took
+    them with it, and the notice said nothing of where they went (a key rotated instead
+    drops the journal, and they are then only in that copy). It names the copy; no pull
+    reaches it today (pending.py refuses a kept journal first), so it is right by
+    construction."""
+    kept = Unauthorized(2, "0x" + "ab" * 20, ENROLMENT.owner, False, kept="it may land",
+                        unread=unread)
     settled_notice.keep(ctx, kept, settled_notice.vault(ctx))
-    before = _path(ctx).read_bytes()
+    assert "moved aside" not in kept.describe()
     settled_notice.moved_aside(ctx, kept, "/s/m.db.kint-backup-1")
-    assert _path(ctx).read_bytes() == before
+    said = settled_notice.found(ctx)
+    copy = ("until it lands, the changes it carried are in the store a discarding pull "
+            "moved aside (/s/m.db.kint-backup-1), not anchored")
+    for line in (said.describe(), said.notice(), settled_notice.waiting(ctx)):
+        assert copy in line, line
+    assert said.notice() == f"{said.describe()}; {said.hint()}", said.notice()
+
+
+@pytest.mark.parametrize("found", [FOUND, Unauthorized(2, "0x" + "ab" * 20, ENROLMENT.owner,
+                                                       False)], ids=["overtaken", "unauthorized"])
+def test_a_copy_named_before_the_move_is_where_the_rows_are_once_it_exists(ctx, tmp_path,
+                                                                          found):
+    """A discarding pull names the copy before its rename (`moving_aside`), then again
+    after it (`moved_aside`). Killed between the rename and the second write, the notice
+    said the rows were "still in the store" (the restored one, which does not hold them):
+    the copy named before the move is where they are once it exists. Killed before the
+    rename (the copy not there), the rows are still in the store, and it says so."""
+    copy = tmp_path / "m.db.kint-backup-1"
+    settled_notice.keep(ctx, found, settled_notice.vault(ctx))
+    settled_notice.moving_aside(ctx, found, str(copy))
+    assert "still in the store" in settled_notice.waiting(ctx)
+    assert settled_notice.found(ctx).moved_to is None
+    copy.write_bytes(b"the store, renamed")
+    where = f"a discarding pull moved aside ({copy}), not anchored"
+    said = settled_notice.found(ctx)
+    for line in (said.notice(), settled_notice.waiting(ctx)):
+        assert where in line and "still in the store" not in line, line
+    # The pull's own rewrite after the rename leaves the same words.
+    settled_notice.moved_aside(ctx, found, str(copy))
+    assert settled_notice.found(ctx) == said
+
+
+def test_a_copy_being_moved_to_by_no_path_does_not_read(ctx):
+    """A kept `moving_to` that is not a string does not read, as `moved_to`'s."""
+    _path(ctx).write_bytes(orjson.dumps({"kind": "overtaken", "found": asdict(FOUND),
+                                         "vault": settled_notice.vault(ctx),
+                                         "moving_to": 7}))
+    assert "does not read (moving_to is int, not a path)" in settled_notice.waiting(ctx)
 
 
 @pytest.mark.parametrize("rotated", [False, True])

@@ -333,3 +333,49 @@ def test_a_wait_behind_a_nonce_held_elsewhere_gives_the_agent_a_pull_after_the_b
         assert mapped.hint.startswith("call memory_pull once the bound named above has "
                                       "passed"), mapped.hint
         assert "`kint pull`" not in mapped.hint
+
+
+def test_a_push_the_agent_can_make_again_is_its_own_memory_push():
+    """push_refusals' hints whose step is the push again (a send the endpoint refused, its
+    nonce given back; a store locked by another writer; a store read that failed other than
+    as damaged) reached the agent as "stop and tell the human" (the first names `kint
+    connect --rpc-urls`, as where the endpoint is set) or as a terminal's "run the push
+    again": memory_push again is the agent's own call, the human's only what stays so. In
+    process: the worker's refusal as it builds it, then kint-server's translation."""
+    from kint.chain.calls import SEND_REFUSED, ChainRefused
+    from kint.protocol.errors import STORE_LOCKED_PUSH_HINT, STORE_READ_FAILED_HINT
+    from kint.tenant_worker.push_refusals import refused
+
+    sent = refused(ChainRefused(SEND_REFUSED, "the endpoint refused the transaction: "
+                                              "replacement transaction underpriced"))
+    mapped = agent_error("memory_push", push_error(
+        KintError(sent.code.value, str(sent), f"{sent.hint}\nkint: a notice"), lambda: True))
+    assert mapped.hint.startswith("call memory_push again in a minute: the endpoint refused "
+                                  "the epoch before it could land"), mapped.hint
+    assert "if it is refused the same way, stop and tell the human" in mapped.hint
+    assert mapped.hint.endswith("\nkint: a notice"), mapped.hint
+    for code, hint, said in (
+            ("BUSY", STORE_LOCKED_PUSH_HINT, "call memory_push again in a minute: another "
+                                             "process holds the store's lock, and the push "
+                                             "runs once it lets go"),
+            ("INTERNAL", STORE_READ_FAILED_HINT, "call memory_push again: that is not a "
+                                                 "damaged store, so nothing is held; if it "
+                                                 "fails the same way, stop and tell the "
+                                                 "human: the supervisor log has the details")):
+        mapped = agent_error("memory_push", push_error(KintError(code, "refused", hint),
+                                                       lambda: True))
+        assert mapped.hint == said, mapped.hint
+
+
+def test_a_recovery_code_connect_kept_offline_hands_the_setting_over_then_connects_again():
+    """KINT_OFFLINE=1 kept the chain from being read: unsetting it is the human's (the
+    environment kint-server was started with), connecting again with the same code the
+    agent's own (tests/test_recovery_code_offline.py has the endpoint that is down)."""
+    from kint.protocol.errors import CONNECT_UNSET_OFFLINE
+
+    hint = CONNECT_UNSET_OFFLINE.format(then="the head epoch's header checks the code")
+    mapped = agent_error("memory_connect", KintError("WRONG_KEY", "refused", hint))
+    assert mapped.hint == ("stop and tell the human: KINT_OFFLINE=1 keeps the chain from "
+                           "being read, and unsetting it where kint-server was started is "
+                           "theirs; after that, call memory_connect again with the same "
+                           "arguments: the head epoch's header checks the code"), mapped.hint

@@ -148,10 +148,10 @@ def _discard_held(tmp_path, monkeypatch, token: bytes) -> Iterator[tuple[Any, di
     real_discard = discard.discard_local
     holding, go = threading.Event(), threading.Event()
 
-    def held_discard(ctx):
+    def held_discard(ctx, naming=None):
         holding.set()
         assert go.wait(30)
-        return real_discard(ctx)
+        return real_discard(ctx, naming)
 
     _null_gate(monkeypatch)
     monkeypatch.setattr(discard, "discard_local", held_discard)

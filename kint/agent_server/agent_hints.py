@@ -24,18 +24,20 @@ from kint.front_closed import CLOSED_HINT, STOPPING_HINT
 from kint.open_files import ROOM_HINT, SYSTEM_FILES_HINT, WORKER_ROOM_HINT
 from kint.pid_file_lock import FOREIGN_FILE_HINT
 from kint.protocol.errors import (ARCHIVE_HINT, ASIDE_FIRST, ASIDE_THEN, CHECKSUM_HINT,
-                                  CORRUPT_FILE_HINT, CORRUPT_JOURNAL_HINT, DEFAULT_HINTS,
-                                  DEFERRED_FILL_HINT, DEVCHAIN_RPC_HINT, DISK_FULL_PULL_TAIL,
-                                  FILL_AGAIN_HINT, FORMER_KEY_ELSEWHERE, FORMER_KEY_FUND,
-                                  FORMER_KEY_UNFILLABLE, FUND_SESSION_KEY_HINT,
-                                  GAP_NEVER_OPENS_HINT, HEADER_TRANSPORT_HINT, NO_DATA_KEY_HINT,
-                                  NO_LOCAL_SECRET_HINT, NOT_A_REKEY_HINT, NOT_CONNECTED_HINT,
-                                  RECOVERY_CODE_HINT, RECOVERY_FILE_HINT, REKEY_JOURNAL_HINT,
-                                  REKEY_JOURNAL_NEWER_HINT, REORG_HINT, REREAD_HINT, RETRY_THEN,
-                                  ROTATED_DISCARD_HINT, ROTATED_GAP_HINT, ROTATED_KEY_PUSH_HINT,
+                                  CONNECT_UNSET_OFFLINE, CONNECT_WHEN_READABLE, CORRUPT_FILE_HINT,
+                                  CORRUPT_JOURNAL_HINT, DEFAULT_HINTS, DEFERRED_FILL_HINT,
+                                  DEVCHAIN_RPC_HINT, DISK_FULL_PULL_TAIL, FILL_AGAIN_HINT,
+                                  FORMER_KEY_ELSEWHERE, FORMER_KEY_FUND, FORMER_KEY_UNFILLABLE,
+                                  FUND_SESSION_KEY_HINT, GAP_NEVER_OPENS_HINT,
+                                  HEADER_TRANSPORT_HINT, NO_DATA_KEY_HINT, NO_LOCAL_SECRET_HINT,
+                                  NOT_A_REKEY_HINT, NOT_CONNECTED_HINT, RECOVERY_CODE_HINT,
+                                  RECOVERY_FILE_HINT, REKEY_JOURNAL_HINT, REKEY_JOURNAL_NEWER_HINT,
+                                  REORG_HINT, REREAD_HINT, RETRY_THEN, ROTATED_DISCARD_HINT,
+                                  ROTATED_GAP_HINT, ROTATED_KEY_PUSH_HINT, SEND_REFUSED_HINT,
                                   SESSION_KEY_CORRUPT_HINT, SESSION_KEY_LOCKED_HINT,
                                   SESSION_KEY_MISSING_HINT, SNAPSHOT_TOO_LARGE_HINT,
-                                  STALE_JOURNAL_HINT, UNAUTHORIZED_HINT, UNAUTHORIZED_KEPT_HINT,
+                                  STALE_JOURNAL_HINT, STORE_LOCKED_PUSH_HINT,
+                                  STORE_READ_FAILED_HINT, UNAUTHORIZED_HINT, UNAUTHORIZED_KEPT_HINT,
                                   UNAUTHORIZED_PUSH_HINT, UNREAD_GAP_HINT, UNSETTLED_THEN,
                                   WRAPS_ROTATED_HINT, ErrorCode, hint_with_notices, split_notices)
 from kint.sibyl_client import LOCKED_HINT, UNREADABLE_HINT
@@ -201,6 +203,19 @@ _AGENT_HINTS = {
     NO_ANSWER_HINT: "call {tool} again in a minute; if it fails again, tell the human (`kint "
                     "supervisor status` shows what the supervisor is doing)",
     LOCKED_HINT: "another process is writing the store: call {tool} again in a minute",
+    # A push's own retries (kint.tenant_worker.push_refusals): a store another writer holds
+    # locked, a read of it that failed other than as damaged, a transaction the endpoint
+    # answered and refused (nothing dropped, its nonce given back). Each is the agent's
+    # memory_push again; only what stays so is the human's.
+    STORE_LOCKED_PUSH_HINT: "call {tool} again in a minute: another process holds the "
+                            "store's lock, and the push runs once it lets go",
+    STORE_READ_FAILED_HINT: "call {tool} again: that is not a damaged store, so nothing is "
+                            "held; if it fails the same way, stop and tell the human: the "
+                            "supervisor log has the details",
+    SEND_REFUSED_HINT: "call {tool} again in a minute: the endpoint refused the epoch before "
+                       "it could land, and nothing was dropped; if it is refused the same "
+                       "way, stop and tell the human what the endpoint said (the endpoint is "
+                       "KINT_RPC_URL, or those given to `kint connect --rpc-urls`)",
     UNREADABLE_HINT: "stop and tell the human: `kint doctor` says what is wrong with the store",
     STORE_HINT: "stop and tell the human: SIBYL_MEMORY_DB in kint-server's MCP configuration "
                 "must name Sibyl's store file (`kint doctor` checks it)",
@@ -265,6 +280,17 @@ _AGENT_TEMPLATES = (
     (FORMER_KEY_ELSEWHERE + FORMER_KEY_UNFILLABLE, f"stop and tell the human: "
                                                    f"{FORMER_KEY_ELSEWHERE}or {_UNFILLED}"),
     (FORMER_KEY_UNFILLABLE, f"stop and tell the human: {_UNFILLED}"),
+    # A connect with a recovery code while the chain could not be read: the same call again
+    # is the agent's own once the endpoint answers; the endpoint's setting, and KINT_OFFLINE
+    # (set where kint-server was started), are the human's.
+    (CONNECT_WHEN_READABLE, "call {tool} again in a minute with the same arguments: the "
+                            "chain could not be read, and once it can, {then}; if it fails "
+                            "again, stop and tell the human to check KINT_RPC_URL or the "
+                            "space's endpoints"),
+    (CONNECT_UNSET_OFFLINE, "stop and tell the human: KINT_OFFLINE=1 keeps the chain from "
+                            "being read, and unsetting it where kint-server was started is "
+                            "theirs; after that, call {tool} again with the same arguments: "
+                            "{then}"),
 )
 
 

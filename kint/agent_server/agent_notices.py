@@ -1,6 +1,7 @@
-"""A tool result's lines in an agent's words: a pull's warnings of a journal it dropped
-(their last step, the agent's own tools for the rows or the human's) and the lines about a
-call's settings not used (the way to change one, the human's).
+"""A tool result's lines in an agent's words: a pull's warnings of a journal it dropped, and
+the same notice among a push's `notices` (their last step, the agent's own tools for the
+rows or the human's), and the lines about a call's settings not used (the way to change
+one, the human's).
 
 Apart from kint.agent_server.agent_hints, which turns a refusal's hint into the agent's
 next call, because these shape lines of a result (warnings, notices) where a command's
@@ -62,9 +63,12 @@ _SETTING_STEPS = ((CHANGE_IT, "; to change it, tell the human: "),
 
 
 def agent_notices(lines: list[str]) -> list[str]:
-    """`notices` with the human's way to change a setting handed to the human."""
+    """`notices` with the human's way to change a setting handed to the human, and a
+    settled push journal's notice (memory_push says one the store was pulled past since,
+    which may name a store a discarding pull moved aside) ending in the agent's tools, as a
+    pull's warning does (`agent_notice`): it told the agent "`kint push`"."""
     out = []
-    for line in lines:
+    for line in map(agent_notice, lines):
         for step, words in _SETTING_STEPS:
             if step in line:
                 line = line.replace(step, words, 1)

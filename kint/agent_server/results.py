@@ -20,7 +20,7 @@ from kint.client import KintError
 from kint.front_closed import CLOSED_HINT
 from kint.open_files import ROOM_HINT, SYSTEM_FILES_HINT, WORKER_ROOM_HINT
 from kint.protocol.errors import (ASIDE_THEN, DISCARD_FROM_AGENT, ROTATED_GAP_STEP, SAID_BY_NEXT,
-                                  hint_with_notices, split_notices)
+                                  STORE_LOCKED_PUSH_HINT, hint_with_notices, split_notices)
 
 # v0.3.0's hints for a push that the space's running work holds up, and for its data key.
 PUSH_RUNNING = "a push is already running"
@@ -48,10 +48,11 @@ _PULL_CODES = {"STALE_RPC": "NOT_FRESH", "NO_DATA_KEY": "PULL_FAILED", "GAP": "P
 # is a running pull or connect, or a store another process holds, and says what to stop).
 _PUSH_HINTS = {"BUSY": PUSH_RUNNING, "CHAIN_MOVED": CALL_PULL_FIRST}
 # A BUSY that is no running work of the space's but the supervisor's open files (a worker
-# it could not start, or its front door closed to new clients for want of them): v0.3.0's
-# hint for the code ("a push is already running") would send the agent to wait on nothing.
+# it could not start, or its front door closed to new clients for want of them), or the
+# store's lock another process holds: v0.3.0's hint for the code ("a push is already
+# running") would send the agent to wait on nothing.
 _NO_PUSH_RUNNING_HINTS = frozenset({ROOM_HINT, WORKER_ROOM_HINT, SYSTEM_FILES_HINT,
-                                    CLOSED_HINT})
+                                    CLOSED_HINT, STORE_LOCKED_PUSH_HINT})
 # A CHAIN_MOVED whose rows a discarding pull moved aside: v0.3.0's hint ("call memory_pull
 # first") would drop the write-back step after the pull, which the refusal alone now says.
 _MORE_THAN_A_PULL = frozenset({ASIDE_THEN.format(again="kint push")})

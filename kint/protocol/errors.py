@@ -273,6 +273,23 @@ RECOVERY_CODE_HINT = ("copy the code again: it is the last line of RECOVERY-<spa
                       "written where the vault started (or by `kint recovery-code` on a "
                       "machine that holds the data key)")
 
+# A connect with a recovery code that had nothing to check the code against, or no wraps of
+# it, while the chain could not be read (kint.tenant_worker.recovery_binding): connecting
+# again is the same call, which an agent makes itself once the endpoint answers; the
+# endpoint's setting, and KINT_OFFLINE unset, are the human's. `{then}`: what the chain's
+# head epoch does then. Named here so that kint-server gives an agent its own call for them.
+CONNECT_WHEN_READABLE = ("connect again when the chain can be read (check KINT_RPC_URL or the "
+                         "space's endpoints): {then}")
+CONNECT_UNSET_OFFLINE = "unset KINT_OFFLINE and connect again: {then}"
+# A push whose transaction the endpoint answered and refused (it cannot land), a store
+# locked by another writer, a store read failing other than as damaged
+# (kint.tenant_worker.push_refusals): a push again is the agent's own memory_push.
+SEND_REFUSED_HINT = ("check what the endpoint said (KINT_RPC_URL, or the endpoints given to "
+                     "`kint connect --rpc-urls`), then push again")
+STORE_LOCKED_PUSH_HINT = "run the push again once the other writer lets go of the store"
+STORE_READ_FAILED_HINT = ("that is not a damaged store, so nothing is held: run the push "
+                          "again; if it fails the same way, the supervisor log has the details")
+
 # An interrupted push's journal kept because the chain could not be read while it was settled
 # (kint/tenant_worker/overtaken.py, pending.py): a pull settles it first. Named here, as the
 # hints above, so that kint-server gives an agent its own next call for it. Raised with

@@ -20,6 +20,7 @@ import shutil
 import sqlite3
 import time
 from pathlib import Path
+from typing import Callable
 from urllib.parse import quote
 
 from kint.protocol import ErrorCode, ProtocolError
@@ -131,10 +132,13 @@ def backup_stamp(db: str) -> str:
     return stamp
 
 
-def discard_local(ctx: SpaceContext) -> list[str]:
+def discard_local(ctx: SpaceContext,
+                  naming: Callable[[str], None] | None = None) -> list[str]:
     """Move the store and its -wal and -shm aside to timestamped `.kint-backup-` copies.
     Refused (BUSY, nothing moved) while the store holds another tenant's rows or another
-    process has it open.
+    process has it open. `naming` is told the store's copy before anything is moved (the
+    pull's kept notice names it: settled_notice.moving_aside), so a kill between the
+    rename and what the caller writes after it leaves that copy named.
 
     The -wal and -shm keep SQLite's names beside the moved store (`memory.db.kint-backup-
     STAMP-wal`), where v0.3.0 gave each file the suffix (`memory.db-wal.kint-backup-STAMP`):
@@ -145,6 +149,8 @@ def discard_local(ctx: SpaceContext) -> list[str]:
     fold_wal(db)
     moved = []
     stamp = backup_stamp(db)
+    if naming is not None and Path(db).exists():
+        naming(f"{db}.kint-backup-{stamp}")
     # The store last: at no point is its WAL left beside a store that is gone. With no
     # store, a -wal or -shm is a killed discard's leftover, moved aside all the same.
     for suffix in ("-wal", "-shm", ""):
@@ -156,12 +162,13 @@ def discard_local(ctx: SpaceContext) -> list[str]:
     return sorted(moved, key=_store_first)
 
 
-def discard_released(ctx: SpaceContext) -> list[str]:
+def discard_released(ctx: SpaceContext,
+                     naming: Callable[[str], None] | None = None) -> list[str]:
     """`discard_local` with the space's Sibyl client closed until the store is moved: a
     verify reading through it is waited for, and one asked meanwhile waits, then finds the
     store gone (shared_client.py), never its connection closed under it."""
     with ctx.store_released("pull --discard-local"):
-        return discard_local(ctx)
+        return discard_local(ctx, naming)
 
 
 def fold_wal(db: str) -> None:

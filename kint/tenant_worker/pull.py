@@ -51,7 +51,8 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from typing import Any, Callable
 
 from kint.chain.anchor import Anchor, Head
 from kint.chain.config import ChainConfig
@@ -140,8 +141,12 @@ def _pull(ctx: SpaceContext, full: bool, discard: bool, told: bool = True) -> di
     local.refuse_overwriting(todo, cfg.db)
     if not discard and todo and todo[0].opened is not None:  # it writes: it applies todo[0]
         sibyl_takes_writes()  # before the apply journal: see the docstring's last paragraph
-    mirror, backups = _start_from(ctx, local, discard)
-    if overtaken is not None and backups:  # its rows went aside with the store
+    # Its rows go aside with the store: the kept notice names the copy before the rename
+    # and after it (settled_notice.moving_aside), a kill between them no matter.
+    naming = None if overtaken is None else partial(settled_notice.moving_aside, ctx,
+                                                    overtaken)
+    mirror, backups = _start_from(ctx, local, discard, naming)
+    if overtaken is not None and backups:
         settled_notice.moved_aside(ctx, overtaken, backups[0])
     done = _apply_epochs(ctx, mirror, todo, fetched, local.present, skipped)
     if overtaken is not None:
@@ -252,8 +257,8 @@ def _refuse_gap(todo: list[Fetched]) -> None:
             ROTATED_DISCARD_HINT)
 
 
-def _start_from(ctx: SpaceContext, local: LocalState,
-                discard: bool) -> tuple[Mirror, list[str]]:
+def _start_from(ctx: SpaceContext, local: LocalState, discard: bool,
+                naming: Callable[[str], None] | None = None) -> tuple[Mirror, list[str]]:
     """The first writes, once every check has passed: a restore from the first epoch moves
     a discarded store aside (its backups returned), records the rows a lost store's restore
     keeps before the empty mirror is saved (so a pull killed after it resumes the restore),
@@ -261,7 +266,7 @@ def _start_from(ctx: SpaceContext, local: LocalState,
     if not local.from_first:
         return local.mirror, []
     state = ctx.state
-    backups = discard_released(ctx) if discard else []
+    backups = discard_released(ctx, naming) if discard else []
     if local.kept:  # before the empty mirror: a pull killed after it resumes
         lost_restore.begin(state, local.kept)
     else:

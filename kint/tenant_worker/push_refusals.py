@@ -20,7 +20,9 @@ from kint.custody.wraps import Wrap, read_wraps
 from kint.outcomes import NOTHING_ANCHORED_OR_DROPPED, NOTHING_DROPPED
 from kint.protocol import ErrorCode, ProtocolError
 from kint.protocol.errors import (GAP_NEVER_OPENS_HINT, RECOVERY_FILE_HINT, ROTATED_GAP_HINT,
-                                  UNAUTHORIZED_HINT, UNREAD_GAP_HINT, WRAPS_ROTATED_HINT)
+                                  SEND_REFUSED_HINT, STORE_LOCKED_PUSH_HINT,
+                                  STORE_READ_FAILED_HINT, UNAUTHORIZED_HINT, UNREAD_GAP_HINT,
+                                  WRAPS_ROTATED_HINT)
 from kint.rows.canon import Row
 from kint.tenant_worker.behind_head import behind_refusal
 from kint.tenant_worker.data_key import current_data_key
@@ -142,8 +144,7 @@ def _store_rows(ctx: SpaceContext, hold_reason: str | None) -> list[Row] | None:
             # human, and not "cannot be read", which sends one to `--discard-local`.
             raise ProtocolError(ErrorCode.BUSY, f"the store {db} is locked by "
                                 f"another process ({err}); nothing was anchored",
-                                "run the push again once the other writer lets go of the "
-                                "store") from None
+                                STORE_LOCKED_PUSH_HINT) from None
         if store_full(err):
             raise  # DISK_FULL, naming the store (state_health.guarded)
         denied = denied_reason(db, err)
@@ -157,9 +158,7 @@ def _store_rows(ctx: SpaceContext, hold_reason: str | None) -> list[Row] | None:
                         ctx.config.space16, db, name, err, exc_info=True)
             raise ProtocolError(ErrorCode.INTERNAL, f"reading the store {db} failed "
                                 f"({name}: {err}); nothing was anchored",
-                                "that is not a damaged store, so nothing is held: run the "
-                                "push again; if it fails the same way, the supervisor log "
-                                "has the details") from None
+                                STORE_READ_FAILED_HINT) from None
         if hold_reason is not None:
             from kint.tenant_worker.drift import hold_error
 
@@ -271,8 +270,7 @@ def refused(err: ChainRefused) -> ProtocolError:
         return ProtocolError(ErrorCode.RPC_UNAVAILABLE,
                              f"{err.detail}: the epoch was not taken and cannot land; "
                              f"{NOTHING_DROPPED}",
-                             "check what the endpoint said (KINT_RPC_URL, or the endpoints "
-                             "given to `kint connect --rpc-urls`), then push again")
+                             SEND_REFUSED_HINT)
     if err.error == "NotAuthorized":
         return ProtocolError(ErrorCode.NOT_CONNECTED,
                              f"the chain refused the epoch: this machine's session key is not "

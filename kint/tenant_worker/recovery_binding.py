@@ -39,6 +39,7 @@ from kint.custody.vault_cache import CachedKey, read_cached_key
 from kint.custody.wraps import Wrap, WrapsFile, read_wraps
 from kint.epochs.envelope import Header
 from kint.protocol import ErrorCode, ProtocolError
+from kint.protocol.errors import CONNECT_UNSET_OFFLINE, CONNECT_WHEN_READABLE
 from kint.tenant_worker.head_header import ReadableHeader
 
 if TYPE_CHECKING:
@@ -143,6 +144,5 @@ def _nothing_to_check(owner: str, chain_error: ProtocolError | None) -> Protocol
 def _when_readable(chain_error: ProtocolError | None, then: str) -> str:
     """Connect again once the chain can be read, in the terms of what kept it out."""
     if chain_error is None and settings.value("KINT_OFFLINE"):
-        return f"unset KINT_OFFLINE and connect again: {then}"
-    return (f"connect again when the chain can be read (check KINT_RPC_URL or the space's "
-            f"endpoints): {then}")
+        return CONNECT_UNSET_OFFLINE.format(then=then)
+    return CONNECT_WHEN_READABLE.format(then=then)

@@ -24,8 +24,12 @@ failed every push, pull, rekey and recovery-code as INTERNAL.
 
 A dropped journal's rows go aside with the store when a `pull --discard-local` moves it
 after the settlement kept the notice: the pull names the copy in the kept notice as it
-moves it (`moved_aside`), so one killed before it said the notice does not leave it saying
-the rows are still in the store (the restored one, which does not hold them).
+moves it, so one killed before it said the notice does not leave it saying the rows are
+still in the store (the restored one, which does not hold them). Named twice: before the
+rename, as the copy the store is moving to (`moving_aside`), which a read takes as where
+the rows are only once that file is there (a name chosen unused: it exists only by the
+rename), and after it, as where they are (`moved_aside`). A kill between the rename and
+the second write said "still in the store".
 
 A notice is the vault's it was found in: it names the owner, chain and contract, and one
 read under another enrolment is dropped. Connect moves a space to another owner, chain or
@@ -83,13 +87,16 @@ def vault(ctx: SpaceContext) -> list[str | int] | None:
     return [enrolment.owner.lower(), enrolment.chain_id, enrolment.contract.lower()]
 
 
-def keep(ctx: SpaceContext, found: Found, vault_read: list[str | int] | None) -> None:
+def keep(ctx: SpaceContext, found: Found, vault_read: list[str | int] | None,
+         moving_to: str | None = None) -> None:
     """Keep what a settlement found until a command says it, naming `vault_read` (`vault`,
-    read before the settlement). A write that fails (a full disk) leaves it to the log and
-    to the command that settled, if any."""
+    read before the settlement), and `moving_to`, the copy a discarding pull is about to
+    move the store to (`moving_aside`). A write that fails (a full disk) leaves it to the
+    log and to the command that settled, if any."""
     kind = "overtaken" if isinstance(found, Overtaken) else "unauthorized"
     kept = {name: value for name, value in asdict(found).items() if name not in NOW_ONLY}
-    notice = {"kind": kind, "found": kept, "vault": vault_read}
+    notice = {"kind": kind, "found": kept, "vault": vault_read,
+              **({"moving_to": moving_to} if moving_to is not None else {})}
     try:
         atomic_write(_path(ctx), orjson.dumps(notice))
     except OSError as err:
@@ -135,28 +142,34 @@ class _Held:
 
 def _held(path: Path) -> _Held:
     try:
-        notice, kept_for = _read(path)
+        notice, kept_for, moving_to = _read(path)
     except FileNotFoundError:
         return _Held()
     except UNREAD as err:
         return _Held(unread=err)
+    if moving_to is not None and notice.moved_to is None and os.path.lexists(moving_to):
+        notice = replace(notice, moved_to=moving_to)  # moved, the notice not rewritten
     return _Held(notice, kept_for)
 
 
-def _read(path: Path) -> tuple[Found, Any]:
-    """The notice at `path` and the vault it was kept for. Only the fields this kint's
+def _read(path: Path) -> tuple[Found, Any, str | None]:
+    """The notice at `path`, the vault it was kept for and the copy a discarding pull was
+    moving the store to as it wrote it (`moving_aside`). Only the fields this kint's
     dataclass knows are taken, `NOW_ONLY` never: a later kint may keep more (an earlier one
     that met a field it did not know removed the notice unsaid), and what holds now is
     `_as_now`'s to say. A copy's path (`moved_to`) that is not a string does not read: it
-    was printed as it stood (a dict's repr) by `kint status`, the pull and memory_status."""
+    was printed as it stood (a dict's repr) by `kint status`, the pull and memory_status;
+    nor does a `moving_to` that is not one."""
     data = orjson.loads(read_small_file(path, MAX_BYTES))
     kind = _KINDS[data["kind"]]
     known = {f.name for f in fields(kind)} - NOW_ONLY
     held = {name: value for name, value in data["found"].items() if name in known}
     moved_to = held.get("moved_to")
-    if moved_to is not None and not isinstance(moved_to, str):  # said as a path, to a user
-        raise TypeError(f"moved_to is {type(moved_to).__name__}, not a path")
-    return kind(**held), data.get("vault")
+    moving_to = data.get("moving_to")
+    for name, path_said in (("moved_to", moved_to), ("moving_to", moving_to)):
+        if path_said is not None and not isinstance(path_said, str):  # said to a user
+            raise TypeError(f"{name} is {type(path_said).__name__}, not a path")
+    return kind(**held), data.get("vault"), moving_to
 
 
 def _as_now(ctx: SpaceContext, notice: Found) -> Found:
@@ -201,28 +214,48 @@ def _mirror_now(ctx: SpaceContext) -> Any:
         return None
 
 
+def moving_aside(ctx: SpaceContext, found: Found, moving_to: str) -> None:
+    """A discarding pull is about to move the store aside to `moving_to` (nothing moved
+    yet): the kept notice names that copy, taken as where the rows are once it exists
+    (`_held`), so a pull killed after the rename and before `moved_aside` leaves the rows
+    named where they are. The same journals as `moved_aside`."""
+    named = _to_name(ctx, found, moving_to)
+    if named is not None:
+        keep(ctx, found, named[0], moving_to=moving_to)
+
+
 def moved_aside(ctx: SpaceContext, found: Found, moved_to: str) -> None:
     """A discarding pull has moved the store aside (to `moved_to`) after the settlement
     kept `found`: the rows a dropped journal carried are in that copy, and the notice kept
     says so, should the pull be killed before it says it (the next command's words named
     the restored store). The first copy named stays: a store moved aside since did not
-    hold them. Nothing for a journal that landed or is kept (no rows dropped), nor for one
-    that owes nothing (`owes_nothing`): its rows were anchored, or gone from the store,
-    before this move, and a copy named there (read as it was kept, never worked out again)
-    sent the user to write back rows the copy did not hold."""
+    hold them. Named too for a journal kept (its transaction may still land): its rows are
+    in the store until it lands, so in the copy now (the notice said nothing of where they
+    went). Nothing for a journal that landed (its rows are anchored), nor for one that owes
+    nothing (`owes_nothing`): its rows were anchored, or gone from the store, before this
+    move, and a copy named there (read as it was kept, never worked out again) sent the
+    user to write back rows the copy did not hold."""
+    named = _to_name(ctx, found, moved_to)
+    if named is not None:
+        keep(ctx, replace(found, moved_to=moved_to), named[0])
+
+
+def _to_name(ctx: SpaceContext, found: Found,
+             copy: str) -> tuple[list[str | int] | None] | None:
+    """The vault to keep the notice under once it names `copy` (in a 1-tuple), or None
+    when it is not to name it (`moved_aside`'s journals) or the vault does not read."""
     from kint.tenant_worker.state_format import CorruptStateFile
 
-    dropped = not found.landed if isinstance(found, Overtaken) else found.kept is None
-    if (not dropped or owes_nothing(found) or found.moved_to is not None
+    landed = isinstance(found, Overtaken) and found.landed
+    if (landed or owes_nothing(found) or found.moved_to is not None
             or not _path(ctx).exists()):
-        return
+        return None
     try:  # read by the pull before the move: the store is gone, the pull goes on
-        kept_for = vault(ctx)
+        return (vault(ctx),)
     except (OSError, ProtocolError, CorruptStateFile) as err:
         log.warning("space %s: the kept notice does not name the store moved aside to %s "
-                    "(%s)", ctx.config.space16, moved_to, err)
-        return
-    keep(ctx, replace(found, moved_to=moved_to), kept_for)
+                    "(%s)", ctx.config.space16, copy, err)
+        return None
 
 
 def owes_nothing(found: Found) -> bool:

@@ -74,17 +74,30 @@ class Unauthorized:
             said = (f"the interrupted push of epoch {self.seq} was not sent again: {key} is "
                     f"not authorized for owner {self.owner} (revoked, or its authorization "
                     f"expired), and the chain would revert it, spending its gas; ")
-        if self.kept is not None and self.unread:
-            return said + (f"its journal is kept, since {self.kept}: the next push or pull "
-                           f"settles it once the endpoint answers")
         if self.kept is not None:
-            return said + (f"its journal is kept, since {self.kept}: once the key is "
-                           f"authorized again, the next push or pull sends it again and "
-                           f"records it")
+            return said + self._kept(moved_to)
         carried = (ANCHORED_SINCE if self.anchored_since
                    else f"the changes it carried are {carried_where(moved_to, self.moved_to)}")
         return said + (f"its journal is dropped, and {carried}"
                        + (f"; {self.waiting}" if self.waiting else ""))
+
+    def _kept(self, moved_to: str | None) -> str:
+        """A kept journal's words: why it waits, and what settles it. Its rows are in the
+        store, not anchored, until it lands; should a discarding pull move the store aside
+        (`moved_to`, or `self.moved_to` first), they are in that copy, which is named: the
+        journal may never land (a key rotated instead drops it), and nothing else said
+        where they went."""
+        if self.unread:
+            said = (f"its journal is kept, since {self.kept}: the next push or pull settles "
+                    f"it once the endpoint answers")
+        else:
+            said = (f"its journal is kept, since {self.kept}: once the key is authorized "
+                    f"again, the next push or pull sends it again and records it")
+        copy = self.moved_to or moved_to
+        if copy is None:
+            return said
+        return said + (f"; until it lands, the changes it carried are "
+                       f"{carried_where(None, copy)}")
 
     def hint(self, again: str = "kint push") -> str:
         """What to do: `again` is the command refused (push or rekey), which is what

@@ -20,6 +20,9 @@ It wraps, inside the worker process only, the functions a push goes through:
                         provenance is refined from the epoch cache;
 - `between_mirror_and_watermark`: `SpaceState.save_mirror`, once the mirror is saved (in
                         `record_epoch`, before the watermark is raised).
+- `after_discard`:      `discard_released` as `kint.tenant_worker.pull` imported it, once a
+                        `pull --discard-local` moved the store aside, before the pull writes
+                        the copy into the kept notice (settled_notice.moved_aside).
 
 And the steps of the key commands:
 
@@ -115,8 +118,9 @@ from typing import Any, Callable
 FLAG_ENV = "KINT_TEST_CRASH_FLAG"
 STEPS = ("before_send", "after_send", "after_receipt", "after_mirror_save",
          "after_set_entity", "before_record_epoch", "before_refine",
-         "between_mirror_and_watermark", "after_rekey_journal", "after_rekey_push",
-         "before_rekey_recovery_file", "before_connect_recovery_file", "unguarded_reply")
+         "between_mirror_and_watermark", "after_discard", "after_rekey_journal",
+         "after_rekey_push", "before_rekey_recovery_file", "before_connect_recovery_file",
+         "unguarded_reply")
 BALLAST = "ballast"
 HOLD_ENV = "KINT_TEST_HOLD_SETTLE"
 HOLD_DISPATCH_ENV = "KINT_TEST_HOLD_DISPATCH"
@@ -459,6 +463,7 @@ def _install() -> None:
     pending.record_epoch = _around(pending.record_epoch, None, "after_mirror_save")
     pull.record_epoch = _around(pull.record_epoch, "before_record_epoch", None)
     pull.refine_from_cache = _around(pull.refine_from_cache, "before_refine", None)
+    pull.discard_released = _around(pull.discard_released, None, "after_discard")
     SpaceState.save_mirror = _around(SpaceState.save_mirror, None,  # type: ignore
                                      "between_mirror_and_watermark")
     from kint.tenant_worker import connect, rekey, rekey_settle
