@@ -12,14 +12,21 @@ an `attach` in flight, held on its pool (KINT_TEST_HOLD_ATTACH) until the restar
 the worker, its answer kept from the socket and sent by a child after the exit, once the
 test lets it (KINT_TEST_LATE_REPLY's `.hold`, tests/support/kint_test_faults.py). The grace
 for it is long (KINT_TEST_LAST_REPLY_GRACE_S), so a loaded box never answers it first.
+
+The note also said an idle stop and a recycle take the same path untested: they never
+take it. Each is decided only while the space has no request, and a stopping worker is
+sent none; the last test shows a request that comes during an idle stop (config.toml's
+worker_idle_seconds) waiting for the next worker and getting its real reply.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import threading
+import time
 
 import orjson
 import pytest
@@ -148,3 +155,54 @@ def test_parked_requests_count_in_the_spaces_bound(parked):
     caller.join(60)
     assert outcome.get("reply", {}).get("sessions") == 1, outcome
 
+
+# The idle time (config.toml's worker_idle_seconds): long enough that the worker is held
+# (SIGSTOP) after the beat that follows its answer and before the stop is decided on it.
+IDLE_S = 5
+
+
+def test_an_idle_stop_parks_nothing_and_a_request_meanwhile_gets_a_real_reply(tmp_path):
+    """An idle stop (and a recycle, decided by the same check) is decided only while the
+    space has no request (lifecycle `_check_alive`), and nothing is sent to a worker being
+    stopped: so no request is in flight at its exit, nothing is parked, and note 30's "idle,
+    recycle and upgrade stops take the same path" was never so. A request that comes while
+    the idle worker stops waits for the next worker and gets its real reply, not
+    WORKER_DOWN. The idle worker is held (SIGSTOP) from just after its last beat until the
+    request is queued, so the request comes while the stop is under way every time."""
+    sb = make_sandbox(tmp_path / "machine", KINT_WORKER_HEARTBEAT_TIMEOUT="60")
+    write_store(sb.sibyl_db)
+    sb.start()
+    db, log = sb.sibyl_db, sb.kint_home / "supervisor.log"
+    first = None
+    try:
+        with sb.supervisor_config(f"worker_idle_seconds = {IDLE_S}\n"):
+            first = sb.call("status", db)["worker"]["pid"]
+            answered = time.monotonic()
+
+            def beat_after_answer() -> bool:
+                asked = time.monotonic()
+                age = sb.row(db)["last_beat_age_s"]
+                return age is not None and asked - age > answered
+
+            sb.wait_for(beat_after_answer, interval=0.02, what="a beat after the answer")
+            os.kill(first, signal.SIGSTOP)
+            sb.wait_for(lambda: sb.row(db)["state"] == "stopping", timeout=IDLE_S + 15,
+                        what="the idle stop decided")
+            assert "stopping its worker" in log.read_text(errors="replace")
+            outcome: dict = {}
+            caller = threading.Thread(target=lambda: outcome.update(
+                reply=sb.call("status", db, timeout_s=60)), daemon=True)
+            caller.start()
+            row = sb.wait_for(lambda: (r := sb.row(db))["waiting"] == 1 and r,
+                              what="the request queued")
+            assert row["parked"] == [] and row["pid"] == first, row
+            os.kill(first, signal.SIGCONT)
+            caller.join(60)
+            assert outcome["reply"]["worker"]["pid"] not in (None, first), outcome
+        said = log.read_text(errors="replace")
+        assert "it was sent unanswered" not in said and "WORKER_DOWN" not in said, said
+    finally:
+        if first is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(first, signal.SIGCONT)
+        sb.shutdown()

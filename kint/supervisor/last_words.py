@@ -15,8 +15,8 @@ started (a restart), the last exit is that worker's story, and the late words ar
 logged. A message whose token is not the retired worker's is an impostor's and changes
 nothing.
 
-The same holds for a worker's last replies. Stopped on command (`kint supervisor stop`, a
-restart, an upgrade, an idle or recycle stop), a worker finishes the ops it runs, sends their
+The same holds for a worker's last replies. Stopped on command with requests in flight
+(`kint supervisor stop`, a restart), a worker finishes the ops it runs, sends their
 answers, and exits 0; those answers too can reach the supervisor after the exit is handled,
 where the requests were answered WORKER_DOWN (`... exited with code 0 while running push`,
 the worker said not to have finished) and the real reply, a push that landed, dropped. So
@@ -30,10 +30,15 @@ on the supervisor first). Both at the turn they come (timed.py's `tick`, and the
 poll wakes for them), never a sweep later. A worker that exits 0 with no command (a user's
 `kill -TERM`) took the same way out: its stop finished its ops and sent their answers, so
 its requests wait the same. A crash, a kill or a hang answers at once: such a worker sent
-no answer after what was read. The supervisor's own stop waits for those requests too, at
-most the grace (daemon.py). Meanwhile they are still the space's: `kint supervisor status`
-names them (status.py's `parked`), and they count in its bound, MAX_WAITING_PER_SPACE
-(the handle's `parked`, which `Unreplied` keeps): each holds a client waiting.
+no answer after what was read. The stops the supervisor chooses for a worker (an idle
+stop, a recycle) never come here with a request: each is decided only while none waits
+(lifecycle.py's `_check_alive`, room.py's `_idlest_worker`), and a stopping worker is sent
+none (a request meanwhile waits for the next worker: tests/test_parked_requests.py); an
+upgrade stops the workers only once no request waits (housekeeping.py). The supervisor's
+own stop waits for those requests too, at most the grace (daemon.py). Meanwhile they are
+still the space's: `kint supervisor status` names them (status.py's `parked`), and they
+count in its bound, MAX_WAITING_PER_SPACE (the handle's `parked`, which `Unreplied`
+keeps): each holds a client waiting.
 
 A mixin of `Supervisor`, a base of `WorkerLifecycle`; `WorkerMessages` reads the back
 socket and hands a retired route's messages here.
