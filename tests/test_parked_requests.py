@@ -33,6 +33,7 @@ import pytest
 import zmq
 
 from conftest import make_sandbox, write_store
+from support.attach_in_flight import attach_in_flight
 from kint.client import KintError
 from kint.paths import front_address
 from kint.protocol.limits import MAX_WAITING_PER_SPACE
@@ -69,17 +70,7 @@ def parked(tmp_path):
         reply_held.touch()
         hold.touch()
 
-        def attach() -> None:
-            try:
-                outcome["reply"] = sb.call("attach", sb.sibyl_db, timeout_s=90,
-                                           args={"session": "agent-1", "watcher": False})
-            except KintError as err:
-                outcome["error"] = err
-
-        caller = threading.Thread(target=attach, daemon=True)
-        caller.start()
-        sb.wait_for(lambda: (sb.row(sb.sibyl_db).get("ops_running") or 0) >= 1,
-                    what="the attach in flight")
+        caller = attach_in_flight(sb, outcome, timeout_s=90)
         first = sb.row(sb.sibyl_db)["pid"]
         restarter = threading.Thread(target=sb.call, args=("sup.restart",),
                                      kwargs={"args": {"target": sb.tenant}}, daemon=True)

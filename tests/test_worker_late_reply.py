@@ -34,6 +34,7 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import make_sandbox, write_store
+from support.attach_in_flight import attach_in_flight
 from kint.client import KintError
 from kint.supervisor import last_words
 from kint.supervisor.exits import ExitWatch
@@ -61,17 +62,7 @@ def _stop_with_attach_in_flight(tmp_path, flag: str, stop: str = "stop", **env: 
         late.write_text(flag)
         hold.touch()
 
-        def attach() -> None:
-            try:
-                outcome["reply"] = sb.call("attach", sb.sibyl_db, timeout_s=60,
-                                           args={"session": "agent-1", "watcher": False})
-            except KintError as err:
-                outcome["error"] = err
-
-        caller = threading.Thread(target=attach, daemon=True)
-        caller.start()
-        sb.wait_for(lambda: (sb.row(sb.sibyl_db).get("ops_running") or 0) >= 1,
-                    what="the attach in flight")
+        caller = attach_in_flight(sb, outcome, timeout_s=60)
         if stop == "stop":
             stopper = threading.Thread(target=sb.shutdown, daemon=True)
         else:
