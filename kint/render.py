@@ -234,6 +234,9 @@ def supervisor_status_text(status: dict[str, Any]) -> str:
             text += "\n" + watcher_settings_text(row["watcher_settings"],
                                                    f"watcher of {row['space']}")
     for row in spaces:
+        if row.get("parked"):
+            text += "\n" + parked_text(row["parked"], row["space"])
+    for row in spaces:
         if row.get("last_exit"):
             # A worker that could not start says why in its own words, which may quote
             # a store path or a tenant's name: escaped as the table's cells are.
@@ -248,6 +251,18 @@ def supervisor_status_text(status: dict[str, Any]) -> str:
                  f"{files['reserve']} kept free for clients; a worker that goes idle makes "
                  f"room, or raise the limit and restart the supervisor")
     return text + "\n" + started_with_text(sup.get("started_with") or [])
+
+
+def parked_text(parked: list[dict[str, Any]], space: str) -> str:
+    """A space's requests waiting for an exited worker's last replies (`kint supervisor
+    status`, under its table): how many, for which ops, of which worker, and when they
+    are answered without them (WORKER_DOWN, or TIMEOUT at a request's own deadline)."""
+    ops = ", ".join(sorted({printable(str(p["op"])) for p in parked}))
+    pids = ", ".join(sorted({str(p["pid"]) for p in parked}))
+    left = max(float(p["left_s"]) for p in parked)
+    return (f"{space}: {len(parked)} request(s) ({ops}) wait for the last replies of its "
+            f"exited worker (pid {pids}), answered without them within "
+            f"{age_text(left)}")
 
 
 def started_with_text(entries: list[dict[str, Any]]) -> str:

@@ -418,6 +418,48 @@ def test_a_stop_refused_by_another_after_its_ping_named_another_stops_nothing(
         sb.shutdown()
 
 
+@pytest.mark.parametrize("after", ["nobody", "a successor"])
+def test_a_stop_refused_by_another_once_the_one_it_named_is_gone_says_it_stopped(
+        tmp_path, monkeypatch, capsys, after):
+    """(note 30) As above, the stop's ping was answered by supervisor Q (a stepped-down one
+    whose socket file is still at the path), and Q refuses the stop meant for P; but P,
+    the one it named, exited before that refusal came back (another stop, a crash). The
+    stop's work is done: it says "supervisor stopped" (exit 0), naming the successor
+    that took the home since, if one did (docs/commands.md), where `BAD_REQUEST`, exit 2,
+    is only for a P that still holds the home. Q's answers are given in its words; P and
+    the successor are real supervisors, P stopped as the call goes out."""
+
+    class PingedAnotherThenNamedGone(_ReadByAnother):
+        def ping_answer(self, timeout_s: float = 1.0):  # type: ignore[override]
+            answer = super().ping_answer(timeout_s)
+            return answer and {**answer, "pid": answer["pid"] + 1}
+
+        def call(self, op, *, args=None, timeout_s=None, **kw):  # type: ignore[override]
+            if op == "sup.stop" and args:
+                sb.shutdown()  # P ends meanwhile, unasked by this stop
+                sb.wait_for(lambda: not pid_alive(args["pid"]), what="P exited")
+                assert running_pid(sb.kint_home) is None
+                if after == "a successor":
+                    started.append(sb.start())
+            return super().call(op, args=args, timeout_s=timeout_s, **kw)
+
+    sb = make_sandbox(tmp_path)
+    started: list[int] = []
+    try:
+        sb.start()
+        out = _stop_with(PingedAnotherThenNamedGone(sb.kint_home, autostart=False),
+                         monkeypatch, capsys)
+        if after == "nobody":
+            assert out.strip() == "supervisor stopped", out
+        else:
+            [successor] = started
+            assert out.startswith("supervisor stopped\n"), out
+            assert f"another supervisor (pid {successor}) has started since" in out, out
+            assert pid_alive(successor) and running_pid(sb.kint_home) == successor
+    finally:
+        sb.shutdown()
+
+
 def _go_on(pid: int) -> None:
     """Continue the process `pid` (SIGCONT), if it is still there."""
     with contextlib.suppress(ProcessLookupError):

@@ -34,6 +34,7 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import make_sandbox, write_store
+from support.attach_in_flight import attach_in_flight
 from kint.client import KintError
 from kint.supervisor import last_words
 from kint.supervisor.exits import ExitWatch
@@ -61,17 +62,7 @@ def _stop_with_attach_in_flight(tmp_path, flag: str, stop: str = "stop", **env: 
         late.write_text(flag)
         hold.touch()
 
-        def attach() -> None:
-            try:
-                outcome["reply"] = sb.call("attach", sb.sibyl_db, timeout_s=60,
-                                           args={"session": "agent-1", "watcher": False})
-            except KintError as err:
-                outcome["error"] = err
-
-        caller = threading.Thread(target=attach, daemon=True)
-        caller.start()
-        sb.wait_for(lambda: (sb.row(sb.sibyl_db).get("ops_running") or 0) >= 1,
-                    what="the attach in flight")
+        caller = attach_in_flight(sb, outcome, timeout_s=60)
         if stop == "stop":
             stopper = threading.Thread(target=sb.shutdown, daemon=True)
         else:
@@ -265,3 +256,22 @@ def test_a_clean_exit_on_a_users_sigterm_waits_for_its_replies_too(tmp_path):
     assert handle.state == "starting" and handle.restarts == 1, handle.state
     _reply(host, record, "r1")
     assert host.passed_on == [("r1", b"answer-r1")] and host.answered == []
+
+
+def test_the_spaces_count_of_parked_requests_follows_every_way_out():
+    """`WorkerHandle.parked` (what `waiting()` and the bound add to the handle's own
+    requests) rises as requests park and falls as each leaves: a reply read, the grace
+    over, the route forgotten past the bound."""
+    host = Host()
+    handle, record = _exited_with_a_request(host, 1, now=100.0, more=2)
+    assert handle.parked == 3 and handle.waiting() == 3
+    _reply(host, record, "r1")
+    assert handle.parked == 2
+    host._replies_due(100.0 + last_words.LAST_REPLY_GRACE_S)
+    assert handle.parked == 0 and handle.waiting() == 0
+    other, _ = _exited_with_a_request(host, 2, now=200.0)
+    for n in range(3, last_words.MAX_RETIRED_ROUTES + 4):
+        host._retire_route(WorkerHandle(space_id=f"{n:064x}", label=f"t{n}", tenant="t",
+                                        db="/x.db", route=b"route-%d" % n,
+                                        token=b"token-%d" % n))
+    assert other.parked == 0 and not host._unreplied

@@ -19,5 +19,6 @@ MIN_TIMEOUT_MS = 1
 MAX_TIMEOUT_MS = 60 * 60 * 1000
 DEFAULT_TIMEOUT_MS = 30_000
 
-# Requests waiting on one space (queued or in flight) before the next gets BUSY.
+# Requests waiting on one space (queued, in flight, or parked on an exited worker's last
+# replies: kint/supervisor/last_words.py) before the next gets BUSY.
 MAX_WAITING_PER_SPACE = 32

@@ -15,8 +15,8 @@ started (a restart), the last exit is that worker's story, and the late words ar
 logged. A message whose token is not the retired worker's is an impostor's and changes
 nothing.
 
-The same holds for a worker's last replies. Stopped on command (`kint supervisor stop`, a
-restart, an upgrade, an idle or recycle stop), a worker finishes the ops it runs, sends their
+The same holds for a worker's last replies. Stopped on command with requests in flight
+(`kint supervisor stop`, a restart), a worker finishes the ops it runs, sends their
 answers, and exits 0; those answers too can reach the supervisor after the exit is handled,
 where the requests were answered WORKER_DOWN (`... exited with code 0 while running push`,
 the worker said not to have finished) and the real reply, a push that landed, dropped. So
@@ -30,8 +30,15 @@ on the supervisor first). Both at the turn they come (timed.py's `tick`, and the
 poll wakes for them), never a sweep later. A worker that exits 0 with no command (a user's
 `kill -TERM`) took the same way out: its stop finished its ops and sent their answers, so
 its requests wait the same. A crash, a kill or a hang answers at once: such a worker sent
-no answer after what was read. The supervisor's own stop waits for those requests too, at
-most the grace (daemon.py).
+no answer after what was read. The stops the supervisor chooses for a worker (an idle
+stop, a recycle) never come here with a request: each is decided only while none waits
+(lifecycle.py's `_check_alive`, room.py's `_idlest_worker`), and a stopping worker is sent
+none (a request meanwhile waits for the next worker: tests/test_parked_requests.py); an
+upgrade stops the workers only once no request waits (housekeeping.py). The supervisor's
+own stop waits for those requests too, at most the grace (daemon.py). Meanwhile they are
+still the space's: `kint supervisor status` names them (status.py's `parked`), and they
+count in its bound, MAX_WAITING_PER_SPACE (the handle's `parked`, which `Unreplied`
+keeps): each holds a client waiting.
 
 A mixin of `Supervisor`, a base of `WorkerLifecycle`; `WorkerMessages` reads the back
 socket and hands a retired route's messages here.
@@ -80,12 +87,16 @@ class Unreplied:
     # Its exit, as the WORKER_DOWN says it, and that answer's hint.
     reason: str
     hint: str | None
+    # The space's handle, whose `parked` counts these (its bound, MAX_WAITING_PER_SPACE,
+    # holds them too): kept here, where every request leaves (`take`, `take_all`).
+    handle: WorkerHandle = field(repr=False)
     # When the first of these is owed an answer: the grace's end, or a request's own
     # deadline before it. Kept as requests leave (`take`), so that a turn reads it at once
     # and does not walk every waiting request (`_replies_next_due`, twice a turn).
     due: float = field(init=False)
 
     def __post_init__(self) -> None:
+        self.handle.parked += len(self.requests)
         self._find_due()
 
     def _find_due(self) -> None:
@@ -95,9 +106,26 @@ class Unreplied:
         """The request `internal_id`, no longer waiting (replied to, or answered TIMEOUT);
         None when it is not among these."""
         pending = self.requests.pop(internal_id, None)
-        if pending is not None and pending.deadline <= self.due:
+        if pending is None:
+            return None
+        self.handle.parked -= 1
+        if pending.deadline <= self.due:
             self._find_due()  # it may have been the first
         return pending
+
+    def take_all(self) -> list[Pending]:
+        """Every request still waiting, none waiting from here on (the grace is over)."""
+        left = list(self.requests.values())
+        self.requests.clear()
+        self.handle.parked -= len(left)
+        return left
+
+    def shown(self, now: float) -> list[dict[str, Any]]:
+        """These requests as `kint supervisor status` shows them: each `op`, and `left_s`,
+        how long until it is answered without its reply (its deadline, or the grace's
+        end)."""
+        return [{"op": p.op, "left_s": round(max(0.0, min(p.deadline, self.reply_by) - now), 3)}
+                for p in self.requests.values()]
 
 
 def parked_timeout(space16: str, reason: str, pending: Pending, hint: str | None) -> Reply:
@@ -177,7 +205,8 @@ class LastWords:
             return
         for internal_id in forwarded:
             del handle.pending[internal_id]
-        record.unreplied = Unreplied(forwarded, now + LAST_REPLY_GRACE_S, reason, hint)
+        record.unreplied = Unreplied(forwarded, now + LAST_REPLY_GRACE_S, reason, hint,
+                                     handle)
         self._unreplied[record.route] = record
         log.info("space %s: worker %s exited with %d request(s) it was sent unanswered; "
                  "its replies are waited for %gs", handle.space16, record.pid,
@@ -242,7 +271,7 @@ class LastWords:
         if waiting is None:
             return
         handle = record.handle
-        for pending in waiting.requests.values():
+        for pending in waiting.take_all():
             log.info("space %s: no reply to %s from worker %s within %gs of its exit; "
                      "answered WORKER_DOWN", handle.space16, pending.op, record.pid,
                      LAST_REPLY_GRACE_S)

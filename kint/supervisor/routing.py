@@ -159,9 +159,14 @@ class ClientRouting:
         if handle.state == "quarantined":
             raise ProtocolError(ErrorCode.QUARANTINED, self._quarantine_message(handle, now))
         if handle.waiting() >= MAX_WAITING_PER_SPACE:
+            # Those waiting for an exited worker's last replies count too (last_words.py):
+            # a stop or restart with requests in flight frees no place for a second.
+            parked = (f" ({handle.parked} of them for the last replies of its worker that "
+                      f"exited)" if handle.parked else "")
             raise ProtocolError(
                 ErrorCode.BUSY,
-                f"space {handle.space16} already has {handle.waiting()} requests waiting",
+                f"space {handle.space16} already has {handle.waiting()} requests "
+                f"waiting{parked}",
             )
         internal_id = str(next(self._ids))
         deadline = now + request.timeout_ms / 1000.0

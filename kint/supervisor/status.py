@@ -9,11 +9,12 @@ from __future__ import annotations
 import re
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterable
 
 from kint.open_files import OpenFiles, open_files
 from kint.paths import worker_lock_path
 from kint.settings.started_with import started_with
+from kint.supervisor.last_words import RetiredRoute
 from kint.supervisor.workers import WorkerHandle, ops_in_flight
 from kint.tenant_worker.worker_lock import waited_for
 
@@ -73,7 +74,10 @@ def _waits_for(home: Path, handle: WorkerHandle) -> dict[str, Any] | None:
     return holder._asdict() if holder is not None else None
 
 
-def space_row(handle: WorkerHandle, now: float, home: Path) -> dict[str, Any]:
+def space_row(handle: WorkerHandle, now: float, home: Path,
+              parked: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """One space's row; `parked`, its requests waiting for an exited worker's last
+    replies (`parked_requests`)."""
     beat = handle.beat
     # How long ago the last beat was made: its ages are as of then.
     since = now - handle.last_beat_at if handle.last_beat_at is not None else 0.0
@@ -122,7 +126,12 @@ def space_row(handle: WorkerHandle, now: float, home: Path) -> dict[str, Any]:
         "beat_every_s": handle.beat.get("every_s") if handle.alive else None,
         "uptime_s": (round(now - handle.spawned_at, 3)
                      if handle.spawned_at is not None and handle.alive else None),
+        # Its requests not answered yet, those in `parked` among them.
         "waiting": handle.waiting(),
+        # Requests an exited worker of the space was sent and had not answered at its
+        # clean exit, waiting for its last replies (last_words.py): each `op`, the `pid`
+        # of that worker, and `left_s` until it is answered without one.
+        "parked": parked or [],
         # The worker lock's holder a starting worker waits for (another worker of the
         # space, an old supervisor's): null when it waits for nothing.
         "waits_for": _waits_for(home, handle),
@@ -138,6 +147,19 @@ def space_row(handle: WorkerHandle, now: float, home: Path) -> dict[str, Any]:
                            "holder_pid": handle.start_refused.holder_pid}
                           if handle.start_refused is not None and not handle.alive else None),
     }
+
+
+def parked_requests(records: Iterable[RetiredRoute],
+                    now: float) -> dict[str, list[dict[str, Any]]]:
+    """The requests waiting for exited workers' last replies, by space id: a walk of the
+    retired routes that have any (`Supervisor._unreplied`, empty but for the second
+    after a clean exit), made only for a status."""
+    by_space: dict[str, list[dict[str, Any]]] = {}
+    for record in records:
+        if record.unreplied is not None:
+            by_space.setdefault(record.handle.space_id, []).extend(
+                {**shown, "pid": record.pid} for shown in record.unreplied.shown(now))
+    return by_space
 
 
 # How long a count of the supervisor's open files serves status calls: a count lists
@@ -172,8 +194,9 @@ def supervisor_status(sup: "Supervisor", passphrase: str | None = None) -> dict[
     import os
 
     now = time.monotonic()
-    rows = [space_row(h, now, sup.home) for h in sorted(sup.handles.values(),
-                                              key=lambda h: label_order(h.label))]
+    parked = parked_requests(sup._unreplied.values(), now)
+    rows = [space_row(h, now, sup.home, parked.get(h.space_id))
+            for h in sorted(sup.handles.values(), key=lambda h: label_order(h.label))]
     files = _open_files(now)
     notice = _passphrase_notice(passphrase) if passphrase else None
     return {

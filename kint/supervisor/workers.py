@@ -136,6 +136,10 @@ class WorkerHandle:
     backoff_s: float | None = None
     retry_started_at: float | None = None
     pending: dict[str, Pending] = field(default_factory=dict)
+    # Requests an earlier worker of the space was sent and had not answered at its clean
+    # exit, waiting for its last replies (last_words.py's `Unreplied` keeps the count):
+    # they wait as much as those in `pending`, and count towards the space's bound.
+    parked: int = 0
     # Requests sent to this spawn of the worker (`TimedWork._forward`); its beats say how
     # many it took (`beat_tells_after_work`).
     sent: int = 0
@@ -149,7 +153,9 @@ class WorkerHandle:
         return self.process is not None
 
     def waiting(self) -> int:
-        return len(self.pending)
+        """The space's requests not answered yet: its own, and those parked on an exited
+        worker's last replies (`parked`), which MAX_WAITING_PER_SPACE bounds together."""
+        return len(self.pending) + self.parked
 
     def queued(self) -> list[Pending]:
         return [p for p in self.pending.values() if not p.forwarded]

@@ -87,12 +87,12 @@ and exits 0 without them; when the file says `late`, a child it forked as it clo
 (`Worker.close`) sends them, as they were made (its pid and token, on its route), once the
 supervisor has logged the exit, and again every RESEND_S until the supervisor has logged
 them read (the worker's own connection on that route may not be gone yet, and the
-supervisor ignores a second one: `_send_until_read`); when it says `never`, nobody sends
-them. The same race as the late `fatal`'s, for the answers a stopping worker sends just
+supervisor ignores a second one: `_send_until_read`), not while the file `<that file>.hold`
+exists; when it says `never`, nobody sends them. The same race as the late `fatal`'s, for the answers a stopping worker sends just
 before it exits.
 
-Either child waits at most LATE_FATAL_WAIT_S in all, less once the supervisor is gone, then
-sends anyway. It closes its copy of the worker's lock first (the worker took it as it
+Either child waits at most LATE_FATAL_WAIT_S for the exit, and at most HOLD_MAX_S for its
+`.hold` file, less once the supervisor is gone, then sends anyway. It closes its copy of the worker's lock first (the worker took it as it
 began), so the space's next worker never waits behind a child that only has messages to
 send.
 
@@ -338,7 +338,8 @@ def _send_late(config: Any, route: bytes, messages: list[list[Any]], pid: int,
         time.sleep(LATE_FATAL_SOON_S)
     else:
         waiting(lambda: _exit_logged(config.home, pid))
-    if hold is not None:
+    if hold is not None:  # the test's own hold: as long as it keeps it (HOLD_MAX_S at most)
+        deadline = time.monotonic() + HOLD_MAX_S
         waiting(lambda: not os.path.exists(hold))
     zctx = zmq.Context()
     dealer = zctx.socket(zmq.DEALER)
@@ -351,7 +352,8 @@ def _send_late(config: Any, route: bytes, messages: list[list[Any]], pid: int,
     zctx.term()
 
 
-def _send_until_read(config: Any, route: bytes, messages: list[list[Any]], pid: int) -> None:
+def _send_until_read(config: Any, route: bytes, messages: list[list[Any]], pid: int,
+                     hold: str | None = None) -> None:
     """`_send_late`, then again on a fresh connection every RESEND_S until the supervisor's
     log says it read worker `pid`'s late reply (passed on, or dropped as answered already:
     last_words.py). Once was not enough: the child takes the exited worker's own routing
@@ -367,7 +369,7 @@ def _send_until_read(config: Any, route: bytes, messages: list[list[Any]], pid: 
     read = rf"worker {pid}'s reply to .* read after its exit|a reply from worker {pid}, "
     deadline = time.monotonic() + LATE_FATAL_WAIT_S
     while time.monotonic() < deadline and pid_alive(config.supervisor_pid):
-        _send_late(config, route, messages, pid)
+        _send_late(config, route, messages, pid, hold=hold)
         resend_at = time.monotonic() + RESEND_S
         while time.monotonic() < resend_at:
             if _logged(config.home, read):
@@ -447,7 +449,8 @@ def _replies_late(close: Callable[..., None]) -> Callable[..., None]:
         close(self)
         if kept and _late_reply_flag() == "late":
             pid = os.getpid()
-            _in_a_child(lambda: _send_until_read(self.config, route, kept, pid))
+            hold = f"{os.environ.get(LATE_REPLY_ENV)}.hold"
+            _in_a_child(lambda: _send_until_read(self.config, route, kept, pid, hold))
     return wrapper
 
 

@@ -1,0 +1,32 @@
+"""An agent session's `attach` sent on a thread of its own and held on the worker's pool
+(KINT_TEST_HOLD_ATTACH, tests/support/kint_test_faults.py), for tests that stop or restart
+a worker with a request in flight (tests/test_worker_late_reply.py,
+tests/test_parked_requests.py).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from kint.client import KintError
+
+
+def attach_in_flight(sb: Any, outcome: dict[str, Any],
+                     timeout_s: float = 90) -> threading.Thread:
+    """Send `attach` (session `agent-1`, no watcher) for the sandbox `sb`'s store on a
+    thread, and return it once the worker runs it; its result goes to `outcome["reply"]`,
+    its refusal to `outcome["error"]`."""
+
+    def attach() -> None:
+        try:
+            outcome["reply"] = sb.call("attach", sb.sibyl_db, timeout_s=timeout_s,
+                                       args={"session": "agent-1", "watcher": False})
+        except KintError as err:
+            outcome["error"] = err
+
+    caller = threading.Thread(target=attach, daemon=True)
+    caller.start()
+    sb.wait_for(lambda: (sb.row(sb.sibyl_db).get("ops_running") or 0) >= 1,
+                what="the attach in flight")
+    return caller
