@@ -1,14 +1,15 @@
 """The push settings a kint-server session gives the watcher's pushes (space.PUSH_SETTINGS:
 KINT_RPC_TIMEOUT, KINT_KEY_TTL, KINT_NONCE_RETRY_SECONDS), shown where a user looks
-(kint.tenant_worker.push_settings).
+(kint.tenant_worker.push_settings), and a timeout that names the KINT_RPC_TIMEOUT it
+waited and whose it was (kint.tenant_worker.rpc_hint.timeout_named).
 
 The watcher's pushes take a session's values (sessions._watcher_push), yet `kint
 supervisor status` showed none of them and `kint config show` the call's own: a user who
 saw `KINT_RPC_TIMEOUT 10` there could not tell why an automatic push waited a minute.
-And a watcher push that timed out said "within KINT_RPC_TIMEOUT" with neither the value
-nor whose it was. A recycled worker hands its sessions to the successor
-(session_handoff.py): the successor's watcher must still take the session's values,
-which its status then shows.
+And a push that timed out, a watcher's or a command's, said "within KINT_RPC_TIMEOUT"
+with neither the value nor whose it was. A recycled worker hands its sessions to the
+successor (session_handoff.py): the successor's watcher must still take the session's
+values, which its status then shows.
 
 Real parts: the session's devchain (anvil), the test supervisor and its workers, a real
 kint-server over stdio (tests/mcp_session.py), the real CLI; a delaying RPC proxy
@@ -23,13 +24,14 @@ import sys
 import pytest
 
 from chain_machines import kjson, machine_behind_proxy, new_machine, ok
+from conftest import write_rules
 from mcp_session import AgentProcess
 from test_worker_recycle import QUICK
 from kint import settings
 from kint.chain.calls import RPC_TIMEOUT_WORDS
 from kint.protocol import ErrorCode, ProtocolError
 from kint.settings.schema import BY_NAME
-from kint.tenant_worker.push_settings import timeout_named
+from kint.tenant_worker.rpc_hint import timeout_named
 
 WAIT = {"timeout": 90, "interval": 0.25}
 SESSION = {"KINT_RPC_TIMEOUT": "60", "KINT_KEY_TTL": "30d", "KINT_NONCE_RETRY_SECONDS": "40"}
@@ -108,12 +110,30 @@ def test_status_and_config_show_name_a_sessions_push_settings_before_and_after_a
         sb.shutdown()
 
 
-def test_a_watcher_push_that_times_out_names_the_sessions_rpc_timeout(tmp_path, chain_home):
-    """The session's KINT_RPC_TIMEOUT (0.5 s) against an endpoint that takes 2 s to give
-    the nonce: the watcher's failure, in `kint supervisor status` and memory_status, says
-    the value it waited and that it was the session's."""
+def test_a_push_that_times_out_names_the_rpc_timeout_it_waited_and_whose(tmp_path,
+                                                                          chain_home):
+    """KINT_RPC_TIMEOUT of 0.5 s against an endpoint that takes 2 s to give the nonce: a
+    `kint push` says the value it waited and where it was set (its own environment, then
+    config.toml), where it said only "within KINT_RPC_TIMEOUT"; the watcher's failure, in
+    `kint supervisor status` and memory_status, says the value and that it was the
+    session's."""
     with machine_behind_proxy(tmp_path, chain_home) as (sb, proxy):
         proxy.set_mode("delay_methods", methods=["eth_getTransactionCount"], seconds=2)
+        # A command's own push names the value it waited and whose it was too: this
+        # call's environment, then config.toml's (before any session: no watcher then).
+        write_rules(sb.sibyl_db, sb.tenant, slow="a row to push")
+        late = sb.kint("push", env={"KINT_RPC_TIMEOUT": "0.5"})
+        assert late.returncode == 5 and "[RPC_UNAVAILABLE]" in late.stderr, late.stderr
+        assert f"{RPC_TIMEOUT_WORDS}=0.5s (from this call; ReadTimeout)" in late.stderr, \
+            late.stderr
+        config = sb.kint_home / "config.toml"
+        config.write_text("rpc_timeout = 0.5\n")
+        config.chmod(0o600)
+        late = sb.kint("push")
+        assert late.returncode == 5, late.stderr
+        assert (f"{RPC_TIMEOUT_WORDS}=0.5s (from file {config}; ReadTimeout)"
+                in late.stderr), late.stderr
+        config.unlink()
         agent = AgentProcess({**sb.env, "KINT_RPC_TIMEOUT": "0.5", "KINT_QUIET_SECONDS": "1",
                               "KINT_POLL_SECONDS": "1"}).start()
         try:

@@ -24,7 +24,7 @@ from kint.tenant_worker import history as history_mod
 from kint.tenant_worker.chain_head import HeadReading, read_head
 from kint.tenant_worker.disk_space import full_disks
 from kint.tenant_worker.enrolment import Enrolment
-from kint.tenant_worker.rpc_hint import name_the_endpoint
+from kint.tenant_worker.rpc_hint import name_the_endpoint, timeout_named
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.state_health import guarded
 from kint.tenant_worker.statefiles import CorruptStateFile
@@ -360,7 +360,8 @@ def with_settings(op: str, handler: Handler) -> Handler:
     """`handler` under this request's settings: the caller's call-scope values applied
     for it, and a line in `notices` for each value it sent that is not used (and for a
     config file that was refused). A refusal carries those lines in its hint, Sibyl's own
-    (SIBYL_ERROR) as well as kint's."""
+    (SIBYL_ERROR) as well as kint's; one of the chain names the endpoint in force and,
+    timed out, the KINT_RPC_TIMEOUT it waited and whose it was (rpc_hint)."""
 
     def run(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         sent = args.pop("settings", None) or {}
@@ -373,6 +374,7 @@ def with_settings(op: str, handler: Handler) -> Handler:
                         result = handler(ctx, args)
                     except ProtocolError as err:
                         name_the_endpoint(ctx, err)
+                        timeout_named(err)
                         raise
             except SibylMemoryError as err:
                 raise sibyl_refusal(op, err) from err

@@ -6,9 +6,8 @@ the watcher makes, which no call carries (sessions._watcher_push). `kint supervi
 status` showed the supervisor's own values and `kint config show` the call's, so a user
 who saw 10 s there could not tell why an automatic push waited a minute. The heartbeat
 carries the values a session gives that differ from the worker's own (`differing`), and
-the config op adds the watcher's value to each such row (`watcher_value`). A watcher
-push that timed out named KINT_RPC_TIMEOUT but neither its value nor whose it was
-(`timeout_named`).
+the config op adds the watcher's value to each such row (`watcher_value`). A timeout
+names the KINT_RPC_TIMEOUT it waited and whose it was (rpc_hint.timeout_named).
 """
 
 from __future__ import annotations
@@ -16,12 +15,9 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from kint import settings
-from kint.chain.calls import RPC_TIMEOUT_WORDS
-from kint.protocol import ProtocolError
 from kint.settings.loader import SESSION, Value
 from kint.settings.report import json_value
-from kint.settings.schema import shown
-from kint.settings.wire import same, source_text
+from kint.settings.wire import same
 from kint.tenant_worker.space import PUSH_SETTINGS, SpaceContext
 
 
@@ -32,14 +28,16 @@ def _taken(ctx: SpaceContext, name: str) -> Value | None:
     shown for pushes that never happen (the watcher, once made, stays: sessions.new_watcher).
     Without a session holding `name`, the common case on every beat, no setting is looked
     up: `watcher_setting` would resolve the space's own only for it to be set aside."""
-    if ctx.watcher is None:
-        return None
-    with ctx.sessions_lock:
-        held = any(name in values for _, values in ctx.session_settings.values())
-    if not held:
+    if ctx.watcher is None or not _held(ctx, name):
         return None
     value = ctx.watcher_setting(name)
     return value if value.source == SESSION else None
+
+
+def _held(ctx: SpaceContext, name: str) -> bool:
+    """Whether any session's kept values hold `name` (no setting looked up)."""
+    with ctx.sessions_lock:
+        return any(name in values for _, values in ctx.session_settings.values())
 
 
 def differing(ctx: SpaceContext, own: Callable[[str], Value] = settings.lookup
@@ -71,16 +69,3 @@ def watcher_value(ctx: SpaceContext, row: Value) -> dict[str, Any] | None:
     if taken is None or same(taken.setting, taken.value, row.value):
         return None
     return {"value": json_value(taken.setting, taken.value), "source": taken.source}
-
-
-def timeout_named(err: ProtocolError) -> None:
-    """Give a watcher push's timeout failure the KINT_RPC_TIMEOUT it ran with and whose it
-    was (a session's, the default, the space's): the push runs under those values, so
-    this is called inside them. Any other failure is left as it is."""
-    if RPC_TIMEOUT_WORDS + " (" not in err.message:
-        return
-    value = settings.lookup("KINT_RPC_TIMEOUT")
-    named = (f"{RPC_TIMEOUT_WORDS}={shown(value.setting, value.value)}s "
-             f"({source_text(value)}; ")
-    err.message = err.message.replace(RPC_TIMEOUT_WORDS + " (", named, 1)
-    err.args = (err.message,)
