@@ -5,11 +5,12 @@ waited and whose it was (kint.tenant_worker.rpc_hint.timeout_named).
 
 The watcher's pushes take a session's values (sessions._watcher_push), yet `kint
 supervisor status` showed none of them and `kint config show` the call's own: a user who
-saw `KINT_RPC_TIMEOUT 10` there could not tell why an automatic push waited a minute.
-And a push that timed out, a watcher's or a command's, said "within KINT_RPC_TIMEOUT"
-with neither the value nor whose it was. A recycled worker hands its sessions to the
-successor (session_handoff.py): the successor's watcher must still take the session's
-values, which its status then shows.
+saw `KINT_RPC_TIMEOUT 10` there could not tell why an automatic push waited a minute;
+`kint status` and memory_status, where a user and an agent look at one space, showed none
+either. And a push that timed out, a watcher's or a command's, said "within
+KINT_RPC_TIMEOUT" with neither the value nor whose it was. A recycled worker hands its
+sessions to the successor (session_handoff.py): the successor's watcher must still take
+the session's values, which its status then shows.
 
 Real parts: the session's devchain (anvil), the test supervisor and its workers, a real
 kint-server over stdio (tests/mcp_session.py), the real CLI; a delaying RPC proxy
@@ -93,6 +94,17 @@ def test_status_and_config_show_name_a_sessions_push_settings_before_and_after_a
         same = {e["name"]: e for e in json.loads(ok(sb.kint(
             "config", "show", "--json", env={"KINT_RPC_TIMEOUT": "60"})).stdout)["settings"]}
         assert same["KINT_RPC_TIMEOUT"]["watcher"] is None, same["KINT_RPC_TIMEOUT"]
+
+        # `kint status` and the agent's memory_status say what supervisor status says,
+        # set beside the supervisor's own values, not the call's (the agent's call
+        # carries the session's own: beside them, nothing would differ).
+        assert _shown(kjson(sb, "status")) == expected
+        text = ok(sb.kint("status")).stdout
+        assert ("watcher: its pushes run with the kint-server session's KINT_KEY_TTL=30d "
+                "(the supervisor's: 24h, default); KINT_RPC_TIMEOUT=60 (the supervisor's: "
+                "10, default); KINT_NONCE_RETRY_SECONDS=40 (the supervisor's: 15, "
+                "default)") in text.splitlines(), text
+        assert _shown(agent.call("memory_status")) == expected
 
         # The worker recycled with the session attached: its successor's watcher takes
         # the values the session handed over (session_handoff.py), not the space's.

@@ -24,6 +24,7 @@ from kint.tenant_worker import history as history_mod
 from kint.tenant_worker.chain_head import HeadReading, read_head
 from kint.tenant_worker.disk_space import full_disks
 from kint.tenant_worker.enrolment import Enrolment
+from kint.tenant_worker.push_settings import differing
 from kint.tenant_worker.rpc_hint import name_the_endpoint, timeout_named
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.state_health import guarded
@@ -40,8 +41,9 @@ Handler = Callable[[SpaceContext, dict[str, Any]], dict[str, Any]]
 
 def status(ctx: SpaceContext, args: dict[str, Any], read: bool = True) -> dict[str, Any]:
     """The space's tenant, label, id, store, row counts per tier, its KINT_HOME files, the
-    store watcher's last failed push while it waits to try again, and another KINT_HOME's
-    workers on the store as this worker last looked (at its start, or doctor's).
+    store watcher's last failed push while it waits to try again and the push settings it
+    takes from a kint-server session, and another KINT_HOME's workers on the store as this
+    worker last looked (at its start, or doctor's).
     `read=False` (`status_if_counted`) raises StoreNotCounted rather than read the store."""
     cfg = ctx.config
     try:
@@ -75,6 +77,9 @@ def status(ctx: SpaceContext, args: dict[str, Any], read: bool = True) -> dict[s
                    "uptime_s": round(time.monotonic() - ctx.started_monotonic, 3)},
         "watcher_failure": (ctx.watcher.backoff.report(time.monotonic())
                             if ctx.watcher is not None else None),
+        # What the watcher's pushes take from a kint-server session, where it is not the
+        # worker's own: what `kint supervisor status` shows from the beat.
+        "watcher_settings": differing(ctx) or None,
         "store_shared": still_sharing(cfg.db, cfg.kint_home),
     }
 

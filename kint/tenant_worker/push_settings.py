@@ -5,17 +5,17 @@ A session's KINT_RPC_TIMEOUT, KINT_KEY_TTL and KINT_NONCE_RETRY_SECONDS bound th
 the watcher makes, which no call carries (sessions._watcher_push). `kint supervisor
 status` showed the supervisor's own values and `kint config show` the call's, so a user
 who saw 10 s there could not tell why an automatic push waited a minute. The heartbeat
-carries the values a session gives that differ from the worker's own (`differing`), and
-the config op adds the watcher's value to each such row (`watcher_value`). A timeout
-names the KINT_RPC_TIMEOUT it waited and whose it was (rpc_hint.timeout_named).
+and the status op carry the values a session gives that differ from the worker's own
+(`differing`: `kint supervisor status`, `kint status`, memory_status), and the config op
+adds the watcher's value to each such row (`watcher_value`). A timeout names the
+KINT_RPC_TIMEOUT it waited and whose it was (rpc_hint.timeout_named).
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable
 
-from kint import settings
-from kint.settings.loader import SESSION, Value
+from kint.settings.loader import SESSION, Value, own_lookup
 from kint.settings.report import json_value
 from kint.settings.wire import same
 from kint.tenant_worker.space import PUSH_SETTINGS, SpaceContext
@@ -40,12 +40,13 @@ def _held(ctx: SpaceContext, name: str) -> bool:
         return any(name in values for _, values in ctx.session_settings.values())
 
 
-def differing(ctx: SpaceContext, own: Callable[[str], Value] = settings.lookup
+def differing(ctx: SpaceContext, own: Callable[[str], Value] = own_lookup
               ) -> list[dict[str, Any]]:
-    """For the heartbeat: each push setting a session gives the watcher's pushes that is
-    not the worker's own (`own`: the supervisor's environment, config.toml, the default),
-    as {name, value, source, own, own_source}. Read on the heartbeat's thread, where no
-    call's values are overlaid."""
+    """For the heartbeat and the status op: each push setting a session gives the watcher's
+    pushes that is not the worker's own (`own`: the supervisor's environment, config.toml,
+    the default; a status call's own values, overlaid, are not what it is set beside), as
+    {name, value, source, own, own_source}: `kint status` and memory_status say what
+    `kint supervisor status` says."""
     found = []
     for name in PUSH_SETTINGS:
         taken = _taken(ctx, name)
