@@ -86,6 +86,7 @@ def test_status_and_config_show_name_a_sessions_push_settings_before_and_after_a
         assert shown["KINT_KEY_TTL"]["watcher"] == {"value": "30d",
                                                     "source": "kint-server session"}
         assert shown["KINT_QUIET_SECONDS"]["watcher"] is None  # its row is the watcher's
+        assert shown["KINT_QUIET_SECONDS"]["kept_for_watcher"] is None  # one runs
         lines = ok(sb.kint("config", "show")).stdout.splitlines()
         timeout = next(line for line in lines if line.startswith("KINT_RPC_TIMEOUT "))
         assert timeout.endswith("default; the watcher's pushes use 60 (kint-server session)"), \

@@ -336,17 +336,20 @@ def doctor(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
 def config(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     """Every setting the daemon reads, as this space and this call run with it (the
     chain's endpoints and contract as the chain config resolves them, the watcher's timings
-    as it runs), and the config file in force. A push setting's row also carries the value
-    the watcher's pushes take from a kint-server session, where it is not the row's."""
+    as it runs, the space's own while none runs), and the config file in force. A push
+    setting's row also carries the value the watcher's pushes take from a kint-server
+    session, where it is not the row's; a watcher timing's, with no watcher running, the
+    value a session gave that is kept for one (`kept_for_watcher`)."""
     from kint.settings import report
     from kint.settings.schema import SETTINGS
-    from kint.tenant_worker.push_settings import watcher_value
+    from kint.tenant_worker.push_settings import kept_timing, watcher_value
 
     cfg, error = settings.config()
     entries = []
     for s in (s for s in SETTINGS if s.sent):
         row = ctx.effective_setting(s.name, settings.lookup(s.name))
-        entries.append({**report.entry(row), "watcher": watcher_value(ctx, row)})
+        entries.append({**report.entry(row), "watcher": watcher_value(ctx, row),
+                        "kept_for_watcher": kept_timing(ctx, row)})
     return {"config_file": str(cfg.path), "config_exists": cfg.exists,
             "config_error": str(error) if error else None, "settings": entries,
             "space": ctx.config.space16, "label": ctx.config.label}
@@ -371,7 +374,7 @@ def with_settings(op: str, handler: Handler) -> Handler:
     def run(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         sent = args.pop("settings", None) or {}
         values, notices = apply_settings(op, sent, label=ctx.config.label,
-                                         effective=ctx.effective_setting)
+                                         effective=ctx.compared_setting)
         try:
             try:
                 with settings.overlay(values):

@@ -1,5 +1,6 @@
-"""What the watcher's pushes take from a kint-server session (space.PUSH_SETTINGS), said
-where a user looks: a setting a user gives is honoured or reported, never silently taken.
+"""What the watcher takes from a kint-server session (space.PUSH_SETTINGS and its
+timings), said where a user looks: a setting a user gives is honoured or reported, never
+silently taken.
 
 A session's KINT_RPC_TIMEOUT, KINT_KEY_TTL and KINT_NONCE_RETRY_SECONDS bound the pushes
 the watcher makes, which no call carries (sessions._watcher_push). `kint supervisor
@@ -7,8 +8,10 @@ status` showed the supervisor's own values and `kint config show` the call's, so
 who saw 10 s there could not tell why an automatic push waited a minute. The heartbeat
 and the status op carry the values a session gives that differ from the worker's own
 (`differing`: `kint supervisor status`, `kint status`, memory_status), and the config op
-adds the watcher's value to each such row (`watcher_value`). A timeout names the
-KINT_RPC_TIMEOUT it waited and whose it was (rpc_hint.timeout_named).
+adds the watcher's value to each such row (`watcher_value`). A session's timings kept
+while no watcher runs are said beside the space's own (`kept_timing`), not shown as in
+force. A timeout names the KINT_RPC_TIMEOUT it waited and whose it was
+(rpc_hint.timeout_named).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Any, Callable
 from kint.settings.loader import SESSION, Value, own_lookup
 from kint.settings.report import json_value
 from kint.settings.wire import same
-from kint.tenant_worker.space import PUSH_SETTINGS, SpaceContext
+from kint.tenant_worker.space import PUSH_SETTINGS, WATCHER_SETTINGS, SpaceContext
 
 
 def _taken(ctx: SpaceContext, name: str) -> Value | None:
@@ -70,3 +73,18 @@ def watcher_value(ctx: SpaceContext, row: Value) -> dict[str, Any] | None:
     if taken is None or same(taken.setting, taken.value, row.value):
         return None
     return {"value": json_value(taken.setting, taken.value), "source": taken.source}
+
+
+def kept_timing(ctx: SpaceContext, row: Value) -> dict[str, Any] | None:
+    """For `kint config show`'s row of a watcher timing while no watcher runs (the row is
+    then the space's own: SpaceContext.effective_setting): the value a kint-server session
+    gave, kept for a watcher it did not ask for (KINT_NO_WATCHER=1), when it is not the
+    row's; None otherwise. Shown as the timing in force, it said a watcher pushed on a
+    quiet period nobody was counting."""
+    name = row.setting.name
+    if name not in WATCHER_SETTINGS or ctx.watcher is not None or not _held(ctx, name):
+        return None
+    kept = ctx.watcher_setting(name, row)
+    if kept.source != SESSION or same(kept.setting, kept.value, row.value):
+        return None
+    return {"value": json_value(kept.setting, kept.value), "source": kept.source}
