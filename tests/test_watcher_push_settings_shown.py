@@ -10,7 +10,8 @@ saw `KINT_RPC_TIMEOUT 10` there could not tell why an automatic push waited a mi
 either. And a push that timed out, a watcher's or a command's, said "within
 KINT_RPC_TIMEOUT" with neither the value nor whose it was. A recycled worker hands its
 sessions to the successor (session_handoff.py): the successor's watcher must still take
-the session's values, which its status then shows.
+the session's values, in the pushes it makes (the cached data key renewed for the
+session's KINT_KEY_TTL) as in what its status shows.
 
 Real parts: the session's devchain (anvil), the test supervisor and its workers, a real
 kint-server over stdio (tests/mcp_session.py), the real CLI; a delaying RPC proxy
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 
 import pytest
 
@@ -36,6 +38,9 @@ from kint.tenant_worker.rpc_hint import timeout_named
 
 WAIT = {"timeout": 90, "interval": 0.25}
 SESSION = {"KINT_RPC_TIMEOUT": "60", "KINT_KEY_TTL": "30d", "KINT_NONCE_RETRY_SECONDS": "40"}
+# The session's watcher pushes at its first tick after a write (a quarter second: the
+# poll's least lowered by KINT_TEST_POLL_MINIMUM_S, tests/support/kint_test_timings.py).
+PROMPT = {"KINT_QUIET_SECONDS": "0", "KINT_POLL_SECONDS": "0.25"}
 
 
 def _shown(row: dict) -> dict:
@@ -47,7 +52,9 @@ def _shown(row: dict) -> dict:
                     reason="the recycle's memory figure comes from /proc/self/smaps_rollup")
 def test_status_and_config_show_name_a_sessions_push_settings_before_and_after_a_recycle(
         tmp_path, chain_home):
-    sb = new_machine(tmp_path / "m", chain_home, **QUICK)
+    from kint.custody.vault_cache import CachedKey, read_cached_key
+
+    sb = new_machine(tmp_path / "m", chain_home, KINT_TEST_POLL_MINIMUM_S="0.25", **QUICK)
     config = sb.kint_home / "config.toml"
 
     def recycle_over(mib: int) -> None:
@@ -59,8 +66,9 @@ def test_status_and_config_show_name_a_sessions_push_settings_before_and_after_a
     try:
         recycle_over(0)
         ok(sb.kint("connect", "--dev"))
-        space16 = kjson(sb, "status")["space"]
-        agent = AgentProcess({**sb.env, **SESSION}).start()
+        space = kjson(sb, "status")
+        space16 = space["space"]
+        agent = AgentProcess({**sb.env, **SESSION, **PROMPT}).start()
         expected = {"KINT_RPC_TIMEOUT": (60.0, "kint-server session", 10.0, "default"),
                     "KINT_KEY_TTL": ("30d", "kint-server session", "24h", "default"),
                     "KINT_NONCE_RETRY_SECONDS": (40.0, "kint-server session", 15.0,
@@ -117,6 +125,27 @@ def test_status_and_config_show_name_a_sessions_push_settings_before_and_after_a
         assert _shown(sb.wait_for(lambda: (r := status_row())["pid"] == successor["pid"]
                                   and r["watcher_settings"] and r,
                                   what="the successor's beat", **WAIT)) == expected
+
+        # And its pushes take them, not only its beat: a pull from the terminal renews the
+        # cached data key for the space's 24 h; the session's next write is then pushed
+        # by the successor's watcher, which renews it for the session's 30 days.
+        ok(sb.kint("pull"))
+        cached = read_cached_key(sb.kint_home, space["space_id"])
+        assert isinstance(cached, CachedKey) and cached.expires_at is not None, cached
+        assert cached.expires_at < time.time() + 2 * 86400, "not renewed for the 24 h"
+        before = status_row()["head"]["seq"]
+        asked = time.time()
+        assert agent.call("memory_remember", category="notes", name="after-the-recycle",
+                          body={"text": "pushed by the successor's watcher"})["ok"]
+        pushed = sb.wait_for(lambda: (r := status_row())["head"]
+                             and r["head"]["seq"] == before + 1 and r,
+                             what="the successor's watcher pushing the write", **WAIT)
+        assert pushed["pid"] == successor["pid"], pushed
+        assert "watcher: anchored" in (sb.kint_home / "supervisor.log").read_text()
+        cached = read_cached_key(sb.kint_home, space["space_id"])
+        assert isinstance(cached, CachedKey) and cached.expires_at is not None, cached
+        assert cached.expires_at >= asked + 30 * 86400 - 60, (
+            f"renewed for {(cached.expires_at - asked) / 3600:.1f} h, not the session's 30 d")
     finally:
         if agent is not None:
             agent.close()
