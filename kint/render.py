@@ -286,7 +286,7 @@ def utc_time(unix: int, pattern: str = "%Y-%m-%dT%H:%M:%SZ") -> str:
 
 def watcher_settings_text(entries: list[dict[str, Any]], who: str) -> str:
     """The push settings the watcher's pushes take from a kint-server session, beside the
-    supervisor's own (`kint supervisor status`, under its table)."""
+    supervisor's own (`kint supervisor status`, under its table; `kint status`)."""
     taken = "; ".join(f"{e['name']}={printable(value_text(e['value']))} (the supervisor's: "
                       f"{printable(value_text(e['own']))}, {e['own_source']})" for e in entries)
     return f"{who}: its pushes run with the kint-server session's {taken}"

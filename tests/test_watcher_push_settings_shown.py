@@ -1,14 +1,17 @@
 """The push settings a kint-server session gives the watcher's pushes (space.PUSH_SETTINGS:
 KINT_RPC_TIMEOUT, KINT_KEY_TTL, KINT_NONCE_RETRY_SECONDS), shown where a user looks
-(kint.tenant_worker.push_settings).
+(kint.tenant_worker.push_settings), and a timeout that names the KINT_RPC_TIMEOUT it
+waited and whose it was (kint.tenant_worker.rpc_hint.timeout_named).
 
 The watcher's pushes take a session's values (sessions._watcher_push), yet `kint
 supervisor status` showed none of them and `kint config show` the call's own: a user who
-saw `KINT_RPC_TIMEOUT 10` there could not tell why an automatic push waited a minute.
-And a watcher push that timed out said "within KINT_RPC_TIMEOUT" with neither the value
-nor whose it was. A recycled worker hands its sessions to the successor
-(session_handoff.py): the successor's watcher must still take the session's values,
-which its status then shows.
+saw `KINT_RPC_TIMEOUT 10` there could not tell why an automatic push waited a minute;
+`kint status` and memory_status, where a user and an agent look at one space, showed none
+either. And a push that timed out, a watcher's or a command's, said "within
+KINT_RPC_TIMEOUT" with neither the value nor whose it was. A recycled worker hands its
+sessions to the successor (session_handoff.py): the successor's watcher must still take
+the session's values, in the pushes it makes (the cached data key renewed for the
+session's KINT_KEY_TTL) as in what its status shows.
 
 Real parts: the session's devchain (anvil), the test supervisor and its workers, a real
 kint-server over stdio (tests/mcp_session.py), the real CLI; a delaying RPC proxy
@@ -19,20 +22,25 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 
 import pytest
 
 from chain_machines import kjson, machine_behind_proxy, new_machine, ok
+from conftest import write_rules
 from mcp_session import AgentProcess
 from test_worker_recycle import QUICK
 from kint import settings
 from kint.chain.calls import RPC_TIMEOUT_WORDS
 from kint.protocol import ErrorCode, ProtocolError
 from kint.settings.schema import BY_NAME
-from kint.tenant_worker.push_settings import timeout_named
+from kint.tenant_worker.rpc_hint import timeout_named
 
 WAIT = {"timeout": 90, "interval": 0.25}
 SESSION = {"KINT_RPC_TIMEOUT": "60", "KINT_KEY_TTL": "30d", "KINT_NONCE_RETRY_SECONDS": "40"}
+# The session's watcher pushes at its first tick after a write (a quarter second: the
+# poll's least lowered by KINT_TEST_POLL_MINIMUM_S, tests/support/kint_test_timings.py).
+PROMPT = {"KINT_QUIET_SECONDS": "0", "KINT_POLL_SECONDS": "0.25"}
 
 
 def _shown(row: dict) -> dict:
@@ -44,7 +52,9 @@ def _shown(row: dict) -> dict:
                     reason="the recycle's memory figure comes from /proc/self/smaps_rollup")
 def test_status_and_config_show_name_a_sessions_push_settings_before_and_after_a_recycle(
         tmp_path, chain_home):
-    sb = new_machine(tmp_path / "m", chain_home, **QUICK)
+    from kint.custody.vault_cache import CachedKey, read_cached_key
+
+    sb = new_machine(tmp_path / "m", chain_home, KINT_TEST_POLL_MINIMUM_S="0.25", **QUICK)
     config = sb.kint_home / "config.toml"
 
     def recycle_over(mib: int) -> None:
@@ -56,8 +66,9 @@ def test_status_and_config_show_name_a_sessions_push_settings_before_and_after_a
     try:
         recycle_over(0)
         ok(sb.kint("connect", "--dev"))
-        space16 = kjson(sb, "status")["space"]
-        agent = AgentProcess({**sb.env, **SESSION}).start()
+        space = kjson(sb, "status")
+        space16 = space["space"]
+        agent = AgentProcess({**sb.env, **SESSION, **PROMPT}).start()
         expected = {"KINT_RPC_TIMEOUT": (60.0, "kint-server session", 10.0, "default"),
                     "KINT_KEY_TTL": ("30d", "kint-server session", "24h", "default"),
                     "KINT_NONCE_RETRY_SECONDS": (40.0, "kint-server session", 15.0,
@@ -83,6 +94,7 @@ def test_status_and_config_show_name_a_sessions_push_settings_before_and_after_a
         assert shown["KINT_KEY_TTL"]["watcher"] == {"value": "30d",
                                                     "source": "kint-server session"}
         assert shown["KINT_QUIET_SECONDS"]["watcher"] is None  # its row is the watcher's
+        assert shown["KINT_QUIET_SECONDS"]["kept_for_watcher"] is None  # one runs
         lines = ok(sb.kint("config", "show")).stdout.splitlines()
         timeout = next(line for line in lines if line.startswith("KINT_RPC_TIMEOUT "))
         assert timeout.endswith("default; the watcher's pushes use 60 (kint-server session)"), \
@@ -91,6 +103,17 @@ def test_status_and_config_show_name_a_sessions_push_settings_before_and_after_a
         same = {e["name"]: e for e in json.loads(ok(sb.kint(
             "config", "show", "--json", env={"KINT_RPC_TIMEOUT": "60"})).stdout)["settings"]}
         assert same["KINT_RPC_TIMEOUT"]["watcher"] is None, same["KINT_RPC_TIMEOUT"]
+
+        # `kint status` and the agent's memory_status say what supervisor status says,
+        # set beside the supervisor's own values, not the call's (the agent's call
+        # carries the session's own: beside them, nothing would differ).
+        assert _shown(kjson(sb, "status")) == expected
+        text = ok(sb.kint("status")).stdout
+        assert ("watcher: its pushes run with the kint-server session's KINT_KEY_TTL=30d "
+                "(the supervisor's: 24h, default); KINT_RPC_TIMEOUT=60 (the supervisor's: "
+                "10, default); KINT_NONCE_RETRY_SECONDS=40 (the supervisor's: 15, "
+                "default)") in text.splitlines(), text
+        assert _shown(agent.call("memory_status")) == expected
 
         # The worker recycled with the session attached: its successor's watcher takes
         # the values the session handed over (session_handoff.py), not the space's.
@@ -102,18 +125,57 @@ def test_status_and_config_show_name_a_sessions_push_settings_before_and_after_a
         assert _shown(sb.wait_for(lambda: (r := status_row())["pid"] == successor["pid"]
                                   and r["watcher_settings"] and r,
                                   what="the successor's beat", **WAIT)) == expected
+
+        # And its pushes take them, not only its beat: a pull from the terminal renews the
+        # cached data key for the space's 24 h; the session's next write is then pushed
+        # by the successor's watcher, which renews it for the session's 30 days.
+        ok(sb.kint("pull"))
+        cached = read_cached_key(sb.kint_home, space["space_id"])
+        assert isinstance(cached, CachedKey) and cached.expires_at is not None, cached
+        assert cached.expires_at < time.time() + 2 * 86400, "not renewed for the 24 h"
+        before = status_row()["head"]["seq"]
+        asked = time.time()
+        assert agent.call("memory_remember", category="notes", name="after-the-recycle",
+                          body={"text": "pushed by the successor's watcher"})["ok"]
+        pushed = sb.wait_for(lambda: (r := status_row())["head"]
+                             and r["head"]["seq"] == before + 1 and r,
+                             what="the successor's watcher pushing the write", **WAIT)
+        assert pushed["pid"] == successor["pid"], pushed
+        assert "watcher: anchored" in (sb.kint_home / "supervisor.log").read_text()
+        cached = read_cached_key(sb.kint_home, space["space_id"])
+        assert isinstance(cached, CachedKey) and cached.expires_at is not None, cached
+        assert cached.expires_at >= asked + 30 * 86400 - 60, (
+            f"renewed for {(cached.expires_at - asked) / 3600:.1f} h, not the session's 30 d")
     finally:
         if agent is not None:
             agent.close()
         sb.shutdown()
 
 
-def test_a_watcher_push_that_times_out_names_the_sessions_rpc_timeout(tmp_path, chain_home):
-    """The session's KINT_RPC_TIMEOUT (0.5 s) against an endpoint that takes 2 s to give
-    the nonce: the watcher's failure, in `kint supervisor status` and memory_status, says
-    the value it waited and that it was the session's."""
+def test_a_push_that_times_out_names_the_rpc_timeout_it_waited_and_whose(tmp_path,
+                                                                          chain_home):
+    """KINT_RPC_TIMEOUT of 0.5 s against an endpoint that takes 2 s to give the nonce: a
+    `kint push` says the value it waited and where it was set (its own environment, then
+    config.toml), where it said only "within KINT_RPC_TIMEOUT"; the watcher's failure, in
+    `kint supervisor status` and memory_status, says the value and that it was the
+    session's."""
     with machine_behind_proxy(tmp_path, chain_home) as (sb, proxy):
         proxy.set_mode("delay_methods", methods=["eth_getTransactionCount"], seconds=2)
+        # A command's own push names the value it waited and whose it was too: this
+        # call's environment, then config.toml's (before any session: no watcher then).
+        write_rules(sb.sibyl_db, sb.tenant, slow="a row to push")
+        late = sb.kint("push", env={"KINT_RPC_TIMEOUT": "0.5"})
+        assert late.returncode == 5 and "[RPC_UNAVAILABLE]" in late.stderr, late.stderr
+        assert f"{RPC_TIMEOUT_WORDS}=0.5s (from this call; ReadTimeout)" in late.stderr, \
+            late.stderr
+        config = sb.kint_home / "config.toml"
+        config.write_text("rpc_timeout = 0.5\n")
+        config.chmod(0o600)
+        late = sb.kint("push")
+        assert late.returncode == 5, late.stderr
+        assert (f"{RPC_TIMEOUT_WORDS}=0.5s (from file {config}; ReadTimeout)"
+                in late.stderr), late.stderr
+        config.unlink()
         agent = AgentProcess({**sb.env, "KINT_RPC_TIMEOUT": "0.5", "KINT_QUIET_SECONDS": "1",
                               "KINT_POLL_SECONDS": "1"}).start()
         try:

@@ -266,7 +266,10 @@ key cached, the epoch it last saw anchored (`mirror`) and the chain's (`chain_he
 `in_step` is false when the chain moved on: call memory_pull), the `session_key` that pays \
 for pushes (balance, authorized), `unanchored` changed and deleted rows, `held` (why \
 kint-server's pushes are held, or null), `watcher_failure` (the watcher's last failed push \
-and when it tries again, or null), \
+and when it tries again, or null), `watcher_settings` (the KINT_RPC_TIMEOUT, KINT_KEY_TTL \
+or KINT_NONCE_RETRY_SECONDS the watcher's pushes take from a kint-server session where \
+they are not the supervisor's own: `name`, `value`, `source`, `own`, `own_source`; or \
+null), \
 `attached` (whether the space's worker counts this server's session: false while it \
 retries an attach that failed, and until then its watcher does not push), \
 `interrupted_pull` (a pull stopped half-way through an epoch, which memory_pull finishes, or \

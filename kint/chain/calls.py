@@ -137,8 +137,8 @@ def nonce_held(err: ChainRefused) -> bool:
         err.detail.lower()
 
 
-# A call that timed out, in the words a watcher's push names the value in force after
-# (kint.tenant_worker.push_settings.timeout_named): a request's caller set it or knows it.
+# A call that timed out, in the words the worker names the value in force and whose it
+# was after (kint.tenant_worker.rpc_hint.timeout_named), for a request and a watcher push.
 RPC_TIMEOUT_WORDS = "the endpoint did not answer within KINT_RPC_TIMEOUT"
 
 

@@ -20,8 +20,9 @@ from kint.rows.canon import VERSIONED_TIERS, row_label
 def status_cmd(obj: Ctx, as_json: bool) -> None:
     """The space of this store: tenant, store, row counts per tier, kint's files; once
     connected, the owner, the data key, the last epoch anchored here, unanchored changes,
-    the chain head (in step or not) and the session key; then its worker and the storage
-    cap Sibyl enforces."""
+    the chain head (in step or not) and the session key; the push settings the space's
+    watcher takes from a kint-server session; then its worker and the storage cap Sibyl
+    enforces."""
     result = space_call(obj, "status", {"chain": True}, timeout_s=30)
     if as_json:
         echo_json(with_tx_0x(result))

@@ -246,6 +246,14 @@ def lookup(name: str) -> Value:
     overlay = _overlay.get()
     if overlay is not None and name in overlay:
         return overlay[name]
+    return own_lookup(name)
+
+
+def own_lookup(name: str) -> Value:
+    """This process's value of `name`, whatever request's values are overlaid: in a
+    worker, the space's own (the supervisor's environment, config.toml, the default), what
+    a status sets a session's values beside whatever the call asking for it carries
+    (kint.tenant_worker.push_settings.differing)."""
     cfg, _ = config()
     return resolve(BY_NAME[name], cfg, space=_process.space)
 

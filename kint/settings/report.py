@@ -39,7 +39,10 @@ def entry(v: Value) -> dict[str, Any]:
             "no_effect_here": s.no_effect_here(v.value), "refused": v.refused,
             # A push setting's value the watcher's pushes take from a kint-server session
             # instead ({value, source}); the worker fills it in (push_settings.watcher_value).
-            "watcher": None}
+            "watcher": None,
+            # A watcher timing a session gave, kept while no watcher runs ({value, source}):
+            # the row is then the space's own (push_settings.kept_timing).
+            "kept_for_watcher": None}
 
 
 def ordered(found: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
@@ -64,6 +67,10 @@ def text_lines(shown_entries: list[dict[str, Any]]) -> list[str]:
             if e.get("watcher"):  # a session's value the watcher's pushes take instead
                 source += (f"; the watcher's pushes use {value_text(e['watcher']['value'])} "
                            f"({e['watcher']['source']})")
+            kept = e.get("kept_for_watcher")  # a session's timing, for a watcher none runs
+            if kept:
+                source += (f"; no watcher runs (a {kept['source']}'s "
+                           f"{value_text(kept['value'])} is kept for one)")
             rows.append((s.name, text, source))
     width = [max(len(r[i]) for r in rows) for i in range(2)] if rows else [0, 0]
     return [f"{r[0]:<{width[0]}}  {r[1]:<{width[1]}}  {r[2]}".rstrip() for r in rows]

@@ -24,7 +24,8 @@ from kint.tenant_worker import history as history_mod
 from kint.tenant_worker.chain_head import HeadReading, read_head
 from kint.tenant_worker.disk_space import full_disks
 from kint.tenant_worker.enrolment import Enrolment
-from kint.tenant_worker.rpc_hint import name_the_endpoint
+from kint.tenant_worker.push_settings import differing
+from kint.tenant_worker.rpc_hint import name_the_endpoint, timeout_named
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.state_health import guarded
 from kint.tenant_worker.statefiles import CorruptStateFile
@@ -40,8 +41,9 @@ Handler = Callable[[SpaceContext, dict[str, Any]], dict[str, Any]]
 
 def status(ctx: SpaceContext, args: dict[str, Any], read: bool = True) -> dict[str, Any]:
     """The space's tenant, label, id, store, row counts per tier, its KINT_HOME files, the
-    store watcher's last failed push while it waits to try again, and another KINT_HOME's
-    workers on the store as this worker last looked (at its start, or doctor's).
+    store watcher's last failed push while it waits to try again and the push settings it
+    takes from a kint-server session, and another KINT_HOME's workers on the store as this
+    worker last looked (at its start, or doctor's).
     `read=False` (`status_if_counted`) raises StoreNotCounted rather than read the store."""
     cfg = ctx.config
     try:
@@ -75,6 +77,9 @@ def status(ctx: SpaceContext, args: dict[str, Any], read: bool = True) -> dict[s
                    "uptime_s": round(time.monotonic() - ctx.started_monotonic, 3)},
         "watcher_failure": (ctx.watcher.backoff.report(time.monotonic())
                             if ctx.watcher is not None else None),
+        # What the watcher's pushes take from a kint-server session, where it is not the
+        # worker's own: what `kint supervisor status` shows from the beat.
+        "watcher_settings": differing(ctx) or None,
         "store_shared": still_sharing(cfg.db, cfg.kint_home),
     }
 
@@ -331,17 +336,20 @@ def doctor(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
 def config(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     """Every setting the daemon reads, as this space and this call run with it (the
     chain's endpoints and contract as the chain config resolves them, the watcher's timings
-    as it runs), and the config file in force. A push setting's row also carries the value
-    the watcher's pushes take from a kint-server session, where it is not the row's."""
+    as it runs, the space's own while none runs), and the config file in force. A push
+    setting's row also carries the value the watcher's pushes take from a kint-server
+    session, where it is not the row's; a watcher timing's, with no watcher running, the
+    value a session gave that is kept for one (`kept_for_watcher`)."""
     from kint.settings import report
     from kint.settings.schema import SETTINGS
-    from kint.tenant_worker.push_settings import watcher_value
+    from kint.tenant_worker.push_settings import kept_timing, watcher_value
 
     cfg, error = settings.config()
     entries = []
     for s in (s for s in SETTINGS if s.sent):
         row = ctx.effective_setting(s.name, settings.lookup(s.name))
-        entries.append({**report.entry(row), "watcher": watcher_value(ctx, row)})
+        entries.append({**report.entry(row), "watcher": watcher_value(ctx, row),
+                        "kept_for_watcher": kept_timing(ctx, row)})
     return {"config_file": str(cfg.path), "config_exists": cfg.exists,
             "config_error": str(error) if error else None, "settings": entries,
             "space": ctx.config.space16, "label": ctx.config.label}
@@ -360,12 +368,13 @@ def with_settings(op: str, handler: Handler) -> Handler:
     """`handler` under this request's settings: the caller's call-scope values applied
     for it, and a line in `notices` for each value it sent that is not used (and for a
     config file that was refused). A refusal carries those lines in its hint, Sibyl's own
-    (SIBYL_ERROR) as well as kint's."""
+    (SIBYL_ERROR) as well as kint's; one of the chain names the endpoint in force and,
+    timed out, the KINT_RPC_TIMEOUT it waited and whose it was (rpc_hint)."""
 
     def run(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         sent = args.pop("settings", None) or {}
         values, notices = apply_settings(op, sent, label=ctx.config.label,
-                                         effective=ctx.effective_setting)
+                                         effective=ctx.compared_setting)
         try:
             try:
                 with settings.overlay(values):
@@ -373,6 +382,7 @@ def with_settings(op: str, handler: Handler) -> Handler:
                         result = handler(ctx, args)
                     except ProtocolError as err:
                         name_the_endpoint(ctx, err)
+                        timeout_named(err)
                         raise
             except SibylMemoryError as err:
                 raise sibyl_refusal(op, err) from err

@@ -1,28 +1,27 @@
-"""What the watcher's pushes take from a kint-server session (space.PUSH_SETTINGS), said
-where a user looks: a setting a user gives is honoured or reported, never silently taken.
+"""What the watcher takes from a kint-server session (space.PUSH_SETTINGS and its
+timings), said where a user looks: a setting a user gives is honoured or reported, never
+silently taken.
 
 A session's KINT_RPC_TIMEOUT, KINT_KEY_TTL and KINT_NONCE_RETRY_SECONDS bound the pushes
 the watcher makes, which no call carries (sessions._watcher_push). `kint supervisor
 status` showed the supervisor's own values and `kint config show` the call's, so a user
 who saw 10 s there could not tell why an automatic push waited a minute. The heartbeat
-carries the values a session gives that differ from the worker's own (`differing`), and
-the config op adds the watcher's value to each such row (`watcher_value`). A watcher
-push that timed out named KINT_RPC_TIMEOUT but neither its value nor whose it was
-(`timeout_named`).
+and the status op carry the values a session gives that differ from the worker's own
+(`differing`: `kint supervisor status`, `kint status`, memory_status), and the config op
+adds the watcher's value to each such row (`watcher_value`). A session's timings kept
+while no watcher runs are said beside the space's own (`kept_timing`), not shown as in
+force. A timeout names the KINT_RPC_TIMEOUT it waited and whose it was
+(rpc_hint.timeout_named).
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable
 
-from kint import settings
-from kint.chain.calls import RPC_TIMEOUT_WORDS
-from kint.protocol import ProtocolError
-from kint.settings.loader import SESSION, Value
+from kint.settings.loader import SESSION, Value, own_lookup
 from kint.settings.report import json_value
-from kint.settings.schema import shown
-from kint.settings.wire import same, source_text
-from kint.tenant_worker.space import PUSH_SETTINGS, SpaceContext
+from kint.settings.wire import same
+from kint.tenant_worker.space import PUSH_SETTINGS, WATCHER_SETTINGS, SpaceContext
 
 
 def _taken(ctx: SpaceContext, name: str) -> Value | None:
@@ -32,22 +31,25 @@ def _taken(ctx: SpaceContext, name: str) -> Value | None:
     shown for pushes that never happen (the watcher, once made, stays: sessions.new_watcher).
     Without a session holding `name`, the common case on every beat, no setting is looked
     up: `watcher_setting` would resolve the space's own only for it to be set aside."""
-    if ctx.watcher is None:
-        return None
-    with ctx.sessions_lock:
-        held = any(name in values for _, values in ctx.session_settings.values())
-    if not held:
+    if ctx.watcher is None or not _held(ctx, name):
         return None
     value = ctx.watcher_setting(name)
     return value if value.source == SESSION else None
 
 
-def differing(ctx: SpaceContext, own: Callable[[str], Value] = settings.lookup
+def _held(ctx: SpaceContext, name: str) -> bool:
+    """Whether any session's kept values hold `name` (no setting looked up)."""
+    with ctx.sessions_lock:
+        return any(name in values for _, values in ctx.session_settings.values())
+
+
+def differing(ctx: SpaceContext, own: Callable[[str], Value] = own_lookup
               ) -> list[dict[str, Any]]:
-    """For the heartbeat: each push setting a session gives the watcher's pushes that is
-    not the worker's own (`own`: the supervisor's environment, config.toml, the default),
-    as {name, value, source, own, own_source}. Read on the heartbeat's thread, where no
-    call's values are overlaid."""
+    """For the heartbeat and the status op: each push setting a session gives the watcher's
+    pushes that is not the worker's own (`own`: the supervisor's environment, config.toml,
+    the default; a status call's own values, overlaid, are not what it is set beside), as
+    {name, value, source, own, own_source}: `kint status` and memory_status say what
+    `kint supervisor status` says."""
     found = []
     for name in PUSH_SETTINGS:
         taken = _taken(ctx, name)
@@ -73,14 +75,16 @@ def watcher_value(ctx: SpaceContext, row: Value) -> dict[str, Any] | None:
     return {"value": json_value(taken.setting, taken.value), "source": taken.source}
 
 
-def timeout_named(err: ProtocolError) -> None:
-    """Give a watcher push's timeout failure the KINT_RPC_TIMEOUT it ran with and whose it
-    was (a session's, the default, the space's): the push runs under those values, so
-    this is called inside them. Any other failure is left as it is."""
-    if RPC_TIMEOUT_WORDS + " (" not in err.message:
-        return
-    value = settings.lookup("KINT_RPC_TIMEOUT")
-    named = (f"{RPC_TIMEOUT_WORDS}={shown(value.setting, value.value)}s "
-             f"({source_text(value)}; ")
-    err.message = err.message.replace(RPC_TIMEOUT_WORDS + " (", named, 1)
-    err.args = (err.message,)
+def kept_timing(ctx: SpaceContext, row: Value) -> dict[str, Any] | None:
+    """For `kint config show`'s row of a watcher timing while no watcher runs (the row is
+    then the space's own: SpaceContext.effective_setting): the value a kint-server session
+    gave, kept for a watcher it did not ask for (KINT_NO_WATCHER=1), when it is not the
+    row's; None otherwise. Shown as the timing in force, it said a watcher pushed on a
+    quiet period nobody was counting."""
+    name = row.setting.name
+    if name not in WATCHER_SETTINGS or ctx.watcher is not None or not _held(ctx, name):
+        return None
+    kept = ctx.watcher_setting(name, row)
+    if kept.source != SESSION or same(kept.setting, kept.value, row.value):
+        return None
+    return {"value": json_value(kept.setting, kept.value), "source": kept.source}

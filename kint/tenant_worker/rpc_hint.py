@@ -1,5 +1,6 @@
 """RPC_UNAVAILABLE's hint, and an unsettled push journal's (UNSETTLED_HINT), naming what
-set the endpoint that did not answer.
+set the endpoint that did not answer; a timeout's message, naming the KINT_RPC_TIMEOUT
+it waited and whose it was (`timeout_named`).
 
 The generic hint sends the user to KINT_RPC_URL and KINT_RPC_URL_2. On the devchain no such
 setting is in force: the endpoint is the one the devchain's record names, and the fix is
@@ -12,15 +13,24 @@ overtaken.py, unauthorized_journal.py) is raised with UNSETTLED_HINT, its check 
 one: the settlement does not know which settings the call runs under. The same check of
 the endpoint in force takes its place here, and its tail (UNSETTLED_THEN) stays as it
 was, which is what kint-server knows it by to send an agent to memory_pull.
+
+A chain call that timed out said "the endpoint did not answer within KINT_RPC_TIMEOUT"
+with neither the value nor whose it was: a user who set 30 in a harness's entry, or in
+config.toml, and saw a push give up could not tell which value it had waited, nor where
+to change it. A request's (handlers.with_settings) and a watcher push's
+(sessions._watcher_push) name both.
 """
 
 from __future__ import annotations
 
 from kint import settings
+from kint.chain.calls import RPC_TIMEOUT_WORDS
 from kint.chain.config import DEVCHAIN_SOURCE, SPACE_URLS_SOURCE, ChainConfig
 from kint.protocol.errors import (DEFAULT_HINTS, DEVCHAIN_RPC_CHECK, DEVCHAIN_RPC_HINT,
                                   FILE_RPC_CHECK, RETRY_THEN, RPC_CHECK, SPACE_RPC_CHECK,
                                   UNSETTLED_HINT, UNSETTLED_THEN, ErrorCode, ProtocolError)
+from kint.settings.schema import shown
+from kint.settings.wire import source_text
 from kint.tenant_worker.space import SpaceContext
 
 GENERIC = DEFAULT_HINTS[ErrorCode.RPC_UNAVAILABLE]
@@ -62,3 +72,18 @@ def name_the_endpoint(ctx: SpaceContext, err: ProtocolError) -> None:
         err.hint = endpoint_hint(chain)
     else:  # what comes before it (`fund 0x... if the refusal says so; `) is kept
         err.hint = hint.removesuffix(UNSETTLED_HINT) + endpoint_check(chain) + UNSETTLED_THEN
+
+
+def timeout_named(err: ProtocolError) -> None:
+    """Give a timed-out chain call's message the KINT_RPC_TIMEOUT it waited and whose it was
+    (this call's, a kint-server session's for the watcher's pushes, config.toml's, the
+    supervisor's environment's, the default): called under the settings the work ran
+    with, so the value looked up is the one it waited. Any other failure is left as it
+    is, and so is one already named."""
+    if RPC_TIMEOUT_WORDS + " (" not in err.message:
+        return
+    value = settings.lookup("KINT_RPC_TIMEOUT")
+    named = (f"{RPC_TIMEOUT_WORDS}={shown(value.setting, value.value)}s "
+             f"({source_text(value)}; ")
+    err.message = err.message.replace(RPC_TIMEOUT_WORDS + " (", named, 1)
+    err.args = (err.message,)

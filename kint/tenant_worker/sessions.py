@@ -20,8 +20,7 @@ from kint.rows.canon import TIERS, canonical_id
 from kint.settings.loader import SESSION
 from kint.settings.schema import shown
 from kint.settings.wire import same, source_text
-from kint.tenant_worker.push_settings import timeout_named
-from kint.tenant_worker.rpc_hint import name_the_endpoint
+from kint.tenant_worker.rpc_hint import name_the_endpoint, timeout_named
 from kint.tenant_worker.space import PUSH_SETTINGS, SESSION_SETTINGS, SpaceContext
 
 log = logging.getLogger("kint.worker")
@@ -71,7 +70,7 @@ def _watcher_push(ctx: SpaceContext, reason: str) -> dict[str, Any]:
     refusal names the endpoint in force (rpc_hint), as a request's does in
     handlers.with_settings: status shows this hint as the watcher's failure, which sent a
     space connected with `--rpc-urls` to KINT_RPC_URL. A timeout names the KINT_RPC_TIMEOUT
-    it ran with and whose it was (push_settings.timeout_named)."""
+    it ran with and whose it was (rpc_hint.timeout_named)."""
     with settings.overlay({name: ctx.watcher_setting(name) for name in PUSH_SETTINGS}):
         try:
             return server_push(ctx, reason)

@@ -266,8 +266,23 @@ class SpaceContext:
         return running if running is not None else settings.lookup(name)
 
     def effective_setting(self, name: str, running: "settings.Value") -> "settings.Value":
-        """What this space really runs with, for a report: the chain's endpoints and
-        contract as the chain config resolves them, the watcher's timings as it runs."""
+        """What this space really runs with, for a report (`kint config show`): the chain's
+        endpoints and contract as the chain config resolves them, the watcher's timings as
+        it runs. With no watcher running, the space's own timings (`running`): a
+        KINT_NO_WATCHER=1 kint-server's values are kept all the same (`session_settings`),
+        and were shown as the timings in force while nothing ran on them
+        (push_settings.kept_timing says them beside the row instead)."""
+        if name in WATCHER_SETTINGS:
+            return self.watcher_setting(name, running) if self.watcher is not None else running
+        return self.compared_setting(name, running)
+
+    def compared_setting(self, name: str, running: "settings.Value") -> "settings.Value":
+        """What a caller's value of `name` is compared with (handlers.with_settings), where
+        `effective_setting` differs in one thing: the watcher's timings are the ones a
+        watcher takes, the newest session's kept values, whether or not one runs. A
+        KINT_NO_WATCHER=1 kint-server sends its environment's on every call, and compared
+        with the space's own it would be told on each that they are not used and to set
+        them in the harness's configuration, where they already are."""
         if name in WATCHER_SETTINGS:
             return self.watcher_setting(name, running)
         if name not in CHAIN_SETTINGS:
