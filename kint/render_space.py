@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kint.render import age_text, printable, utc_time, watcher_failure_text
+from kint.render import (age_text, printable, utc_time, watcher_failure_text,
+                         watcher_uncounted_text)
 
 
 def session_key_text(facts: dict[str, Any] | None) -> str:
@@ -132,6 +133,9 @@ def space_status_text(result: dict[str, Any]) -> str:
     failure = result.get("watcher_failure")
     if failure:
         chain_lines.append(watcher_failure_text(failure))
+    uncounted = result.get("watcher_uncounted")
+    if uncounted:
+        chain_lines.append(watcher_uncounted_text(uncounted))
     shared = result.get("store_shared")
     if shared:
         chain_lines.append(f"WARNING: {printable(shared['message'])}; {shared['hint']}")

@@ -75,6 +75,8 @@ def status(ctx: SpaceContext, args: dict[str, Any], read: bool = True) -> dict[s
                    "uptime_s": round(time.monotonic() - ctx.started_monotonic, 3)},
         "watcher_failure": (ctx.watcher.backoff.report(time.monotonic())
                             if ctx.watcher is not None else None),
+        "watcher_uncounted": (ctx.watcher.counting.for_beat(time.monotonic())
+                              if ctx.watcher is not None else None),
         "store_shared": still_sharing(cfg.db, cfg.kint_home),
     }
 
