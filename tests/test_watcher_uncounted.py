@@ -8,7 +8,7 @@
   write to the store (the lock leaves the store's files as they were).
 - A dirty store that can never be counted (its file no longer a database) kept the beat's
   `has_work` true for good, so the supervisor never stopped the worker as idle (nor
-  recycled it: the same check). It now stops it, and meanwhile `kint supervisor status`
+  recycled it for its memory: the same check). It now stops it, and meanwhile `kint supervisor status`
   (its `--json` and the line under its table) and the log name the store and the error.
 
 Real parts: the devchain's anvil, the test supervisor and the space's worker, a real
@@ -20,13 +20,19 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from contextlib import closing
+import sys
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
+
+import pytest
 
 from chain_machines import anchored, new_machine, ok
 from conftest import dated_back, write_rules
 from support.locked_store import locked
 
 WAIT = {"timeout": 60, "interval": 0.2}
+linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"),
+                                reason="the memory figure comes from /proc/self/smaps_rollup")
 
 
 def _log_lines(sb) -> list[str]:
@@ -80,9 +86,24 @@ def test_a_start_count_that_meets_a_lock_pushes_the_rows_once_it_is_let_go(tmp_p
         sb.shutdown()
 
 
-def test_a_store_that_cannot_be_counted_keeps_no_idle_stop_waiting(tmp_path, chain_home):
+def _recycle_limit(sb, mib: int) -> None:
+    """KINT_WORKER_RECYCLE_MIB in config.toml, as a user sets it, read by the supervisor at
+    once (0: no recycle)."""
+    sb._config_file(f"worker_recycle_mib = {mib}\n")
+    sb.call("sup.reload")
+
+
+@contextmanager
+def _uncountable(tmp_path, chain_home, recycle_mib: int,
+                 **env: str) -> Iterator[tuple]:
+    """A connected machine whose store, watched by an attached session's watcher, is
+    overwritten with bytes that are no database: (the machine, the store, the worker's pid,
+    the status row once it says the count fails). Its KINT_WORKER_RECYCLE_MIB is
+    `recycle_mib` in config.toml (the default, 22 MiB, is about what a worker holds: a
+    recycle could come first, whatever the test looks at)."""
     sb = new_machine(tmp_path / "machine", chain_home, KINT_POLL_SECONDS="1",
-                     KINT_QUIET_SECONDS="0", KINT_WORKER_IDLE_SECONDS="2")
+                     KINT_QUIET_SECONDS="0", **env)
+    _recycle_limit(sb, recycle_mib)
     with anchored(sb, first="pushed before"):
         db = sb.sibyl_db
         sb.call("attach", db, timeout_s=30, args={"session": "watching", "watcher": True})
@@ -90,9 +111,18 @@ def test_a_store_that_cannot_be_counted_keeps_no_idle_stop_waiting(tmp_path, cha
         for leftover in (db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
             leftover.unlink(missing_ok=True)
         db.write_bytes(b"not a database any more " * 4096)  # a change: the store is dirty
+        try:
+            row = sb.wait_for(lambda: (r := sb.row(db))["watcher_uncounted"] and r,
+                              what="the watcher's count failing in the status", **WAIT)
+        except AssertionError as err:  # what the worker said, for the failure to show
+            said = [line for line in _log_lines(sb) if f" {pid} " in line]
+            raise AssertionError(f"{err}\n" + "\n".join(said[-40:])) from None
+        yield sb, db, pid, row
 
-        row = sb.wait_for(lambda: (r := sb.row(db))["watcher_uncounted"] and r,
-                          what="the watcher's count failing in the status", **WAIT)
+
+def test_a_store_that_cannot_be_counted_keeps_no_idle_stop_waiting(tmp_path, chain_home):
+    with _uncountable(tmp_path, chain_home, 0, KINT_WORKER_IDLE_SECONDS="2") as (sb, db, pid,
+                                                                                  row):
         message = row["watcher_uncounted"]["message"]
         assert str(db) in message and "file is not a database" in message, row
         assert row["work_left"] is False, row  # dirty, but no work this worker can finish
@@ -108,4 +138,19 @@ def test_a_store_that_cannot_be_counted_keeps_no_idle_stop_waiting(tmp_path, cha
         sb.call("detach", db, args={"session": "watching"})
         sb.wait_for(lambda: sb.row(db)["pid"] is None, what="the idle stop", **WAIT)
         assert any(f"{pid} kint.worker" in line and "stop requested (idle)" in line
+                   for line in _log_lines(sb)), _log_lines(sb)[-20:]
+
+
+@linux_only
+def test_a_store_that_cannot_be_counted_keeps_no_recycle_waiting(tmp_path, chain_home):
+    """The session stays attached (a recycle hands it to the successor). The successor
+    cannot serve a store that is no database (its start refuses it, as before); what is
+    looked at here is that the worker over KINT_WORKER_RECYCLE_MIB was stopped for it."""
+    with _uncountable(tmp_path, chain_home, 0, KINT_TEST_QUIET_SECONDS="1") as (sb, db, pid,
+                                                                                 row):
+        assert row["sessions"] == 1, row
+        _recycle_limit(sb, 1)
+        sb.wait_for(lambda: any(f"worker {pid} holds" in line for line in _log_lines(sb)),
+                    what="the worker recycled for its memory", **WAIT)
+        assert any(f"{pid} kint.worker" in line and "stop requested (recycle)" in line
                    for line in _log_lines(sb)), _log_lines(sb)[-20:]
