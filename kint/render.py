@@ -230,6 +230,10 @@ def supervisor_status_text(status: dict[str, Any]) -> str:
             text += "\n" + watcher_failure_text(row["watcher_failure"],
                                                  f"watcher of {row['space']}")
     for row in spaces:
+        if row.get("watcher_uncounted"):
+            text += "\n" + watcher_uncounted_text(row["watcher_uncounted"],
+                                                   f"watcher of {row['space']}")
+    for row in spaces:
         if row.get("watcher_settings"):
             text += "\n" + watcher_settings_text(row["watcher_settings"],
                                                    f"watcher of {row['space']}")
@@ -305,6 +309,15 @@ def value_text(value: Any) -> str:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)
+
+
+def watcher_uncounted_text(uncounted: dict[str, Any], who: str = "watcher") -> str:
+    """Why the store watcher cannot count the store's unanchored rows (`kint status`'s
+    line, and `kint supervisor status`'s under its table): its dirty store then holds off
+    neither the worker's idle exit nor a recycle."""
+    return (f"{who}: cannot count the store's unanchored rows for "
+            f"{age_text(uncounted['age_s'])}: {printable(uncounted['message'])}; counted "
+            f"again later, and it keeps no stop of the worker waiting")
 
 
 def watcher_failure_text(failure: dict[str, Any], who: str = "watcher") -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from kint.render import (age_text, printable, utc_time, watcher_failure_text,
-                         watcher_settings_text)
+                         watcher_settings_text, watcher_uncounted_text)
 
 
 def session_key_text(facts: dict[str, Any] | None) -> str:
@@ -135,6 +135,9 @@ def space_status_text(result: dict[str, Any]) -> str:
         chain_lines.append(watcher_failure_text(failure))
     if result.get("watcher_settings"):  # a kint-server session's, as supervisor status says
         chain_lines.append(watcher_settings_text(result["watcher_settings"], "watcher"))
+    uncounted = result.get("watcher_uncounted")
+    if uncounted:
+        chain_lines.append(watcher_uncounted_text(uncounted))
     shared = result.get("store_shared")
     if shared:
         chain_lines.append(f"WARNING: {printable(shared['message'])}; {shared['hint']}")

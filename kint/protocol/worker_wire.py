@@ -79,6 +79,9 @@ BEAT_FIELDS: dict[str, tuple[type, ...]] = {
     "held": (dict,),
     # The store watcher's last failed push while it waits to try again (push_backoff.py).
     "watcher_failure": (dict,),
+    # Why the store watcher cannot count the store's unanchored rows (`message`, naming
+    # the file, and `age_s`): its dirty store is then no work that holds off a stop.
+    "watcher_uncounted": (dict,),
     # The push settings (KINT_RPC_TIMEOUT, KINT_KEY_TTL, KINT_NONCE_RETRY_SECONDS) the
     # watcher's pushes take from a kint-server session where they differ from the
     # worker's own: [{name, value, source, own, own_source}] (push_settings.differing).

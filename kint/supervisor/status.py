@@ -50,6 +50,15 @@ def _watcher_failure(handle: WorkerHandle, since: float) -> dict[str, Any] | Non
             "retry_in_s": round(max(0.0, float(failure.get("retry_in_s") or 0.0) - since), 3)}
 
 
+def _watcher_uncounted(handle: WorkerHandle, since: float) -> dict[str, Any] | None:
+    """Why the store watcher cannot count the store (`message`, naming the file), and for
+    how long as of now (`age_s`). Null when it can, or no worker runs."""
+    uncounted = handle.beat.get("watcher_uncounted")
+    if not uncounted or not handle.alive:
+        return None
+    return {**uncounted, "age_s": round(float(uncounted.get("age_s") or 0.0) + since, 3)}
+
+
 def _progress_origin(beat: dict[str, Any], since: float) -> dict[str, Any]:
     """The op the progress line is of and how long ago it began, as of now: a client
     shows the line only for its own call's op (the line stays until the next beat)."""
@@ -105,6 +114,8 @@ def space_row(handle: WorkerHandle, now: float, home: Path,
         **_unanchored(handle, since),
         "held": beat.get("held"),
         "watcher_failure": _watcher_failure(handle, since),
+        # Why the watcher cannot count the store (`message` naming the file, `age_s`).
+        "watcher_uncounted": _watcher_uncounted(handle, since),
         # The push settings the watcher's pushes take from a kint-server session where
         # they are not the supervisor's own (null when none, no watcher or no worker runs).
         "watcher_settings": beat.get("watcher_settings") if handle.alive else None,

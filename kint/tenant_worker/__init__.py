@@ -11,9 +11,10 @@ and the other spaces' workers keep answering.
   (its beats' cadence and content), `op_replies` (an op run and answered), `config` (what
   the spawn tells it), `space` (what every op shares), `handlers` (op name to function),
   `op_pool`, `own_memory` (for the recycle), `sessions` and `session_handoff` (the agent
-  sessions, and what a successor takes over), `watcher`, `drift`, `push_backoff` and
-  `push_settings` (the store watcher, its hold, its wait after a failure, and the
-  session's push settings it runs with, as status and config show say them).
+  sessions, and what a successor takes over), `watcher`, `watcher_count`, `drift`,
+  `push_backoff` and `push_settings` (the store watcher, its count and whether it could be
+  made, its hold, its wait after a failure, and the session's push settings it runs with,
+  as status and config show say them).
 - Reading: `store`, `store_readers` (the worker's read-only connections), `shared_client`
   (its Sibyl client, never closed under an op reading through it), `verify`,
   `history`, `cache_check`, `provenance`, `changes`, `unanchored`, `chain_head`,

@@ -80,6 +80,8 @@ def status(ctx: SpaceContext, args: dict[str, Any], read: bool = True) -> dict[s
         # What the watcher's pushes take from a kint-server session, where it is not the
         # worker's own: what `kint supervisor status` shows from the beat.
         "watcher_settings": differing(ctx) or None,
+        "watcher_uncounted": (ctx.watcher.counting.for_beat(time.monotonic())
+                              if ctx.watcher is not None else None),
         "store_shared": still_sharing(cfg.db, cfg.kint_home),
     }
 

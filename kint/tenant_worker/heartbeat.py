@@ -117,6 +117,9 @@ class Heartbeat:
             **unanchored,
             "held": self.ctx.drift.held.to_json() if self.ctx.drift.held else None,
             "watcher_failure": watcher.backoff.for_beat(now) if watcher is not None else None,
+            # Why the watcher cannot count the store's unanchored rows (the file named).
+            "watcher_uncounted": (watcher.counting.for_beat(now)
+                                  if watcher is not None else None),
             # What the watcher's pushes take from a session, where not the worker's own.
             "watcher_settings": differing(self.ctx) or None,
             "has_work": self._has_work(count),
@@ -161,10 +164,11 @@ class Heartbeat:
     def _has_work(self, inflight: int) -> bool:
         """Work this worker must finish before any stop: ops in flight, a push to finish,
         or a dirty store the watcher has yet to push (or whose push is held or waits to
-        be tried again). Attached sessions are not work: the beat counts them apart."""
+        be tried again), unless its count fails (watcher.work_left: no work this worker
+        can finish). Attached sessions are not work: the beat counts them apart."""
         watcher = self.ctx.watcher
         return bool(inflight or self.ctx.state.files["pending"].exists()
-                    or (watcher is not None and watcher.dirty))
+                    or (watcher is not None and watcher.work_left))
 
     def _mirror(self) -> Mirror | None:
         """The mirror as last saved (cached by the file's identity: a stat a beat)."""

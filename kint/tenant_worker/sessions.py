@@ -28,24 +28,31 @@ log = logging.getLogger("kint.worker")
 def _changes_to_push(ctx: SpaceContext) -> tuple[int, int] | None:
     """The (changed, deleted) rows the watcher would push (a half-done pull's rows
     included, as push anchors them), or None when this space cannot push: not connected,
-    no cached data key, nothing to count, or a count that failed (said once per reason,
-    once the space has been seen connected)."""
+    no cached data key, nothing to count against. A count that failed (the store, the
+    mirror or the pull journal did not read) raises CountFailed naming the file: the store
+    may hold rows to push, so it is not taken as clean (watcher.py). Trouble is said once
+    per reason, once the space has been seen connected."""
     from kint.tenant_worker.data_key import current_data_key
-    from kint.tenant_worker.unanchored import WATCHER, count_unanchored
+    from kint.tenant_worker.unanchored import WATCHER, CountFailed, count_unanchored, named
 
     try:
         if ctx.enrolment() is None:
             return None
         ctx.enrolment_checked = True
         current_data_key(ctx)  # no cached key: nothing the watcher could push
-        mirror = ctx.state.mirror()
-        if mirror is None or not os.path.exists(ctx.config.db):
-            return None
-        changes = count_unanchored(ctx, mirror).diff
     except Exception as err:  # noqa: BLE001 - any trouble means: do not push from the watcher
         if ctx.enrolment_checked:
             ctx.unanchored.cannot_count(WATCHER, err, ctx.config.space16)
         return None
+    try:
+        mirror = ctx.state.mirror()
+        if mirror is None or not os.path.exists(ctx.config.db):
+            return None
+        changes = count_unanchored(ctx, mirror).diff
+    except Exception as err:  # noqa: BLE001 - not counted: the watcher says so by name
+        failed = named(err, ctx.config.db)
+        ctx.unanchored.cannot_count(WATCHER, failed, ctx.config.space16)
+        raise CountFailed(str(failed)) from err
     ctx.unanchored.counts_again(WATCHER)
     return len(changes.rows), len(changes.deleted)
 

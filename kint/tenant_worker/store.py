@@ -274,6 +274,22 @@ class SettledRule:
             return False
         return (seen - first[1]) * 1e9 >= SETTLED_AFTER_NS
 
+    def tells_at(self, sig: tuple[int, ...] | None, now: float) -> float:
+        """When (the monotonic clock, from `now`) `sig`, standing unchanged, will tell
+        every later commit as `tells` answers: its files' newest time two seconds in the
+        past (the wall clock), or, for one ahead of the clock, two seconds after `tells`
+        first saw it. For a wait that ends as it tells, rather than at the next poll."""
+        keep = settled(sig)
+        if keep:
+            return now
+        if keep is False:
+            assert sig is not None  # settled(None) is True
+            age = time.time_ns() - max(sig[0], sig[2])
+            return now + (SETTLED_AFTER_NS - age) / 1e9
+        first = self._ahead
+        since = first[1] if first is not None and first[0] == sig else now
+        return since + SETTLED_AFTER_NS / 1e9
+
 
 def store_signature(db: str) -> tuple[int, ...] | None:
     """(the store's mtime and size, its WAL's, the store's device), or None: no store. Any

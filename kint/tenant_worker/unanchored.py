@@ -86,6 +86,27 @@ _CANNOT = {WATCHER: "watcher: cannot count unanchored rows ({problem})",
 _AGAIN = {WATCHER: "watcher: counting unanchored rows again", HEARTBEAT: None}
 
 
+class CountFailed(Exception):
+    """The watcher's count could not be made: the store, the mirror or the pull journal did
+    not read. Its text names the file and says why (`named`). Not "cannot push" (not
+    connected, no data key), which the count answers with None: a store that may hold rows
+    to push, but cannot be counted, is neither clean nor work the worker can finish."""
+
+
+def named(err: Exception, db: str) -> Exception:
+    """`err` as one that names what failed: SQLite's own errors say neither the store nor
+    their code ("file is not a database"), so they become store.unreadable's (StoreLocked,
+    StoreDenied, StoreUnreadable, each naming the store); a state file's already names
+    itself (CorruptStateFile)."""
+    import sqlite3
+
+    from kint.tenant_worker.store import unreadable
+
+    if isinstance(err, sqlite3.DatabaseError):
+        return unreadable(db, err)
+    return err
+
+
 def key_of(signature: tuple[int, ...] | None, mirror: Mirror) -> Key:
     return (signature, mirror.head.seq, mirror.head.digest)
 

@@ -29,7 +29,16 @@ push tried again by the usual rules (past the quiet period, or past the size tri
 once, not at every tick till then. A signature ahead of the clock tells once it has stood
 two seconds (the monotonic clock); once the clock comes within two seconds of its times it
 no longer does, and a store clean (or a push held) at it is looked at once more in the same
-way (as the status counts are counted again).
+way (as the status counts are counted again). The wait between ticks ends for that look as
+the signature tells (`_run`), not at the next poll: meanwhile the store shows dirty, at
+most two seconds and a beat after a worker's start or a push.
+
+A count that fails (the store locked past the read's busy wait, unreadable, corrupt; the
+mirror unreadable: unanchored.CountFailed) is neither a clean store nor work this worker can
+finish. The start's is owed and made again at every tick, where a store locked for a
+moment was read as clean and the rows an earlier session left waited for the next write;
+a dirty store that cannot be counted is named in the log and the beat (watcher_count.py),
+and keeps no idle exit or recycle waiting (`work_left`), where it held the worker for good.
 """
 
 from __future__ import annotations
@@ -45,10 +54,15 @@ from kint.tenant_worker.changes import ESTIMATED_BYTES_PER_ROW
 from kint.tenant_worker.push_backoff import PushBackoff
 from kint.tenant_worker.store import SettledRule, settled, store_signature
 from kint.tenant_worker.space import WATCHER_SETTINGS
+from kint.tenant_worker.watcher_count import WatcherCount
 
 log = logging.getLogger("kint.worker")
 
 SIZE_CHECK_INTERVAL_S = 60.0
+# How long past the moment a signature tells every later commit the watcher wakes to look
+# at a store it found clean (or a push it held) at that signature: the wake must find it
+# told, on two clocks (the files' wall clock, the wait's monotonic one).
+LOOK_MARGIN_S = 0.05
 
 
 def config_generation() -> int:
@@ -75,7 +89,9 @@ class Watcher:
         self._seen_generation = generation()
         self.backoff = PushBackoff()
         self._shown: tuple[Any, ...] | None = None
-        self._count = count_unanchored  # (changed, deleted), or None when it cannot push
+        # (changed, deleted), or None when it cannot push or the count failed (its
+        # `uncounted` then says why: watcher_count.py).
+        self.counting = WatcherCount(count_unanchored)
         self._push = push  # raises when the push did not go through
         # Told when the store is clean again (pushed, or nothing left to push): the worker
         # beats at once, since no request or answer marks that its work is done.
@@ -96,6 +112,12 @@ class Watcher:
         self._rule = SettledRule()
         # The last signature that told every later commit (`_rule`), while it is the store's.
         self._told_at: tuple[int, ...] | None = None
+        # The `_untold` signature the wait last ended early for (`_run`): one such wake a
+        # signature, the polls after it.
+        self._woke_for: tuple[int, ...] | None = None
+        # The start's count of what an earlier session left failed: made again at every
+        # tick until it can be (`_start_count`), unless a change starts a dirty spell first.
+        self._start_owed = False
         # While the store cannot be reached by this user, what the OS said (`_read_signature`).
         self.closed: str | None = None
         self._signature: tuple[int, ...] | None = None
@@ -156,24 +178,56 @@ class Watcher:
             log.info("watcher: quiet %gs (%s), poll %gs (%s), size trigger %g bytes (%s), "
                      "push retry %gs (%s)", *(x for v in values for x in (v.value, v.described)))
 
+    @property
+    def work_left(self) -> bool:
+        """Whether the store holds work this worker can finish (the beat's `has_work`,
+        which keeps it from an idle stop and a recycle): dirty, and countable. A store
+        whose count fails (unreadable, corrupt, locked) may never be counted by this
+        worker; kept as work, it held the worker past every idle period and recycle for
+        good. It stays dirty and is counted again by the usual rules, and the next
+        watcher's start (the next session's, or a recycled worker's successor's) counts
+        it again too, so a stop loses nothing."""
+        return self.dirty and self.counting.uncounted is None
+
     def start(self) -> None:
-        """Count what an earlier session left unanchored. The count reads rows after the
-        signature it is compared with later; one read within two seconds of the store's
-        last write may not change with a commit right after the count (store.SettledRule),
-        so a count of nothing then leaves the store dirty, looked at once more when that
-        signature tells, where it was taken as clean until the next write."""
+        """Count what an earlier session left unanchored (`_start_count`)."""
         self._log_timings()
         seen = time.monotonic()
         sig = self._signature = self._read_signature()
-        told = self._rule.tells(sig, settled(sig), seen)
-        counts = self._count()
+        self._start_count(sig, self._rule.tells(sig, settled(sig), seen))
+        self._thread.start()
+
+    def _start_count(self, sig: tuple[int, ...] | None, told: bool) -> None:
+        """The start's count, or a tick's when the start's failed. Rows left: dirty, pushed
+        at the next quiet period (from the start). A count that failed (a store locked for
+        a moment, a mirror that did not read) leaves the store dirty and the count owed,
+        made again at every tick: it was taken as clean, and the rows an earlier session
+        left waited for the next write. Nothing left: clean, but only at a signature that
+        told every later commit (store.SettledRule: one read within two seconds of the
+        store's last write may not change with a commit right after the count), else dirty
+        and looked at once more when it tells (`_run` wakes for that). None (the space
+        cannot push: not connected, no data key): no mark, as a dirty mark nothing can
+        clear would keep the worker from its idle exit and recycle for good."""
+        counts = self.counting()
+        if self.counting.uncounted is not None:
+            if not self._start_owed:
+                log.info("watcher: what an earlier session left unanchored could not be "
+                         "counted; it is counted again at every tick until it can be")
+            self.dirty = self._start_owed = True
+            return
+        owed, self._start_owed = self._start_owed, False
         if counts and (counts[0] or counts[1]):
             self.dirty = True
             log.info("watcher: %d changed and %d deleted row(s) were left unanchored by an "
                      "earlier session; they are pushed at the next quiet period", *counts)
-        elif counts is not None and not told:
+        elif counts is None:
+            if owed:
+                self.dirty = False
+                self._settled()
+        elif not told:
             self.dirty, self._untold = True, sig
-        self._thread.start()
+        elif owed:
+            self._nothing_left(sig, told)
 
     def stop(self) -> None:
         self._stop.set()
@@ -187,18 +241,36 @@ class Watcher:
         self._retimed.set()
 
     def _run(self) -> None:
+        """A tick every poll, and one more as a signature the store was found clean (or a
+        push held) at tells every later commit (`_look_due`): that look came at the next
+        poll, so a worker started within two seconds of a write showed its store dirty
+        (`has_work`) for up to a poll, and one that pushed within two seconds of a write
+        waited a poll more for its idle exit."""
         ticked = time.monotonic()
         while not self._stop.is_set():
             self._retimed.clear()  # before the poll is read: a later retime() wakes the wait
-            left = ticked + self.poll_s - time.monotonic()
+            now = time.monotonic()
+            due = self._look_due(now)
+            left = min(ticked + self.poll_s, due) - now
             if left > 0:
                 self._retimed.wait(left)
                 continue
+            if due <= now:
+                self._woke_for = self._untold
             try:
                 self.tick(time.monotonic())
             except Exception:  # noqa: BLE001 - the watcher must outlive one bad tick
                 log.exception("watcher tick failed")
             ticked = time.monotonic()
+
+    def _look_due(self, now: float) -> float:
+        """When (monotonic) the signature owed a look (`_untold`) tells every later commit,
+        plus LOOK_MARGIN_S; infinity when none is owed, or the wait already ended early
+        for it (a tick that failed must not be run again at once, and again)."""
+        untold = self._untold
+        if untold is None or not self.dirty or untold == self._woke_for:
+            return float("inf")
+        return self._rule.tells_at(untold, now) + LOOK_MARGIN_S
 
     def tick(self, now: float) -> None:
         self._log_timings()
@@ -217,10 +289,15 @@ class Watcher:
             self.dirty = True
             self._last_change = now
             self._untold = None
+            self._start_owed = False  # this change's spell counts by the usual rules
         elif keep is False and sig == self._told_at:
             self._doubted(sig, now)
         if told:
             self._told_at = sig
+        if self._start_owed:
+            self._start_count(sig, told)
+            if self._start_owed:
+                return
         looked = self.dirty and sig == self._untold  # a store found clean or held: one look
         if looked and not self._look_again(told):
             return
@@ -231,7 +308,7 @@ class Watcher:
             return
         if looked or now - self._last_size_check >= SIZE_CHECK_INTERVAL_S:
             self._last_size_check = now
-            counts = self._count()
+            counts = self.counting()
             if counts is None:
                 return
             if counts == (0, 0):
@@ -302,7 +379,7 @@ class Watcher:
         the backoff's (push_backoff.py)."""
         if self.backoff.waiting(now):
             return  # a failed push's wait is not over (checked before the diff it costs)
-        counts = self._count()
+        counts = self.counting()
         if counts is None:
             return  # not connected, or no data key: nothing to push with
         if counts == (0, 0):

@@ -1,0 +1,156 @@
+"""A store the watcher cannot count (kint/tenant_worker/watcher.py, `_counted`,
+`_start_count`, `work_left`): not read as clean, and not work that holds the worker for good.
+
+- The start's count of what an earlier session left unanchored met the store locked by
+  another process (its read waits out the busy timeout, then fails). It was taken as a
+  store with nothing to push, so those rows waited for the next write. The count is now
+  owed and made again at every tick: once the lock is let go, the rows are pushed with no
+  write to the store (the lock leaves the store's files as they were).
+- A dirty store that can never be counted (its file no longer a database) kept the beat's
+  `has_work` true for good, so the supervisor never stopped the worker as idle (nor
+  recycled it for its memory: the same check). It now stops it, and meanwhile `kint supervisor status`
+  (its `--json` and the line under its table) and the log name the store and the error.
+
+Real parts: the devchain's anvil, the test supervisor and the space's worker, a real
+watcher started by a session's `attach`, a real SQLite lock held by another process
+(tests/support/locked_store.py) and a store file overwritten for real.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
+
+import pytest
+
+from chain_machines import anchored, new_machine, ok
+from conftest import dated_back, write_rules
+from support.locked_store import locked
+
+WAIT = {"timeout": 60, "interval": 0.2}
+linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"),
+                                reason="the memory figure comes from /proc/self/smaps_rollup")
+
+
+def _log_lines(sb) -> list[str]:
+    return (sb.kint_home / "supervisor.log").read_text().splitlines()
+
+
+def _journal_mode(db, mode: str | None = None) -> str:
+    """The store's journal mode, set to `mode` first when given (no other connection open)."""
+    with closing(sqlite3.connect(db)) as conn:
+        if mode is not None:
+            conn.execute(f"PRAGMA journal_mode={mode}")
+        return conn.execute("PRAGMA journal_mode").fetchone()[0]
+
+
+def test_a_start_count_that_meets_a_lock_pushes_the_rows_once_it_is_let_go(tmp_path,
+                                                                           chain_home):
+    """The rows are the store's before this machine connected (its mirror empty at seq 0):
+    all of them unanchored. The store is in rollback-journal mode, where another process's
+    exclusive lock keeps out even the worker's connections already open (in WAL mode an
+    open reader's shared lock refuses the lock itself); nothing of kint's changes the
+    mode (it opens the store read-only; Sibyl's client would set WAL, and none writes)."""
+    sb = new_machine(tmp_path / "machine", chain_home, KINT_POLL_SECONDS="1",
+                     KINT_QUIET_SECONDS="0")
+    db = sb.sibyl_db
+    try:
+        write_rules(db, sb.tenant, left="left unanchored by an earlier session")
+        assert _journal_mode(db, "DELETE") == "delete"
+        with locked(db):
+            pass  # the lock's own table made once, so that taking the lock writes nothing
+        dated_back(db)  # a signature that tells: no look owed for its age
+        sb.call("connect", db, args={"dev": True}, timeout_s=300)
+        # The drift baseline is the first attach's read of the store: made before the lock.
+        sb.call("attach", db, timeout_s=30, args={"session": "no-watcher", "watcher": False})
+        with locked(db):
+            attached = sb.call("attach", db, timeout_s=60,
+                               args={"session": "watching", "watcher": True})
+            assert attached["watcher"] is True
+            assert any("watcher: what an earlier session left unanchored could not be "
+                       "counted" in line for line in _log_lines(sb)), _log_lines(sb)[-20:]
+        # No write since: the rows are pushed once the count can be made.
+        row = sb.wait_for(lambda: ((r := sb.row(db))["head"] or {}).get("seq") == 1 and r,
+                          what="the rows left unanchored pushed after the lock", **WAIT)
+        assert row["watcher_uncounted"] is None, row
+        lines = _log_lines(sb)
+        assert any("0 deleted row(s) were left unanchored by an earlier session" in line
+                   for line in lines), lines[-20:]
+        assert _journal_mode(db) == "delete"  # the premise held throughout
+        status = sb.call("status", db, args={"chain": True})
+        assert status["unanchored"] == 0, status
+    finally:
+        sb.shutdown()
+
+
+def _recycle_limit(sb, mib: int) -> None:
+    """KINT_WORKER_RECYCLE_MIB in config.toml, as a user sets it, read by the supervisor at
+    once (0: no recycle)."""
+    sb._config_file(f"worker_recycle_mib = {mib}\n")
+    sb.call("sup.reload")
+
+
+@contextmanager
+def _uncountable(tmp_path, chain_home, recycle_mib: int,
+                 **env: str) -> Iterator[tuple]:
+    """A connected machine whose store, watched by an attached session's watcher, is
+    overwritten with bytes that are no database: (the machine, the store, the worker's pid,
+    the status row once it says the count fails). Its KINT_WORKER_RECYCLE_MIB is
+    `recycle_mib` in config.toml (the default, 22 MiB, is about what a worker holds: a
+    recycle could come first, whatever the test looks at)."""
+    sb = new_machine(tmp_path / "machine", chain_home, KINT_POLL_SECONDS="1",
+                     KINT_QUIET_SECONDS="0", **env)
+    _recycle_limit(sb, recycle_mib)
+    with anchored(sb, first="pushed before"):
+        db = sb.sibyl_db
+        sb.call("attach", db, timeout_s=30, args={"session": "watching", "watcher": True})
+        pid = sb.row(db)["pid"]
+        for leftover in (db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
+            leftover.unlink(missing_ok=True)
+        db.write_bytes(b"not a database any more " * 4096)  # a change: the store is dirty
+        try:
+            row = sb.wait_for(lambda: (r := sb.row(db))["watcher_uncounted"] and r,
+                              what="the watcher's count failing in the status", **WAIT)
+        except AssertionError as err:  # what the worker said, for the failure to show
+            said = [line for line in _log_lines(sb) if f" {pid} " in line]
+            raise AssertionError(f"{err}\n" + "\n".join(said[-40:])) from None
+        yield sb, db, pid, row
+
+
+def test_a_store_that_cannot_be_counted_keeps_no_idle_stop_waiting(tmp_path, chain_home):
+    with _uncountable(tmp_path, chain_home, 0, KINT_WORKER_IDLE_SECONDS="2") as (sb, db, pid,
+                                                                                  row):
+        message = row["watcher_uncounted"]["message"]
+        assert str(db) in message and "file is not a database" in message, row
+        assert row["work_left"] is False, row  # dirty, but no work this worker can finish
+        shown = ok(sb.kint("supervisor", "status")).stdout
+        assert f"watcher of {row['space']}: cannot count the store's unanchored rows" in shown
+        assert str(db) in shown, shown
+        as_json = json.loads(ok(sb.kint("supervisor", "status", "--json")).stdout)
+        assert [s["watcher_uncounted"]["message"] for s in as_json["spaces"]] == [message]
+        assert any("watcher: cannot count unanchored rows (StoreUnreadable: store "
+                   f"{db}" in line for line in _log_lines(sb)), _log_lines(sb)[-20:]
+
+        # Once its session leaves, the worker goes idle and is stopped, where it ran on.
+        sb.call("detach", db, args={"session": "watching"})
+        sb.wait_for(lambda: sb.row(db)["pid"] is None, what="the idle stop", **WAIT)
+        assert any(f"{pid} kint.worker" in line and "stop requested (idle)" in line
+                   for line in _log_lines(sb)), _log_lines(sb)[-20:]
+
+
+@linux_only
+def test_a_store_that_cannot_be_counted_keeps_no_recycle_waiting(tmp_path, chain_home):
+    """The session stays attached (a recycle hands it to the successor). The successor
+    cannot serve a store that is no database (its start refuses it, as before); what is
+    looked at here is that the worker over KINT_WORKER_RECYCLE_MIB was stopped for it."""
+    with _uncountable(tmp_path, chain_home, 0, KINT_TEST_QUIET_SECONDS="1") as (sb, db, pid,
+                                                                                 row):
+        assert row["sessions"] == 1, row
+        _recycle_limit(sb, 1)
+        sb.wait_for(lambda: any(f"worker {pid} holds" in line for line in _log_lines(sb)),
+                    what="the worker recycled for its memory", **WAIT)
+        assert any(f"{pid} kint.worker" in line and "stop requested (recycle)" in line
+                   for line in _log_lines(sb)), _log_lines(sb)[-20:]
