@@ -147,12 +147,22 @@ def _exited_with_a_request(host: Host, n: int, now: float, more: int = 0):
     on a stop at `now`."""
     handle = WorkerHandle(space_id=f"{n:064x}", label=f"t{n}", tenant="t", db="/x.db",
                           pid=1000 + n, route=b"route-%d" % n, token=b"token-%d" % n)
-    for rid in [f"r{n}", *(f"r{n}.{i}" for i in range(1, more + 1))]:
-        handle.pending[rid] = Pending(rid, b"client", "cid", "push", now + 60, 60_000,
-                                      b"{}", forwarded=True)
+    rids = [f"r{n}", *(f"r{n}.{i}" for i in range(1, more + 1))]
+    return handle, _exits_clean(host, handle, rids, now)
+
+
+def _exits_clean(host: Host, handle: WorkerHandle, rids: list[str], now: float,
+                 due_s: dict[str, float] | None = None):
+    """`handle`'s worker (its route, token and pid set), sent the requests `rids`, each
+    due 60 s after `now` (or as `due_s` says), exited clean on a stop at `now`; returns
+    its route's record."""
+    for rid in rids:
+        after = (due_s or {}).get(rid, 60.0)
+        handle.pending[rid] = Pending(rid, b"client", "cid", "push", now + after,
+                                      int(after * 1000), b"{}", forwarded=True)
     record = host._retire_route(handle)
     host._await_replies(record, handle, "exited with code 0", STOPPED_MID_OP_HINT, now)
-    return handle, record
+    return record
 
 
 def test_the_grace_is_a_monotonic_deadline_the_sweep_keeps():
@@ -260,18 +270,45 @@ def test_a_clean_exit_on_a_users_sigterm_waits_for_its_replies_too(tmp_path):
 
 def test_the_spaces_count_of_parked_requests_follows_every_way_out():
     """`WorkerHandle.parked` (what `waiting()` and the bound add to the handle's own
-    requests) rises as requests park and falls as each leaves: a reply read, the grace
-    over, the route forgotten past the bound."""
+    requests) rises as requests park and falls as each leaves: a reply read (once, however
+    many copies of it come), the grace over, the route forgotten past the bound. Two
+    clean exits of one space (a restart within the grace) add on its one handle."""
     host = Host()
     handle, record = _exited_with_a_request(host, 1, now=100.0, more=2)
     assert handle.parked == 3 and handle.waiting() == 3
     _reply(host, record, "r1")
     assert handle.parked == 2
-    host._replies_due(100.0 + last_words.LAST_REPLY_GRACE_S)
-    assert handle.parked == 0 and handle.waiting() == 0
+    _reply(host, record, "r1")  # a second copy: dropped, its request left already
+    assert handle.parked == 2 and host.passed_on == [("r1", b"answer-r1")]
+    handle.route, handle.token, handle.pid = b"route-1b", b"token-1b", 2001
+    again = _exits_clean(host, handle, ["r1b"], now=100.5)
+    assert handle.parked == 3 and handle.waiting() == 3
+    assert set(host._unreplied) == {record.route, again.route}
+    host._replies_due(100.0 + last_words.LAST_REPLY_GRACE_S)  # the first exit's grace
+    assert handle.parked == 1
+    _reply(host, again, "r1b")
+    assert handle.parked == 0 and handle.waiting() == 0 and not host._unreplied
     other, _ = _exited_with_a_request(host, 2, now=200.0)
     for n in range(3, last_words.MAX_RETIRED_ROUTES + 4):
         host._retire_route(WorkerHandle(space_id=f"{n:064x}", label=f"t{n}", tenant="t",
                                         db="/x.db", route=b"route-%d" % n,
                                         token=b"token-%d" % n))
     assert other.parked == 0 and not host._unreplied
+
+
+def test_a_parked_request_answered_at_its_own_deadline_leaves_the_count():
+    """A request whose own deadline comes before the grace's end is answered TIMEOUT then
+    (`_replies_due`) and no longer counts in its space's `waiting` or bound: a count kept
+    past it would be a phantom request, the space taking one fewer for good."""
+    host = Host()
+    handle = WorkerHandle(space_id="d1" * 32, label="t", tenant="t", db="/x.db", pid=1001,
+                          route=b"route-1", token=b"token-1")
+    record = _exits_clean(host, handle, ["r1", "r2"], now=100.0, due_s={"r1": 0.5})
+    assert handle.parked == 2
+    host._replies_due(100.5)  # r1's deadline, half-way through the grace
+    assert [(i, r.error) for i, r in host.answered] == [("r1", "TIMEOUT")]
+    assert handle.parked == 1 and handle.waiting() == 1
+    _reply(host, record, "r1")  # its reply after all: dropped, counted no lower
+    assert handle.parked == 1 and host.passed_on == []
+    host._replies_due(100.0 + last_words.LAST_REPLY_GRACE_S)
+    assert handle.parked == 0 and not host._unreplied
