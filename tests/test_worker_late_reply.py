@@ -26,14 +26,17 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import zmq
 
-from conftest import make_sandbox, write_store
+from conftest import SUPPORT, make_sandbox, write_store
 from support.attach_in_flight import attach_in_flight
 from kint.client import KintError
 from kint.supervisor import last_words
@@ -312,3 +315,69 @@ def test_a_parked_request_answered_at_its_own_deadline_leaves_the_count():
     assert handle.parked == 1 and host.passed_on == []
     host._replies_due(100.0 + last_words.LAST_REPLY_GRACE_S)
     assert handle.parked == 0 and not host._unreplied
+
+
+# The hook's resend window, shortened for its own test below (long enough that a loaded box
+# still sends twice in it): a hold longer than it must not leave the reply sent once.
+HOOK_WINDOW_S = 3.0
+_RESENDER = """
+import sys, types
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+import kint_test_faults as faults
+faults.LATE_FATAL_WAIT_S = float(sys.argv[2])
+home, address, hold, sup = sys.argv[3:7]
+config = types.SimpleNamespace(home=Path(home), space16="e1" * 8, back_address=address,
+                               supervisor_pid=int(sup))
+print("sending", flush=True)
+faults._send_until_read(config, b"route-e1", [[b"late-reply"]], 4242, hold)
+"""
+
+
+def _copy_sent(sock, child) -> bool:
+    """Whether the sender sent the reply a copy more (taken off `sock`) before it exited."""
+    while not sock.poll(20):
+        if child.poll() is not None and not sock.poll(0):
+            return False
+    return sock.recv_multipart()[1:] == [b"late-reply"]
+
+
+def test_the_late_reply_hook_resends_after_a_hold_longer_than_its_window(tmp_path):
+    """tests/support/kint_test_faults.py's `_send_until_read` (the late reply's sender)
+    resends for its window once the test's `.hold` is gone, however long the hold: its
+    window was counted from before the hold, and a hold longer than it (a test filling a
+    space's queue while its reply waits: test_parked_requests) left one send, the one
+    found lost about once in 16 runs. Run in a process of its own (the hooks patch kint
+    as they import), as the supervisor's worker runs it, its window cut to HOOK_WINDOW_S;
+    the supervisor is the test's socket, which loses the first copy and logs the second
+    read."""
+    log = tmp_path / "supervisor.log"
+    log.write_text("space e1e1e1e1e1e1e1e1: worker 4242 exited with code 0\n")
+    hold = tmp_path / "late-reply.hold"
+    hold.touch()
+    sock = zmq.Context.instance().socket(zmq.ROUTER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.ROUTER_HANDOVER, 1)  # each copy comes on a connection of its own
+    sock.bind("tcp://127.0.0.1:*")
+    address = sock.getsockopt(zmq.LAST_ENDPOINT).decode()
+    child = subprocess.Popen([sys.executable, "-c", _RESENDER, str(SUPPORT),
+                              str(HOOK_WINDOW_S), str(tmp_path), address, str(hold),
+                              str(os.getpid())], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline() == "sending\n"
+        time.sleep(HOOK_WINDOW_S + 1.0)  # the hold outlasts the window
+        assert not sock.poll(0), "sent while the hold was kept"
+        hold.unlink()
+        assert _copy_sent(sock, child), "nothing sent once the hold was gone"
+        # The first copy lost (the log does not say it read): a second must come.
+        assert _copy_sent(sock, child), "sent once, its resends spent during the hold"
+        with log.open("a") as fh:
+            fh.write("space e1e1e1e1e1e1e1e1: worker 4242's reply to attach, read after its "
+                     "exit, passed on\n")
+        assert child.wait(60) == 0
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        child.stdout.close()
+        sock.close()
