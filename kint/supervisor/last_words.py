@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -235,6 +236,11 @@ class LastWords:
         the turns and the supervisor's own stop (daemon.py) no longer wait for it."""
         record.unreplied = None
         self._unreplied.pop(record.route, None)
+
+    def parked_routes(self) -> Iterable[RetiredRoute]:
+        """The retired routes whose requests wait for their worker's last replies: what
+        `kint supervisor status` names as parked (status.py)."""
+        return self._unreplied.values()
 
     def _replies_next_due(self) -> float:
         """When the first waiting request is owed an answer (`Unreplied.due`); infinity
