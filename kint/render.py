@@ -262,11 +262,14 @@ def parked_text(parked: list[dict[str, Any]], space: str) -> str:
     status`, under its table): how many, for which ops, of which worker, and when they
     are answered without them (WORKER_DOWN, or TIMEOUT at a request's own deadline)."""
     ops = ", ".join(sorted({printable(str(p["op"])) for p in parked}))
-    pids = ", ".join(sorted({str(p["pid"]) for p in parked}))
+    # Two exits of the space within the grace (a second restart) leave two workers' requests.
+    pids = sorted({int(p["pid"]) for p in parked if p.get("pid") is not None})
+    named = ", ".join(map(str, pids))
+    workers = (f"workers (pids {named})" if len(pids) > 1
+               else f"worker (pid {named})" if pids else "worker")
     left = max(float(p["left_s"]) for p in parked)
     return (f"{space}: {len(parked)} request(s) ({ops}) wait for the last replies of its "
-            f"exited worker (pid {pids}), answered without them within "
-            f"{age_text(left)}")
+            f"exited {workers}, answered without them within {age_text(left)}")
 
 
 def started_with_text(entries: list[dict[str, Any]]) -> str:

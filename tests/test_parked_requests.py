@@ -37,6 +37,7 @@ from support.attach_in_flight import attach_in_flight
 from kint.client import KintError
 from kint.paths import front_address
 from kint.protocol.limits import MAX_WAITING_PER_SPACE
+from kint.render import parked_text
 
 # Far over anything the test waits for: the late reply comes when the test says.
 LONG_GRACE_S = "60"
@@ -145,6 +146,21 @@ def test_parked_requests_count_in_the_spaces_bound(parked):
     reply_held.unlink()
     caller.join(60)
     assert outcome.get("reply", {}).get("sessions") == 1, outcome
+
+
+def test_the_status_line_names_each_exited_worker_by_its_pid():
+    """Two clean exits of one space within the grace (a second restart) leave requests of
+    two workers: the line under the table says workers, and their pids in numeric order
+    (99 before 100), each once; one worker's is said as one."""
+    parked = [{"op": "push", "pid": 100, "left_s": 0.4},
+              {"op": "attach", "pid": 99, "left_s": 0.9},
+              {"op": "push", "pid": 100, "left_s": 0.4}]
+    assert parked_text(parked, "abcd") == (
+        "abcd: 3 request(s) (attach, push) wait for the last replies of its exited workers "
+        "(pids 99, 100), answered without them within 0.9s")
+    assert parked_text(parked[:1], "abcd") == (
+        "abcd: 1 request(s) (push) wait for the last replies of its exited worker "
+        "(pid 100), answered without them within 0.4s")
 
 
 # The idle time (config.toml's worker_idle_seconds): long enough that the worker is held

@@ -31,14 +31,16 @@ poll wakes for them), never a sweep later. A worker that exits 0 with no command
 `kill -TERM`) took the same way out: its stop finished its ops and sent their answers, so
 its requests wait the same. A crash, a kill or a hang answers at once: such a worker sent
 no answer after what was read. The stops the supervisor chooses for a worker (an idle
-stop, a recycle) never come here with a request: each is decided only while none waits
-(lifecycle.py's `_check_alive`, room.py's `_idlest_worker`), and a stopping worker is sent
-none (a request meanwhile waits for the next worker: tests/test_parked_requests.py); an
-upgrade stops the workers only once no request waits (housekeeping.py). The supervisor's
-own stop waits for those requests too, at most the grace (daemon.py). Meanwhile they are
-still the space's: `kint supervisor status` names them (status.py's `parked`), and they
-count in its bound, MAX_WAITING_PER_SPACE (the handle's `parked`, which `Unreplied`
-keeps): each holds a client waiting.
+stop, a recycle) never come here with a request: each is decided only while the space has
+none queued or in flight (its `pending`: lifecycle.py's `_check_alive`, room.py's
+`_idlest_worker`), and a stopping worker is sent none (a request meanwhile waits for the
+next worker: tests/test_parked_requests.py); an upgrade stops the workers only once none
+is queued or in flight (housekeeping.py). Requests parked here hold none of these back:
+their worker has exited already. The supervisor's own stop waits for them, at most the
+grace (daemon.py). Meanwhile they are still the space's: `kint supervisor status` names
+them (status.py's `parked`), and they count in its `waiting` and its bound,
+MAX_WAITING_PER_SPACE (the handle's `parked`, which `Unreplied` keeps), as queued requests
+do.
 
 A mixin of `Supervisor`, a base of `WorkerLifecycle`; `WorkerMessages` reads the back
 socket and hands a retired route's messages here.
@@ -48,6 +50,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -233,6 +236,11 @@ class LastWords:
         the turns and the supervisor's own stop (daemon.py) no longer wait for it."""
         record.unreplied = None
         self._unreplied.pop(record.route, None)
+
+    def parked_routes(self) -> Iterable[RetiredRoute]:
+        """The retired routes whose requests wait for their worker's last replies: what
+        `kint supervisor status` names as parked (status.py)."""
+        return self._unreplied.values()
 
     def _replies_next_due(self) -> float:
         """When the first waiting request is owed an answer (`Unreplied.due`); infinity

@@ -8,18 +8,19 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
 from kint.open_files import OpenFiles, open_files
 from kint.paths import worker_lock_path
 from kint.settings.started_with import started_with
-from kint.supervisor.last_words import RetiredRoute
 from kint.supervisor.workers import WorkerHandle, ops_in_flight
 from kint.tenant_worker.worker_lock import waited_for
 
 if TYPE_CHECKING:
     from kint.supervisor.daemon import Supervisor
+    from kint.supervisor.last_words import RetiredRoute
 
 STATUS_SCHEMA_VERSION = 1
 # A space in one of these states makes `kint supervisor status` exit 1.
@@ -163,7 +164,7 @@ def space_row(handle: WorkerHandle, now: float, home: Path,
 def parked_requests(records: Iterable[RetiredRoute],
                     now: float) -> dict[str, list[dict[str, Any]]]:
     """The requests waiting for exited workers' last replies, by space id: a walk of the
-    retired routes that have any (`Supervisor._unreplied`, empty but for the second
+    retired routes that have any (`Supervisor.parked_routes`, none but for the second
     after a clean exit), made only for a status."""
     by_space: dict[str, list[dict[str, Any]]] = {}
     for record in records:
@@ -205,7 +206,7 @@ def supervisor_status(sup: "Supervisor", passphrase: str | None = None) -> dict[
     import os
 
     now = time.monotonic()
-    parked = parked_requests(sup._unreplied.values(), now)
+    parked = parked_requests(sup.parked_routes(), now)
     rows = [space_row(h, now, sup.home, parked.get(h.space_id))
             for h in sorted(sup.handles.values(), key=lambda h: label_order(h.label))]
     files = _open_files(now)

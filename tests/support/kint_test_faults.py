@@ -85,16 +85,17 @@ And its last replies: while the file `KINT_TEST_LATE_REPLY` names exists, a work
 stop keeps the answers of the ops it finishes from its socket (`Worker._forward_answers`)
 and exits 0 without them; when the file says `late`, a child it forked as it closed
 (`Worker.close`) sends them, as they were made (its pid and token, on its route), once the
-supervisor has logged the exit, and again every RESEND_S until the supervisor has logged
-them read (the worker's own connection on that route may not be gone yet, and the
-supervisor ignores a second one: `_send_until_read`), not while the file `<that file>.hold`
-exists; when it says `never`, nobody sends them. The same race as the late `fatal`'s, for the answers a stopping worker sends just
-before it exits.
+supervisor has logged the exit and the file `<that file>.hold` is gone, and again every
+RESEND_S until the supervisor has logged them read (the worker's own connection on that
+route may not be gone yet, and the supervisor ignores a second one: `_send_until_read`),
+for LATE_FATAL_WAIT_S after its first send; when it says `never`, nobody sends them. The
+same race as the late `fatal`'s, for the answers a stopping worker sends just before it
+exits.
 
 Either child waits at most LATE_FATAL_WAIT_S for the exit, and at most HOLD_MAX_S for its
-`.hold` file, less once the supervisor is gone, then sends anyway. It closes its copy of the worker's lock first (the worker took it as it
-began), so the space's next worker never waits behind a child that only has messages to
-send.
+`.hold` file, less once the supervisor is gone, then sends anyway. It closes its copy of
+the worker's lock first (the worker took it as it began), so the space's next worker never
+waits behind a child that only has messages to send.
 
 Nothing happens unless `KINT_TEST_CRASH_FLAG` (set only by tests) names a file that exists
 and whose first word is the step. The worker deletes the file before it acts, so it acts
@@ -131,8 +132,10 @@ RECEIPT_WAIT_ENV = "KINT_TEST_RECEIPT_WAIT"
 LATE_FATAL_ENV = "KINT_TEST_LATE_FATAL"
 LATE_REPLY_ENV = "KINT_TEST_LATE_REPLY"
 FORGED_REASON = "forged by an impostor"
-# How long the late sender waits in all (for the exit to be logged, and for the hold file
-# to go) before it sends anyway: a child orphaned by a test that ended is gone soon after.
+# How long the late sender waits for the exit to be logged before it sends anyway (a child
+# orphaned by a test that ended is gone soon after), and how long the late reply's sender
+# sends it again for, once it first sent it (`_send_until_read`); a test's `.hold` file is
+# waited for apart, HOLD_MAX_S at most.
 LATE_FATAL_WAIT_S = 10.0
 # How long the late reply's sender waits for the supervisor to log it read before it sends
 # it again (`_send_until_read`).
@@ -314,33 +317,36 @@ def _close_worker_lock(config: Any) -> None:
             os.close(fd)
 
 
-def _send_late(config: Any, route: bytes, messages: list[list[Any]], pid: int,
-               soon: bool = False, hold: str | None = None) -> None:
-    """Send the worker `pid`'s `messages` (each its frames) on its `route`, as it would
-    have, once its exit is logged, or LATE_FATAL_SOON_S after it exited (`soon`); not
-    while the file `hold` exists."""
+def _wait_to_send(config: Any, pid: int, soon: bool = False,
+                  hold: str | None = None) -> None:
+    """Wait until the supervisor has logged worker `pid`'s exit, or LATE_FATAL_SOON_S after
+    it exited (`soon`), LATE_FATAL_WAIT_S at most; then while the file `hold` exists,
+    HOLD_MAX_S at most; either no longer than the supervisor lives."""
     import time
-
-    import zmq
 
     from kint.envsettings import pid_alive
 
     _close_worker_lock(config)
-    deadline = time.monotonic() + LATE_FATAL_WAIT_S
 
-    def waiting(done: Callable[[], bool]) -> None:
+    def waiting(done: Callable[[], bool], most_s: float) -> None:
+        deadline = time.monotonic() + most_s
         while (not done() and time.monotonic() < deadline
                and pid_alive(config.supervisor_pid)):
             time.sleep(0.005 if soon else 0.05)
 
     if soon:
-        waiting(lambda: os.getppid() != pid)  # the worker is gone
+        waiting(lambda: os.getppid() != pid, LATE_FATAL_WAIT_S)  # the worker is gone
         time.sleep(LATE_FATAL_SOON_S)
     else:
-        waiting(lambda: _exit_logged(config.home, pid))
+        waiting(lambda: _exit_logged(config.home, pid), LATE_FATAL_WAIT_S)
     if hold is not None:  # the test's own hold: as long as it keeps it (HOLD_MAX_S at most)
-        deadline = time.monotonic() + HOLD_MAX_S
-        waiting(lambda: not os.path.exists(hold))
+        waiting(lambda: not os.path.exists(hold), HOLD_MAX_S)
+
+
+def _send(config: Any, route: bytes, messages: list[list[Any]]) -> None:
+    """Send `messages` (each its frames) on `route`, on a connection of their own."""
+    import zmq
+
     zctx = zmq.Context()
     dealer = zctx.socket(zmq.DEALER)
     dealer.setsockopt(zmq.ROUTING_ID, route)
@@ -352,24 +358,35 @@ def _send_late(config: Any, route: bytes, messages: list[list[Any]], pid: int,
     zctx.term()
 
 
+def _send_late(config: Any, route: bytes, messages: list[list[Any]], pid: int,
+               soon: bool = False, hold: str | None = None) -> None:
+    """Send the worker `pid`'s `messages` on its `route`, as it would have, once its exit
+    is logged, or LATE_FATAL_SOON_S after it exited (`soon`); not while the file `hold`
+    exists (`_wait_to_send`)."""
+    _wait_to_send(config, pid, soon, hold)
+    _send(config, route, messages)
+
+
 def _send_until_read(config: Any, route: bytes, messages: list[list[Any]], pid: int,
                      hold: str | None = None) -> None:
     """`_send_late`, then again on a fresh connection every RESEND_S until the supervisor's
     log says it read worker `pid`'s late reply (passed on, or dropped as answered already:
-    last_words.py). Once was not enough: the child takes the exited worker's own routing
-    id, and the supervisor's ROUTER (handover off, daemon.py) ignores a peer whose id is
-    still registered; the exit can be logged before the old worker's connection is torn
-    down, and the reply was lost about once in 16 runs (review30e S2). A copy read after
-    the first is dropped as answered. (A late `fatal` is sent once: `_tell_supervisor`'s
-    route was never connected before.)"""
+    last_words.py), for LATE_FATAL_WAIT_S from the first send: the test's `hold` however
+    long, the resends are still there after it. Once was not enough: the child takes the
+    exited worker's own routing id, and the supervisor's ROUTER (handover off, daemon.py)
+    ignores a peer whose id is still registered; the exit can be logged before the old
+    worker's connection is torn down, and the reply was lost about once in 16 runs
+    (review30e S2). A copy read after the first is dropped as answered. (A late `fatal` is
+    sent once: `_tell_supervisor`'s route was never connected before.)"""
     import time
 
     from kint.envsettings import pid_alive
 
     read = rf"worker {pid}'s reply to .* read after its exit|a reply from worker {pid}, "
+    _wait_to_send(config, pid, hold=hold)
     deadline = time.monotonic() + LATE_FATAL_WAIT_S
     while time.monotonic() < deadline and pid_alive(config.supervisor_pid):
-        _send_late(config, route, messages, pid, hold=hold)
+        _send(config, route, messages)
         resend_at = time.monotonic() + RESEND_S
         while time.monotonic() < resend_at:
             if _logged(config.home, read):
