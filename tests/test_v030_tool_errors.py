@@ -357,7 +357,12 @@ def test_a_push_the_agent_can_make_again_is_its_own_memory_push():
     for code, hint, said in (
             ("BUSY", STORE_LOCKED_PUSH_HINT, "call memory_push again in a minute: another "
                                              "process holds the store's lock, and the push "
-                                             "runs once it lets go"),
+                                             "runs once it lets go; if it is still locked "
+                                             "then, stop and tell the human: a process holds "
+                                             "the store open in a write (an agent's MCP "
+                                             "server, Hermes, a `sqlite3` shell, a script), "
+                                             "and closing it is theirs; after that, call "
+                                             "memory_push again"),
             ("INTERNAL", STORE_READ_FAILED_HINT, "call memory_push again: that is not a "
                                                  "damaged store, so nothing is held; if it "
                                                  "fails the same way, stop and tell the "

@@ -65,6 +65,13 @@ def _transport_retry(done: str) -> str:
             "(KINT_RPC_URL)")
 
 
+# A store's lock that outlasts the agent's one retry: a live process holds a write open (as
+# pull_error says of a store another process holds), and only the human can close it.
+_STILL_LOCKED = ("; if it is still locked then, stop and tell the human: a process holds the "
+                 "store open in a write (an agent's MCP server, Hermes, a `sqlite3` shell, a "
+                 "script), and closing it is theirs; after that, call {tool} again")
+
+
 # The agent's pull, then the human asked, for rows a discarding pull moved aside (ASIDE_FIRST).
 _ASIDE_ASK = ("call {pull_first}: it finishes a restore the discarding pull left; then ask "
               "the human what of the store that pull moved aside (named above) is still "
@@ -202,13 +209,14 @@ _AGENT_HINTS = {
                    "starts a new supervisor",
     NO_ANSWER_HINT: "call {tool} again in a minute; if it fails again, tell the human (`kint "
                     "supervisor status` shows what the supervisor is doing)",
-    LOCKED_HINT: "another process is writing the store: call {tool} again in a minute",
+    LOCKED_HINT: "another process is writing the store: call {tool} again in a minute"
+                 + _STILL_LOCKED,
     # A push's own retries (kint.tenant_worker.push_refusals): a store another writer holds
     # locked, a read of it that failed other than as damaged, a transaction the endpoint
     # answered and refused (nothing dropped, its nonce given back). Each is the agent's
     # memory_push again; only what stays so is the human's.
     STORE_LOCKED_PUSH_HINT: "call {tool} again in a minute: another process holds the "
-                            "store's lock, and the push runs once it lets go",
+                            "store's lock, and the push runs once it lets go" + _STILL_LOCKED,
     STORE_READ_FAILED_HINT: "call {tool} again: that is not a damaged store, so nothing is "
                             "held; if it fails the same way, stop and tell the human: the "
                             "supervisor log has the details",
