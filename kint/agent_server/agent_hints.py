@@ -24,6 +24,7 @@ from kint.front_closed import CLOSED_HINT, STOPPING_HINT
 from kint.open_files import ROOM_HINT, SYSTEM_FILES_HINT, WORKER_ROOM_HINT
 from kint.pid_file_lock import FOREIGN_FILE_HINT
 from kint.protocol.errors import (ARCHIVE_HINT, ASIDE_FIRST, ASIDE_THEN, CHECKSUM_HINT,
+                                  CONNECT_OFFLINE_DAEMON, CONNECT_OFFLINE_FILE,
                                   CONNECT_UNSET_OFFLINE, CONNECT_WHEN_READABLE, CORRUPT_FILE_HINT,
                                   CORRUPT_JOURNAL_HINT, DEFAULT_HINTS, DEFERRED_FILL_HINT,
                                   DEVCHAIN_RPC_HINT, DISK_FULL_PULL_TAIL, FILL_AGAIN_HINT,
@@ -268,6 +269,8 @@ _UNFILLED = ("put the previous session key's keystore back as session.key.old un
              "after that, call {pull}: it fills nonce {hole} with a transfer to self once the "
              "keystore is back, and settles the interrupted push (with the journal moved out "
              "there is none, and memory_push then anchors the rows with this machine's key)")
+# The agent's own connect once the human has let the chain be read.
+_CONNECT_AGAIN = "after that, call {tool} again with the same arguments: {then}"
 # Hints the worker builds at run time (an address, a chain, a nonce, a file), known by their
 # template in kint.protocol.errors, each value carried into the agent's words.
 _AGENT_TEMPLATES = (
@@ -290,15 +293,24 @@ _AGENT_TEMPLATES = (
     (FORMER_KEY_UNFILLABLE, f"stop and tell the human: {_UNFILLED}"),
     # A connect with a recovery code while the chain could not be read: the same call again
     # is the agent's own once the endpoint answers; the endpoint's setting, and KINT_OFFLINE
-    # (set where kint-server was started), are the human's.
+    # (named where it is in force: kint-server's environment, config.toml, the supervisor's
+    # environment), are the human's.
     (CONNECT_WHEN_READABLE, "call {tool} again in a minute with the same arguments: the "
                             "chain could not be read, and once it can, {then}; if it fails "
                             "again, stop and tell the human to check KINT_RPC_URL or the "
                             "space's endpoints"),
-    (CONNECT_UNSET_OFFLINE, "stop and tell the human: KINT_OFFLINE=1 keeps the chain from "
-                            "being read, and unsetting it where kint-server was started is "
-                            "theirs; after that, call {tool} again with the same arguments: "
-                            "{then}"),
+    (CONNECT_UNSET_OFFLINE, "stop and tell the human: KINT_OFFLINE=1 in kint-server's "
+                            "environment (the harness's MCP configuration) keeps the chain "
+                            "from being read; unsetting it there and starting kint-server "
+                            f"again is theirs; {_CONNECT_AGAIN}"),
+    (CONNECT_OFFLINE_FILE, "stop and tell the human: `offline` in {where} keeps the chain "
+                           "from being read; removing it (or setting it to false) is "
+                           f"theirs, and applies without a restart; {_CONNECT_AGAIN}"),
+    (CONNECT_OFFLINE_DAEMON, "stop and tell the human: the supervisor was started with "
+                             "KINT_OFFLINE=1, which keeps the chain from being read; starting "
+                             "it again without it is theirs (the service's environment file, "
+                             "or `kint supervisor stop` and a command from an environment "
+                             f"without it); {_CONNECT_AGAIN}"),
 )
 
 
