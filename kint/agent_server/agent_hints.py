@@ -9,8 +9,9 @@ tool's refusal (kint.agent_server.surface), after v0.3.0's codes and hints
 (kint.agent_server.results: push_error, pull_error). The translation is one table of
 rules (_RULES), asked in order: the hints named word for word, those built from a
 template, then the rules known by a code, a start or a tail, and last the human's steps
-(their words and commands: kint.agent_server.human_steps). A result's lines (a pull's
-warnings, the notices of settings not used) are kint.agent_server.agent_notices'.
+(their words and commands: kint.agent_server.human_steps). A result's lines (every
+tool's notices: a pull's warnings, a push's settled notice, the notices of settings not
+used) go through kint.agent_server.agent_notices' agent_notice.
 """
 
 from __future__ import annotations
