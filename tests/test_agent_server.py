@@ -531,6 +531,20 @@ def test_a_store_another_process_holds_locked_is_busy_not_held(box, tmp_path):
         assert terminal.returncode == PUSH_PULL_REFUSED and "[BUSY]" in terminal.stderr, \
             terminal.stderr
         assert "--discard-local" not in terminal.stderr
+        # An agent's memory_push (a real kint-server on that store) is given one retry of
+        # its own, then the human: it was told "call memory_push again in a minute" at every
+        # call, for as long as the holder lived.
+        agent = AgentProcess({**box.env, "KINT_TENANT": tenant, "SIBYL_MEMORY_DB": str(db),
+                              "KINT_QUIET_SECONDS": "3600"}).start()
+        try:
+            refused = agent.failed("memory_push")
+        finally:
+            agent.close()
+        assert refused["error"] == "BUSY", refused
+        assert refused["hint"].startswith("call memory_push again in a minute: another "
+                                          "process holds the store's lock"), refused
+        assert ("; if it is still locked then, stop and tell the human: a process holds the "
+                "store open in a write") in refused["hint"], refused
     finally:
         writer.stdin.close()
         writer.wait(timeout=30)

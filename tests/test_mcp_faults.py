@@ -314,8 +314,14 @@ def test_a_store_locked_by_another_writer_is_busy_at_once(machines):
             assert took < 30, f"memory_verify took {took:.1f}s"
             assert refused["error"] == "BUSY", refused
             assert "is locked by another process's write" in refused["message"]
+            # One retry of the agent's own, then the human, who alone can close the holder.
             assert refused["hint"] == ("another process is writing the store: call "
-                                       "memory_verify again in a minute"), refused
+                                       "memory_verify again in a minute; if it is still "
+                                       "locked then, stop and tell the human: a process "
+                                       "holds the store open in a write (an agent's MCP "
+                                       "server, Hermes, a `sqlite3` shell, a script), and "
+                                       "closing it is theirs; after that, call memory_verify "
+                                       "again"), refused
             holder.kill()
             holder.wait()
             answer = agent.call("memory_verify", query="release rule")

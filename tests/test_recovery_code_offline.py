@@ -131,3 +131,34 @@ def test_an_agents_connect_with_the_code_is_its_own_to_make_again(machine_a):
         "call memory_connect again in a minute with the same arguments: the chain could not "
         "be read, and once it can, the head epoch's header checks the code; if it fails "
         "again, stop and tell the human to check KINT_RPC_URL"), refused
+
+
+def test_offline_in_config_toml_is_named_where_it_is_set(machine_a):
+    """KINT_OFFLINE from `offline = true` in config.toml, nothing in any environment: the
+    refusal sent the user to unset KINT_OFFLINE, and an agent's memory_connect (a real
+    kint-server) had the human look "where kint-server was started", where nothing sets
+    it, so the next connect was refused again. Both now name the file, which is where it
+    is unset."""
+    from mcp_session import AgentProcess
+
+    sb = machine_a
+    (sb.kint_home / f"wraps-{sb.space16}.json").unlink()
+    (sb.kint_home / f"vault-{sb.space16}.aes").unlink()
+    shutil.rmtree(sb.kint_home / "epochs" / sb.space16)
+    config = sb.kint_home / "config.toml"
+    before = config.read_text() if config.exists() else ""
+    config.write_text("offline = true\n" + before)  # top level, before any table
+    config.chmod(0o600)
+    assert "KINT_OFFLINE" not in sb.env
+    refused_with(connect_code(sb, sb.owner, sb.code),
+                 f"KINT_OFFLINE=1 (from file {config}) keeps the chain from being read",
+                 f"remove `offline` from {config} (or set it to false) and connect again")
+    agent = AgentProcess(sb.env).start()
+    try:
+        refused = agent.failed("memory_connect", owner=sb.owner, recovery_code=sb.code)
+    finally:
+        agent.close()
+    assert refused["hint"].startswith(
+        f"stop and tell the human: `offline` in {config} keeps the chain from being read; "
+        f"removing it (or setting it to false) is theirs"), refused
+    assert "kint-server" not in refused["hint"], refused

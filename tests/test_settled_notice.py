@@ -10,6 +10,7 @@ import logging
 import os
 import threading
 from dataclasses import asdict, fields, replace
+from pathlib import Path
 
 from unittest import mock
 
@@ -319,12 +320,13 @@ def test_a_copy_named_before_the_move_is_where_the_rows_are_once_it_exists(ctx, 
     said the rows were "still in the store" (the restored one, which does not hold them):
     the copy named before the move is where they are once it exists. Killed before the
     rename (the copy not there), the rows are still in the store, and it says so."""
-    copy = tmp_path / "m.db.kint-backup-1"
+    copy, store = tmp_path / "m.db.kint-backup-1", Path(ctx.config.db)
+    store.write_bytes(b"the store")
     settled_notice.keep(ctx, found, settled_notice.vault(ctx))
     settled_notice.moving_aside(ctx, found, str(copy))
     assert "still in the store" in settled_notice.waiting(ctx)
     assert settled_notice.found(ctx).moved_to is None
-    copy.write_bytes(b"the store, renamed")
+    store.rename(copy)
     where = f"a discarding pull moved aside ({copy}), not anchored"
     said = settled_notice.found(ctx)
     for line in (said.notice(), settled_notice.waiting(ctx)):
@@ -332,6 +334,21 @@ def test_a_copy_named_before_the_move_is_where_the_rows_are_once_it_exists(ctx, 
     # The pull's own rewrite after the rename leaves the same words.
     settled_notice.moved_aside(ctx, found, str(copy))
     assert settled_notice.found(ctx) == said
+
+
+def test_a_file_of_the_copys_name_that_is_not_the_store_is_not_the_copy(ctx, tmp_path):
+    """The copy named before the rename was taken as where the rows are as soon as any
+    file had its name. A clock stepped back into the same second lets a later discard
+    (whose notice owes nothing, so is not rewritten) choose the name again, after a pull
+    killed before its rename left the rows in the store: that copy holds other rows. Only
+    the store renamed (its device and inode, kept beside the name) is the copy."""
+    copy, store = tmp_path / "m.db.kint-backup-1", Path(ctx.config.db)
+    store.write_bytes(b"the store")
+    settled_notice.keep(ctx, FOUND, settled_notice.vault(ctx))
+    settled_notice.moving_aside(ctx, FOUND, str(copy))
+    copy.write_bytes(b"another store, moved aside later under the same name")
+    assert "still in the store" in settled_notice.waiting(ctx)
+    assert settled_notice.found(ctx).moved_to is None
 
 
 def test_a_copy_being_moved_to_by_no_path_does_not_read(ctx):
@@ -367,6 +384,12 @@ def test_an_enrolment_that_does_not_read_leaves_the_notice_as_it_was_and_logged(
     assert _path(ctx).read_bytes() == before
     assert "does not name the store moved aside to /s/m.db.kint-backup-1" in caplog.text, \
         caplog.text
+    # Before the move, nothing moved yet: the line said "moved aside" there too.
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, "kint.worker"):
+        settled_notice.moving_aside(ctx, FOUND, "/s/m.db.kint-backup-2")
+    assert "does not name the store being moved aside to /s/m.db.kint-backup-2" in \
+        caplog.text, caplog.text
 
 
 def test_a_copy_named_by_no_path_does_not_read(ctx, caplog):

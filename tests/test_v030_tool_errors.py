@@ -357,7 +357,12 @@ def test_a_push_the_agent_can_make_again_is_its_own_memory_push():
     for code, hint, said in (
             ("BUSY", STORE_LOCKED_PUSH_HINT, "call memory_push again in a minute: another "
                                              "process holds the store's lock, and the push "
-                                             "runs once it lets go"),
+                                             "runs once it lets go; if it is still locked "
+                                             "then, stop and tell the human: a process holds "
+                                             "the store open in a write (an agent's MCP "
+                                             "server, Hermes, a `sqlite3` shell, a script), "
+                                             "and closing it is theirs; after that, call "
+                                             "memory_push again"),
             ("INTERNAL", STORE_READ_FAILED_HINT, "call memory_push again: that is not a "
                                                  "damaged store, so nothing is held; if it "
                                                  "fails the same way, stop and tell the "
@@ -368,14 +373,57 @@ def test_a_push_the_agent_can_make_again_is_its_own_memory_push():
 
 
 def test_a_recovery_code_connect_kept_offline_hands_the_setting_over_then_connects_again():
-    """KINT_OFFLINE=1 kept the chain from being read: unsetting it is the human's (the
-    environment kint-server was started with), connecting again with the same code the
-    agent's own (tests/test_recovery_code_offline.py has the endpoint that is down)."""
-    from kint.protocol.errors import CONNECT_UNSET_OFFLINE
+    """KINT_OFFLINE=1 kept the chain from being read: unsetting it is the human's, where it
+    is in force (kint-server's environment, `offline` in config.toml, the supervisor's
+    environment: the agent was sent to kint-server's MCP configuration for all three),
+    connecting again with the same code the agent's own (tests/test_recovery_code_offline.py
+    has the endpoint that is down, and the file's case through a real kint-server)."""
+    from kint.protocol.errors import (CONNECT_OFFLINE_DAEMON, CONNECT_OFFLINE_FILE,
+                                      CONNECT_UNSET_OFFLINE)
 
-    hint = CONNECT_UNSET_OFFLINE.format(then="the head epoch's header checks the code")
-    mapped = agent_error("memory_connect", KintError("WRONG_KEY", "refused", hint))
-    assert mapped.hint == ("stop and tell the human: KINT_OFFLINE=1 keeps the chain from "
-                           "being read, and unsetting it where kint-server was started is "
-                           "theirs; after that, call memory_connect again with the same "
-                           "arguments: the head epoch's header checks the code"), mapped.hint
+    then = "the head epoch's header checks the code"
+    again = f"; after that, call memory_connect again with the same arguments: {then}"
+    for hint, said in (
+            (CONNECT_UNSET_OFFLINE.format(then=then),
+             "stop and tell the human: KINT_OFFLINE=1 in kint-server's environment (the "
+             "harness's MCP configuration) keeps the chain from being read; unsetting it "
+             "there and starting kint-server again is theirs"),
+            (CONNECT_OFFLINE_FILE.format(where="/h/.kint/config.toml", then=then),
+             "stop and tell the human: `offline` in /h/.kint/config.toml keeps the chain from "
+             "being read; removing it (or setting it to false) is theirs, and applies without "
+             "a restart"),
+            (CONNECT_OFFLINE_DAEMON.format(then=then),
+             "stop and tell the human: the supervisor was started with KINT_OFFLINE=1, which "
+             "keeps the chain from being read; starting it again without it is theirs (the "
+             "service's environment file, or `kint supervisor stop` and a command from an "
+             "environment without it)")):
+        mapped = agent_error("memory_connect", KintError("WRONG_KEY", "refused", hint))
+        assert mapped.hint == said + again, mapped.hint
+
+
+def test_the_offline_refusal_names_where_kint_offline_is_in_force(monkeypatch, tmp_path):
+    """The worker's refusal itself (recovery_binding._when_readable) names the source of the
+    value in force, read through kint.settings' real layers: the call's (a request's
+    overlay), config.toml's `offline` (its path), the supervisor's environment. It said
+    "unset KINT_OFFLINE" for all three."""
+    from kint import settings
+    from kint.protocol.errors import (CONNECT_OFFLINE_DAEMON, CONNECT_OFFLINE_FILE,
+                                      CONNECT_UNSET_OFFLINE)
+    from kint.settings import loader
+    from kint.settings.schema import BY_NAME
+    from kint.tenant_worker.recovery_binding import _when_readable
+
+    then = "the header checks it"
+    monkeypatch.setattr(loader._process, "home", tmp_path)
+    monkeypatch.setattr(loader._process, "own_watch", None)
+    monkeypatch.delenv("KINT_OFFLINE", raising=False)
+    call = {"KINT_OFFLINE": settings.Value(BY_NAME["KINT_OFFLINE"], True, settings.THIS_CALL)}
+    with settings.overlay(call):
+        assert _when_readable(None, then) == CONNECT_UNSET_OFFLINE.format(then=then)
+    (tmp_path / "config.toml").write_text("offline = true\n")
+    assert _when_readable(None, then) == CONNECT_OFFLINE_FILE.format(
+        where=tmp_path / "config.toml", then=then)
+    (tmp_path / "config.toml").unlink()
+    monkeypatch.setattr(loader._process, "daemon", True)
+    monkeypatch.setenv("KINT_OFFLINE", "1")
+    assert _when_readable(None, then) == CONNECT_OFFLINE_DAEMON.format(then=then)

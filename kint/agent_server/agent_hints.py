@@ -9,8 +9,9 @@ tool's refusal (kint.agent_server.surface), after v0.3.0's codes and hints
 (kint.agent_server.results: push_error, pull_error). The translation is one table of
 rules (_RULES), asked in order: the hints named word for word, those built from a
 template, then the rules known by a code, a start or a tail, and last the human's steps
-(their words and commands: kint.agent_server.human_steps). A result's lines (a pull's
-warnings, the notices of settings not used) are kint.agent_server.agent_notices'.
+(their words and commands: kint.agent_server.human_steps). A result's lines (every
+tool's notices: a pull's warnings, a push's settled notice, the notices of settings not
+used) go through kint.agent_server.agent_notices' agent_notice.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from kint.front_closed import CLOSED_HINT, STOPPING_HINT
 from kint.open_files import ROOM_HINT, SYSTEM_FILES_HINT, WORKER_ROOM_HINT
 from kint.pid_file_lock import FOREIGN_FILE_HINT
 from kint.protocol.errors import (ARCHIVE_HINT, ASIDE_FIRST, ASIDE_THEN, CHECKSUM_HINT,
+                                  CONNECT_OFFLINE_DAEMON, CONNECT_OFFLINE_FILE,
                                   CONNECT_UNSET_OFFLINE, CONNECT_WHEN_READABLE, CORRUPT_FILE_HINT,
                                   CORRUPT_JOURNAL_HINT, DEFAULT_HINTS, DEFERRED_FILL_HINT,
                                   DEVCHAIN_RPC_HINT, DISK_FULL_PULL_TAIL, FILL_AGAIN_HINT,
@@ -63,6 +65,13 @@ def _transport_retry(done: str) -> str:
     return ("call {tool} again in a minute: that is a transport failure, never a verdict on "
             f"the vault{done}; if it fails again, stop and tell the human to change the RPC "
             "(KINT_RPC_URL)")
+
+
+# A store's lock that outlasts the agent's one retry: a live process holds a write open (as
+# pull_error says of a store another process holds), and only the human can close it.
+_STILL_LOCKED = ("; if it is still locked then, stop and tell the human: a process holds the "
+                 "store open in a write (an agent's MCP server, Hermes, a `sqlite3` shell, a "
+                 "script), and closing it is theirs; after that, call {tool} again")
 
 
 # The agent's pull, then the human asked, for rows a discarding pull moved aside (ASIDE_FIRST).
@@ -202,13 +211,14 @@ _AGENT_HINTS = {
                    "starts a new supervisor",
     NO_ANSWER_HINT: "call {tool} again in a minute; if it fails again, tell the human (`kint "
                     "supervisor status` shows what the supervisor is doing)",
-    LOCKED_HINT: "another process is writing the store: call {tool} again in a minute",
+    LOCKED_HINT: "another process is writing the store: call {tool} again in a minute"
+                 + _STILL_LOCKED,
     # A push's own retries (kint.tenant_worker.push_refusals): a store another writer holds
     # locked, a read of it that failed other than as damaged, a transaction the endpoint
     # answered and refused (nothing dropped, its nonce given back). Each is the agent's
     # memory_push again; only what stays so is the human's.
     STORE_LOCKED_PUSH_HINT: "call {tool} again in a minute: another process holds the "
-                            "store's lock, and the push runs once it lets go",
+                            "store's lock, and the push runs once it lets go" + _STILL_LOCKED,
     STORE_READ_FAILED_HINT: "call {tool} again: that is not a damaged store, so nothing is "
                             "held; if it fails the same way, stop and tell the human: the "
                             "supervisor log has the details",
@@ -260,6 +270,8 @@ _UNFILLED = ("put the previous session key's keystore back as session.key.old un
              "after that, call {pull}: it fills nonce {hole} with a transfer to self once the "
              "keystore is back, and settles the interrupted push (with the journal moved out "
              "there is none, and memory_push then anchors the rows with this machine's key)")
+# The agent's own connect once the human has let the chain be read.
+_CONNECT_AGAIN = "after that, call {tool} again with the same arguments: {then}"
 # Hints the worker builds at run time (an address, a chain, a nonce, a file), known by their
 # template in kint.protocol.errors, each value carried into the agent's words.
 _AGENT_TEMPLATES = (
@@ -282,15 +294,24 @@ _AGENT_TEMPLATES = (
     (FORMER_KEY_UNFILLABLE, f"stop and tell the human: {_UNFILLED}"),
     # A connect with a recovery code while the chain could not be read: the same call again
     # is the agent's own once the endpoint answers; the endpoint's setting, and KINT_OFFLINE
-    # (set where kint-server was started), are the human's.
+    # (named where it is in force: kint-server's environment, config.toml, the supervisor's
+    # environment), are the human's.
     (CONNECT_WHEN_READABLE, "call {tool} again in a minute with the same arguments: the "
                             "chain could not be read, and once it can, {then}; if it fails "
                             "again, stop and tell the human to check KINT_RPC_URL or the "
                             "space's endpoints"),
-    (CONNECT_UNSET_OFFLINE, "stop and tell the human: KINT_OFFLINE=1 keeps the chain from "
-                            "being read, and unsetting it where kint-server was started is "
-                            "theirs; after that, call {tool} again with the same arguments: "
-                            "{then}"),
+    (CONNECT_UNSET_OFFLINE, "stop and tell the human: KINT_OFFLINE=1 in kint-server's "
+                            "environment (the harness's MCP configuration) keeps the chain "
+                            "from being read; unsetting it there and starting kint-server "
+                            f"again is theirs; {_CONNECT_AGAIN}"),
+    (CONNECT_OFFLINE_FILE, "stop and tell the human: `offline` in {where} keeps the chain "
+                           "from being read; removing it (or setting it to false) is "
+                           f"theirs, and applies without a restart; {_CONNECT_AGAIN}"),
+    (CONNECT_OFFLINE_DAEMON, "stop and tell the human: the supervisor was started with "
+                             "KINT_OFFLINE=1, which keeps the chain from being read; starting "
+                             "it again without it is theirs (the service's environment file, "
+                             "or `kint supervisor stop` and a command from an environment "
+                             f"without it); {_CONNECT_AGAIN}"),
 )
 
 

@@ -280,7 +280,16 @@ RECOVERY_CODE_HINT = ("copy the code again: it is the last line of RECOVERY-<spa
 # head epoch does then. Named here so that kint-server gives an agent its own call for them.
 CONNECT_WHEN_READABLE = ("connect again when the chain can be read (check KINT_RPC_URL or the "
                          "space's endpoints): {then}")
+# KINT_OFFLINE=1 by where it is in force: the call's environment (a command's, kint-server's),
+# config.toml (`offline`, read again when it changes) or the environment the supervisor was
+# started with (read once): unsetting it anywhere else leaves the next connect refused.
 CONNECT_UNSET_OFFLINE = "unset KINT_OFFLINE and connect again: {then}"
+CONNECT_OFFLINE_FILE = ("remove `offline` from {where} (or set it to false) and connect again: "
+                        "{then}")
+CONNECT_OFFLINE_DAEMON = ("the supervisor was started with KINT_OFFLINE=1: unset it in the "
+                          "service's environment file and restart the service, or `kint "
+                          "supervisor stop` and connect again from an environment without it: "
+                          "{then}")
 # A push whose transaction the endpoint answered and refused (it cannot land), a store
 # locked by another writer, a store read failing other than as damaged
 # (kint.tenant_worker.push_refusals): a push again is the agent's own memory_push.

@@ -39,7 +39,9 @@ from kint.custody.vault_cache import CachedKey, read_cached_key
 from kint.custody.wraps import Wrap, WrapsFile, read_wraps
 from kint.epochs.envelope import Header
 from kint.protocol import ErrorCode, ProtocolError
-from kint.protocol.errors import CONNECT_UNSET_OFFLINE, CONNECT_WHEN_READABLE
+from kint.protocol.errors import (CONNECT_OFFLINE_DAEMON, CONNECT_OFFLINE_FILE,
+                                  CONNECT_UNSET_OFFLINE, CONNECT_WHEN_READABLE)
+from kint.settings.wire import source_text
 from kint.tenant_worker.head_header import ReadableHeader
 
 if TYPE_CHECKING:
@@ -132,7 +134,9 @@ def _nothing_to_check(owner: str, chain_error: ProtocolError | None) -> Protocol
     if chain_error is not None:
         why = f"the chain could not be read ({chain_error.message}), and {here}"
     elif settings.value("KINT_OFFLINE"):
-        why = f"KINT_OFFLINE=1 keeps the chain from being read, and {here}"
+        offline = settings.lookup("KINT_OFFLINE")
+        why = (f"KINT_OFFLINE=1 ({source_text(offline)}) keeps the chain from being read, "
+               f"and {here}")
     else:
         return ProtocolError(ErrorCode.WRONG_KEY, f"a recovery code cannot start a vault: the "
                              f"chain holds no epochs for owner {owner} in this space, and "
@@ -142,7 +146,14 @@ def _nothing_to_check(owner: str, chain_error: ProtocolError | None) -> Protocol
 
 
 def _when_readable(chain_error: ProtocolError | None, then: str) -> str:
-    """Connect again once the chain can be read, in the terms of what kept it out."""
-    if chain_error is None and settings.value("KINT_OFFLINE"):
-        return CONNECT_UNSET_OFFLINE.format(then=then)
-    return CONNECT_WHEN_READABLE.format(then=then)
+    """Connect again once the chain can be read, in the terms of what kept it out: for
+    KINT_OFFLINE, where the value in force was set (this call's environment, config.toml,
+    the supervisor's environment), since unsetting it anywhere else changes nothing."""
+    offline = settings.lookup("KINT_OFFLINE")
+    if chain_error is not None or not offline.value:
+        return CONNECT_WHEN_READABLE.format(then=then)
+    if offline.source == settings.FILE and offline.where:
+        return CONNECT_OFFLINE_FILE.format(where=offline.where, then=then)
+    if offline.source == settings.DAEMON_ENV:
+        return CONNECT_OFFLINE_DAEMON.format(then=then)
+    return CONNECT_UNSET_OFFLINE.format(then=then)

@@ -26,10 +26,12 @@ A dropped journal's rows go aside with the store when a `pull --discard-local` m
 after the settlement kept the notice: the pull names the copy in the kept notice as it
 moves it, so one killed before it said the notice does not leave it saying the rows are
 still in the store (the restored one, which does not hold them). Named twice: before the
-rename, as the copy the store is moving to (`moving_aside`), which a read takes as where
-the rows are only once that file is there (a name chosen unused: it exists only by the
-rename), and after it, as where they are (`moved_aside`). A kill between the rename and
-the second write said "still in the store".
+rename, as the copy the store is moving to (`moving_aside`), with the store's identity
+(device and inode, which a rename keeps), and after it, as where they are (`moved_aside`).
+A read takes the first as where the rows are only once a file of that name is the store
+renamed: the name was chosen unused, but a clock stepped back can choose it again for a
+later discard that does not rewrite the notice, and that copy holds other rows. A kill
+between the rename and the second write said "still in the store".
 
 A notice is the vault's it was found in: it names the owner, chain and contract, and one
 read under another enrolment is dropped. Connect moves a space to another owner, chain or
@@ -88,15 +90,15 @@ def vault(ctx: SpaceContext) -> list[str | int] | None:
 
 
 def keep(ctx: SpaceContext, found: Found, vault_read: list[str | int] | None,
-         moving_to: str | None = None) -> None:
+         moving_to: str | None = None, moving_id: list[int] | None = None) -> None:
     """Keep what a settlement found until a command says it, naming `vault_read` (`vault`,
     read before the settlement), and `moving_to`, the copy a discarding pull is about to
-    move the store to (`moving_aside`). A write that fails (a full disk) leaves it to the
-    log and to the command that settled, if any."""
+    move the store to, with the store's `moving_id` (`moving_aside`). A write that fails
+    (a full disk) leaves it to the log and to the command that settled, if any."""
     kind = "overtaken" if isinstance(found, Overtaken) else "unauthorized"
     kept = {name: value for name, value in asdict(found).items() if name not in NOW_ONLY}
-    notice = {"kind": kind, "found": kept, "vault": vault_read,
-              **({"moving_to": moving_to} if moving_to is not None else {})}
+    moving = {} if moving_to is None else {"moving_to": moving_to, "moving_id": moving_id}
+    notice = {"kind": kind, "found": kept, "vault": vault_read, **moving}
     try:
         atomic_write(_path(ctx), orjson.dumps(notice))
     except OSError as err:
@@ -142,19 +144,37 @@ class _Held:
 
 def _held(path: Path) -> _Held:
     try:
-        notice, kept_for, moving_to = _read(path)
+        notice, kept_for, (moving_to, moving_id) = _read(path)
     except FileNotFoundError:
         return _Held()
     except UNREAD as err:
         return _Held(unread=err)
-    if moving_to is not None and notice.moved_to is None and os.path.lexists(moving_to):
+    if moving_to is not None and notice.moved_to is None and _is_moved(moving_to, moving_id):
         notice = replace(notice, moved_to=moving_to)  # moved, the notice not rewritten
     return _Held(notice, kept_for)
 
 
-def _read(path: Path) -> tuple[Found, Any, str | None]:
+def _identity(path: str) -> list[int] | None:
+    """The file's device and inode (the link itself's), which a rename keeps; None when
+    nothing is there."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return [st.st_dev, st.st_ino]
+
+
+def _is_moved(copy: str, store_id: Any) -> bool:
+    """Whether `copy` is the store a discarding pull named before its rename: the same
+    file, not only one by that name. A notice kept without the store's identity (it did
+    not read before the rename) takes the name alone."""
+    return _identity(copy) == store_id if store_id is not None else os.path.lexists(copy)
+
+
+def _read(path: Path) -> tuple[Found, Any, tuple[str | None, Any]]:
     """The notice at `path`, the vault it was kept for and the copy a discarding pull was
-    moving the store to as it wrote it (`moving_aside`). Only the fields this kint's
+    moving the store to as it wrote it, with the store's identity (`moving_aside`). Only
+    the fields this kint's
     dataclass knows are taken, `NOW_ONLY` never: a later kint may keep more (an earlier one
     that met a field it did not know removed the notice unsaid), and what holds now is
     `_as_now`'s to say. A copy's path (`moved_to`) that is not a string does not read: it
@@ -169,7 +189,7 @@ def _read(path: Path) -> tuple[Found, Any, str | None]:
     for name, path_said in (("moved_to", moved_to), ("moving_to", moving_to)):
         if path_said is not None and not isinstance(path_said, str):  # said to a user
             raise TypeError(f"{name} is {type(path_said).__name__}, not a path")
-    return kind(**held), data.get("vault"), moving_to
+    return kind(**held), data.get("vault"), (moving_to, data.get("moving_id"))
 
 
 def _as_now(ctx: SpaceContext, notice: Found) -> Found:
@@ -217,11 +237,13 @@ def _mirror_now(ctx: SpaceContext) -> Any:
 def moving_aside(ctx: SpaceContext, found: Found, moving_to: str) -> None:
     """A discarding pull is about to move the store aside to `moving_to` (nothing moved
     yet): the kept notice names that copy, taken as where the rows are once it exists
-    (`_held`), so a pull killed after the rename and before `moved_aside` leaves the rows
-    named where they are. The same journals as `moved_aside`."""
-    named = _to_name(ctx, found, moving_to)
+    (`_held`) as the store renamed (its identity, kept beside it), so a pull killed after
+    the rename and before `moved_aside` leaves the rows named where they are. The same
+    journals as `moved_aside`."""
+    named = _to_name(ctx, found, moving_to, "being moved")
     if named is not None:
-        keep(ctx, found, named[0], moving_to=moving_to)
+        keep(ctx, found, named[0], moving_to=moving_to,
+             moving_id=_identity(ctx.config.db))
 
 
 def moved_aside(ctx: SpaceContext, found: Found, moved_to: str) -> None:
@@ -235,15 +257,17 @@ def moved_aside(ctx: SpaceContext, found: Found, moved_to: str) -> None:
     nothing (`owes_nothing`): its rows were anchored, or gone from the store, before this
     move, and a copy named there (read as it was kept, never worked out again) sent the
     user to write back rows the copy did not hold."""
-    named = _to_name(ctx, found, moved_to)
+    named = _to_name(ctx, found, moved_to, "moved")
     if named is not None:
         keep(ctx, replace(found, moved_to=moved_to), named[0])
 
 
-def _to_name(ctx: SpaceContext, found: Found,
-             copy: str) -> tuple[list[str | int] | None] | None:
+def _to_name(ctx: SpaceContext, found: Found, copy: str,
+             moving: str) -> tuple[list[str | int] | None] | None:
     """The vault to keep the notice under once it names `copy` (in a 1-tuple), or None
-    when it is not to name it (`moved_aside`'s journals) or the vault does not read."""
+    when it is not to name it (`moved_aside`'s journals) or the vault does not read (said
+    in the log as the store `moving` aside: "being moved" before the rename, "moved"
+    after it)."""
     from kint.tenant_worker.state_format import CorruptStateFile
 
     landed = isinstance(found, Overtaken) and found.landed
@@ -253,8 +277,8 @@ def _to_name(ctx: SpaceContext, found: Found,
     try:  # read by the pull before the move: the store is gone, the pull goes on
         return (vault(ctx),)
     except (OSError, ProtocolError, CorruptStateFile) as err:
-        log.warning("space %s: the kept notice does not name the store moved aside to %s "
-                    "(%s)", ctx.config.space16, copy, err)
+        log.warning("space %s: the kept notice does not name the store %s aside to %s "
+                    "(%s)", ctx.config.space16, moving, copy, err)
         return None
 
 
