@@ -149,7 +149,7 @@ def _chain_status(ctx: SpaceContext) -> dict[str, Any]:
     if enrolment is not None and chain_head is not None:
         from kint.tenant_worker.session_facts import session_key_facts
 
-        out["session_key"] = session_key_facts(ctx, enrolment.owner, ctx.verify_head_seconds)
+        out["session_key"] = session_key_facts(ctx, enrolment.owner)
     return out
 
 
