@@ -157,10 +157,17 @@ def test_a_push_that_times_out_names_the_rpc_timeout_it_waited_and_whose(tmp_pat
     """KINT_RPC_TIMEOUT of 0.5 s against an endpoint that takes 2 s to give the nonce: a
     `kint push` says the value it waited and where it was set (its own environment, then
     config.toml), where it said only "within KINT_RPC_TIMEOUT"; the watcher's failure, in
-    `kint supervisor status` and memory_status, says the value and that it was the
-    session's."""
+    session's, and so does a closing server's exit push in the log, the one place its
+    failure is read. A read status makes within its head budget names that budget, not
+    KINT_RPC_TIMEOUT, which changes nothing there."""
     with machine_behind_proxy(tmp_path, chain_home) as (sb, proxy):
-        proxy.set_mode("delay_methods", methods=["eth_getTransactionCount"], seconds=2)
+        # The session key's balance, read by status within KINT_VERIFY_HEAD_SECONDS (one
+        # status: the endpoint's timeout marks it failed for the next 30 s' head reads).
+        proxy.set_mode("delay_methods", methods=["eth_getBalance"], seconds=2)
+        budget = f"{RPC_TIMEOUT_WORDS.removesuffix('KINT_RPC_TIMEOUT')}KINT_VERIFY_HEAD_SECONDS"
+        key = json.loads(ok(sb.kint("status", "--json", env={
+            "KINT_VERIFY_HEAD_SECONDS": "0.5"})).stdout)["session_key"]
+        assert f"{budget}=0.5s (from this call; ReadTimeout)" in key["error"], key
         # A command's own push names the value it waited and whose it was too: this
         # call's environment, then config.toml's (before any session: no watcher then).
         write_rules(sb.sibyl_db, sb.tenant, slow="a row to push")
@@ -189,6 +196,13 @@ def test_a_push_that_times_out_names_the_rpc_timeout_it_waited_and_whose(tmp_pat
             sb.wait_for(lambda: named in ok(sb.kint("supervisor", "status")).stdout,
                         what="the failure in the supervisor's status", **WAIT)
             assert named in (sb.kint_home / "supervisor.log").read_text()
+            # The closing server's exit push times out too: its log line names the value.
+            agent.close()
+            sb.wait_for(lambda: "exit push not made" in (
+                sb.kint_home / "supervisor.log").read_text(), what="the exit push", **WAIT)
+            line = next(x for x in (sb.kint_home / "supervisor.log").read_text().splitlines()
+                        if "exit push not made" in x)
+            assert f"{RPC_TIMEOUT_WORDS}=0.5s (from this call; ReadTimeout)" in line, line
         finally:
             proxy.forward()
             agent.close()

@@ -40,8 +40,9 @@ def entry(v: Value) -> dict[str, Any]:
             # A push setting's value the watcher's pushes take from a kint-server session
             # instead ({value, source}); the worker fills it in (push_settings.watcher_value).
             "watcher": None,
-            # A watcher timing a session gave, kept while no watcher runs ({value, source}):
-            # the row is then the space's own (push_settings.kept_timing).
+            # A watcher timing or push setting a session gave, kept while no watcher runs
+            # ({value, source}); a timing's row is then the space's own
+            # (push_settings.kept_value).
             "kept_for_watcher": None}
 
 

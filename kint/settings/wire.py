@@ -15,6 +15,7 @@ Nothing a caller sets is silently ignored.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from kint.settings import secret_proof
@@ -28,7 +29,19 @@ from kint.settings.schema import (BY_NAME, SENT, BadValue, Setting, given, parse
 MAX_SENT = 64
 MAX_SENT_CHARS = 4096
 
-Effective = Callable[[str, Value], Value]
+@dataclass(frozen=True)
+class Kept:
+    """What a watcher timing is compared with while no watcher runs (the worker's
+    SpaceContext.compared_setting): the values kint-server sessions gave, kept for a
+    watcher a later session may ask for, the newest first. A caller's value that is one of
+    them is not reported (an older KINT_NO_WATCHER=1 session's own calls, whose value
+    counts again once the newer detaches); another is told no watcher runs, as `kint
+    config show` says, never that the space "runs with" a value nothing runs on."""
+
+    values: tuple[Value, ...]
+
+
+Effective = Callable[[str, Value], "Value | Kept"]
 # Where a report's way to change the value begins (kint-server hands it to the human).
 CHANGE_IT = "; to change it, "
 
@@ -119,6 +132,16 @@ def report(setting: Setting, raw: str, running: Value, label: str, path: str) ->
             f"{CHANGE_IT}{_how(setting, running, label, path)}")
 
 
+def kept_report(setting: Setting, raw: str, kept: Kept, running: Value, label: str,
+                path: str) -> str:
+    """The one line for a watcher timing a caller gave while no watcher runs, which is none
+    of those kept for one (`Kept`)."""
+    newest = kept.values[0]
+    return (f"kint: {setting.name}={raw} in this environment is not used: no watcher runs in "
+            f"space {label} (a {newest.source}'s {shown(setting, newest.value)} is kept for "
+            f"one){CHANGE_IT}{_how(setting, running, label, path)}")
+
+
 def apply(op: str, sent: Mapping[str, str], *, label: str,
           effective: Effective | None = None) -> tuple[dict[str, Value], list[str]]:
     """This request's settings (the process's, with the call's on top where they apply)
@@ -133,9 +156,13 @@ def apply(op: str, sent: Mapping[str, str], *, label: str,
     path = str(cfg.path)
     for name, raw in sorted(sent.items()):
         setting = BY_NAME[name]
-        running = values[name]
+        running, kept = values[name], None
         if effective is not None:
-            running = effective(name, running)
+            compared = effective(name, running)
+            if isinstance(compared, Kept):
+                kept = compared
+            else:
+                running = compared
         if setting.secret:
             line = secret_proof.notice(name, raw, running.value)
             if line is not None:
@@ -158,6 +185,9 @@ def apply(op: str, sent: Mapping[str, str], *, label: str,
             continue
         if setting.applies(op):
             values[name] = Value(setting, theirs, THIS_CALL, raw=raw)
+        elif kept is not None:
+            if not any(same(setting, theirs, v.value) for v in kept.values):
+                notices.append(kept_report(setting, raw, kept, running, label, path))
         elif not same(setting, theirs, running.value):
             notices.append(report(setting, raw, running, label, path))
     return values, notices

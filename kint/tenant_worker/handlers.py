@@ -24,7 +24,7 @@ from kint.tenant_worker import history as history_mod
 from kint.tenant_worker.chain_head import HeadReading, read_head
 from kint.tenant_worker.disk_space import full_disks
 from kint.tenant_worker.enrolment import Enrolment
-from kint.tenant_worker.push_settings import differing
+from kint.tenant_worker.push_settings import differing, kept_value, watcher_value
 from kint.tenant_worker.rpc_hint import name_the_endpoint, timeout_named
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.state_health import guarded
@@ -151,7 +151,7 @@ def _chain_status(ctx: SpaceContext) -> dict[str, Any]:
     if enrolment is not None and chain_head is not None:
         from kint.tenant_worker.session_facts import session_key_facts
 
-        out["session_key"] = session_key_facts(ctx, enrolment.owner, ctx.verify_head_seconds)
+        out["session_key"] = session_key_facts(ctx, enrolment.owner)
     return out
 
 
@@ -340,18 +340,17 @@ def config(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     chain's endpoints and contract as the chain config resolves them, the watcher's timings
     as it runs, the space's own while none runs), and the config file in force. A push
     setting's row also carries the value the watcher's pushes take from a kint-server
-    session, where it is not the row's; a watcher timing's, with no watcher running, the
-    value a session gave that is kept for one (`kept_for_watcher`)."""
+    session, where it is not the row's; a watcher timing's or push setting's, with no
+    watcher running, the value a session gave that is kept for one (`kept_for_watcher`)."""
     from kint.settings import report
     from kint.settings.schema import SETTINGS
-    from kint.tenant_worker.push_settings import kept_timing, watcher_value
 
     cfg, error = settings.config()
     entries = []
     for s in (s for s in SETTINGS if s.sent):
         row = ctx.effective_setting(s.name, settings.lookup(s.name))
         entries.append({**report.entry(row), "watcher": watcher_value(ctx, row),
-                        "kept_for_watcher": kept_timing(ctx, row)})
+                        "kept_for_watcher": kept_value(ctx, row)})
     return {"config_file": str(cfg.path), "config_exists": cfg.exists,
             "config_error": str(error) if error else None, "settings": entries,
             "space": ctx.config.space16, "label": ctx.config.label}

@@ -8,10 +8,11 @@ status` showed the supervisor's own values and `kint config show` the call's, so
 who saw 10 s there could not tell why an automatic push waited a minute. The heartbeat
 and the status op carry the values a session gives that differ from the worker's own
 (`differing`: `kint supervisor status`, `kint status`, memory_status), and the config op
-adds the watcher's value to each such row (`watcher_value`). A session's timings kept
-while no watcher runs are said beside the space's own (`kept_timing`), not shown as in
-force. A timeout names the KINT_RPC_TIMEOUT it waited and whose it was
-(rpc_hint.timeout_named).
+adds the watcher's value to each such row (`watcher_value`). A session's timings and
+push settings kept while no watcher runs are said beside the row (`kept_value`), not
+shown as in force; `kint status` and memory_status show push settings only for a watcher
+that runs (`watcher_settings` is about its pushes). A timeout names the KINT_RPC_TIMEOUT
+it waited and whose it was (rpc_hint.timeout_named).
 """
 
 from __future__ import annotations
@@ -75,14 +76,17 @@ def watcher_value(ctx: SpaceContext, row: Value) -> dict[str, Any] | None:
     return {"value": json_value(taken.setting, taken.value), "source": taken.source}
 
 
-def kept_timing(ctx: SpaceContext, row: Value) -> dict[str, Any] | None:
-    """For `kint config show`'s row of a watcher timing while no watcher runs (the row is
-    then the space's own: SpaceContext.effective_setting): the value a kint-server session
-    gave, kept for a watcher it did not ask for (KINT_NO_WATCHER=1), when it is not the
-    row's; None otherwise. Shown as the timing in force, it said a watcher pushed on a
-    quiet period nobody was counting."""
+def kept_value(ctx: SpaceContext, row: Value) -> dict[str, Any] | None:
+    """For `kint config show`'s row of a watcher timing or push setting while no watcher
+    runs (a timing's row is then the space's own: SpaceContext.effective_setting): the
+    value a kint-server session gave, kept for a watcher it did not ask for
+    (KINT_NO_WATCHER=1), when it is not the row's; None otherwise. Shown as the timing in
+    force, it said a watcher pushed on a quiet period nobody was counting; a push setting's
+    was said nowhere, while a later session's watcher pushes with it (its KINT_KEY_TTL the
+    data key's renewal)."""
     name = row.setting.name
-    if name not in WATCHER_SETTINGS or ctx.watcher is not None or not _held(ctx, name):
+    if (name not in WATCHER_SETTINGS and name not in PUSH_SETTINGS) or ctx.watcher is not None \
+            or not _held(ctx, name):
         return None
     kept = ctx.watcher_setting(name, row)
     if kept.source != SESSION or same(kept.setting, kept.value, row.value):

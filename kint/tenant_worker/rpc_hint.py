@@ -1,6 +1,7 @@
 """RPC_UNAVAILABLE's hint, and an unsettled push journal's (UNSETTLED_HINT), naming what
 set the endpoint that did not answer; a timeout's message, naming the KINT_RPC_TIMEOUT
-it waited and whose it was (`timeout_named`).
+it waited and whose it was (`timeout_named`), or the other bound a read waited
+(`bound_named`).
 
 The generic hint sends the user to KINT_RPC_URL and KINT_RPC_URL_2. On the devchain no such
 setting is in force: the endpoint is the one the devchain's record names, and the fix is
@@ -80,10 +81,21 @@ def timeout_named(err: ProtocolError) -> None:
     supervisor's environment's, the default): called under the settings the work ran
     with, so the value looked up is the one it waited. Any other failure is left as it
     is, and so is one already named."""
-    if RPC_TIMEOUT_WORDS + " (" not in err.message:
-        return
-    value = settings.lookup("KINT_RPC_TIMEOUT")
-    named = (f"{RPC_TIMEOUT_WORDS}={shown(value.setting, value.value)}s "
-             f"({source_text(value)}; ")
-    err.message = err.message.replace(RPC_TIMEOUT_WORDS + " (", named, 1)
-    err.args = (err.message,)
+    named = bound_named(err.message, "KINT_RPC_TIMEOUT")
+    if named != err.message:
+        err.message = named
+        err.args = (err.message,)
+
+
+def bound_named(text: str, name: str) -> str:
+    """`text`, a chain failure's words, with a timeout naming the setting `name` that bounded
+    the wait, its value in force and whose it was, where it said "within KINT_RPC_TIMEOUT":
+    a read made with another bound (status's session key facts wait at most
+    KINT_VERIFY_HEAD_SECONDS) sent the user to a setting that changes nothing. Called
+    under the settings the read ran with; any other text is returned as it is."""
+    if RPC_TIMEOUT_WORDS + " (" not in text:
+        return text
+    value = settings.lookup(name)
+    named = (f"{RPC_TIMEOUT_WORDS.removesuffix('KINT_RPC_TIMEOUT')}{name}="
+             f"{shown(value.setting, value.value)}s ({source_text(value)}; ")
+    return text.replace(RPC_TIMEOUT_WORDS + " (", named, 1)

@@ -20,14 +20,19 @@ from kint.chain.key_facts import read_key_facts
 from kint.chain.rpc import RpcUnavailable
 from kint.custody.errors import CustodyError
 from kint.custody.session_key import session_address, session_key_exists, session_key_path
+from kint.tenant_worker.rpc_hint import bound_named
 from kint.tenant_worker.space import SpaceContext
 
+# The head's budget each read waits: what a read that timed out is said to have waited,
+# where the chain's words name KINT_RPC_TIMEOUT.
+HEAD_BUDGET = "KINT_VERIFY_HEAD_SECONDS"
 
-def session_key_facts(ctx: SpaceContext, owner: str, timeout_s: float) -> dict[str, Any]:
-    """The session key's facts for `owner`, each chain read bounded by `timeout_s` (status
-    answers within its head budget, not KINT_RPC_TIMEOUT per read), and no read started
-    once `timeout_s` has passed since the first: an endpoint slow but answering costs
-    status at most two budgets here, not three."""
+
+def session_key_facts(ctx: SpaceContext, owner: str) -> dict[str, Any]:
+    """The session key's facts for `owner`, each chain read bounded by the head's budget
+    (KINT_VERIFY_HEAD_SECONDS: status answers within it, not KINT_RPC_TIMEOUT per read),
+    and no read started once that budget has passed since the first: an endpoint slow but
+    answering costs status at most two budgets here, not three."""
     home = ctx.config.home
     out: dict[str, Any] = {"address": None, "path": str(session_key_path(home)),
                            "exists": session_key_exists(home)}
@@ -38,6 +43,7 @@ def session_key_facts(ctx: SpaceContext, owner: str, timeout_s: float) -> dict[s
     except CustodyError as err:
         out["error"] = str(err)
         return out
+    timeout_s = ctx.verify_head_seconds
     deadline = time.monotonic() + timeout_s
 
     def in_time() -> None:
@@ -48,8 +54,8 @@ def session_key_facts(ctx: SpaceContext, owner: str, timeout_s: float) -> dict[s
         anchor = ctx.head_anchor(replace(ctx.chain(), rpc_timeout_s=timeout_s,
                                          rpc_retries=False))
         facts = read_key_facts(anchor, out["address"], owner, before_read=in_time)
-    except (RpcUnavailable, ChainRefused) as err:
-        out["error"] = f"the chain did not answer: {err}"
+    except (RpcUnavailable, ChainRefused) as err:  # a timeout names the head's budget
+        out["error"] = f"the chain did not answer: {bound_named(str(err), HEAD_BUDGET)}"
     except _OutOfTime:
         out["error"] = f"not read: the chain took longer than {timeout_s:g} s to answer"
     else:

@@ -181,7 +181,9 @@ def note_write(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
 
 def exit_push(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     """One push, under the hold, for a server that is closing; it runs here to completion
-    after that server is gone."""
+    after that server is gone. Its failure is logged with the KINT_RPC_TIMEOUT a timeout
+    waited (rpc_hint.timeout_named, as with_settings names it after): the log is the only
+    place a closing server's failure is read."""
     if args.get("session"):
         _end(ctx, args["session"])
     try:
@@ -189,6 +191,7 @@ def exit_push(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         log.info("space %s: exit push: %s", ctx.config.space16, result.get("message"))
         return result
     except ProtocolError as err:
+        timeout_named(err)
         log.info("space %s: exit push not made (%s): %s", ctx.config.space16, err.code.value,
                  err.message)
         raise

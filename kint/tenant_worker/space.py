@@ -27,6 +27,7 @@ from kint.protocol import ErrorCode, ProtocolError
 from kint.rows.canon import Row
 from kint.rows.export import connect_ro, export_rows
 from kint.settings.schema import STRICT
+from kint.settings.wire import Kept
 from kint.sibyl_client import store_file_id
 from kint.store_denied import DENIED_HINT, denied_message, denied_reason
 from kint.tenant_worker.chain_head import HeadSource, NotConnected
@@ -255,15 +256,20 @@ class SpaceContext:
                         ) -> "settings.Value":
         """A watcher timing: the newest live session's (its kint-server's environment,
         sent on attach), else this space's settings."""
-        self.live_sessions()  # forget sessions that went away without a word
-        newest = None
-        for sid, (first, values) in list(self.session_settings.items()):
-            if sid in self.sessions and name in values:
-                if newest is None or first > newest[0]:
-                    newest = (first, values[name])
-        if newest is not None:
-            return newest[1]
+        kept = self.kept_settings(name)
+        if kept:
+            return kept[0]
         return running if running is not None else settings.lookup(name)
+
+    def kept_settings(self, name: str) -> list["settings.Value"]:
+        """The values of `name` the live sessions gave when they attached, the newest
+        first: the first is the one a watcher takes."""
+        self.live_sessions()  # forget sessions that went away without a word
+        found = [(first, values[name])
+                 for sid, (first, values) in list(self.session_settings.items())
+                 if sid in self.sessions and name in values]
+        found.sort(key=lambda pair: pair[0], reverse=True)
+        return [value for _, value in found]
 
     def effective_setting(self, name: str, running: "settings.Value") -> "settings.Value":
         """What this space really runs with, for a report (`kint config show`): the chain's
@@ -271,20 +277,31 @@ class SpaceContext:
         it runs. With no watcher running, the space's own timings (`running`): a
         KINT_NO_WATCHER=1 kint-server's values are kept all the same (`session_settings`),
         and were shown as the timings in force while nothing ran on them
-        (push_settings.kept_timing says them beside the row instead)."""
+        (push_settings.kept_value says them beside the row instead)."""
         if name in WATCHER_SETTINGS:
             return self.watcher_setting(name, running) if self.watcher is not None else running
-        return self.compared_setting(name, running)
+        return self.chain_setting(name, running)
 
-    def compared_setting(self, name: str, running: "settings.Value") -> "settings.Value":
+    def compared_setting(self, name: str, running: "settings.Value"
+                         ) -> "settings.Value | Kept":
         """What a caller's value of `name` is compared with (handlers.with_settings), where
-        `effective_setting` differs in one thing: the watcher's timings are the ones a
-        watcher takes, the newest session's kept values, whether or not one runs. A
+        `effective_setting` differs in one thing: with no watcher running, a watcher timing
+        sessions gave is compared with each of their kept values (`Kept`). A
         KINT_NO_WATCHER=1 kint-server sends its environment's on every call, and compared
         with the space's own it would be told on each that they are not used and to set
-        them in the harness's configuration, where they already are."""
+        them in the harness's configuration, where they already are; compared with the
+        newest session's alone, an older such session was told so on each, and any other
+        caller that the space "runs with" a value nothing ran on."""
         if name in WATCHER_SETTINGS:
-            return self.watcher_setting(name, running)
+            if self.watcher is not None:
+                return self.watcher_setting(name, running)
+            kept = self.kept_settings(name)
+            return Kept(tuple(kept)) if kept else running
+        return self.chain_setting(name, running)
+
+    def chain_setting(self, name: str, running: "settings.Value") -> "settings.Value":
+        """`running` as the space runs with it: for the chain's endpoints and contract, as
+        the chain config resolves them (`running` when it cannot be read now)."""
         if name not in CHAIN_SETTINGS:
             return running
         try:
