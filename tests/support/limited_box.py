@@ -10,8 +10,9 @@ import shutil
 import subprocess
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from conftest import KINT, Sandbox, write_store
 from kint.client import KintError
@@ -42,24 +43,42 @@ def fill_with_sessions(sb: Sandbox, dbs: list[Path], spare: int) -> list[Path]:
     """Agent sessions attached to one store after another until the supervisor has no
     room for another worker; the stores served, each with session `agent-<n>` (n its
     place in `dbs`). Each client connected costs the supervisor a descriptor: `spare`
-    are held meanwhile, as many as the test's later requests hold at once, so that the
-    room a stop makes later is surely theirs."""
-    spare_clients = [sb.client() for _ in range(spare)]
-    try:
-        assert all(c.ping(2.0) for c in spare_clients)
+    are held meanwhile (`held_connections`), as many as the test's later requests hold at
+    once, and the attaches go over one more, so that the room a stop makes later is
+    surely theirs. A connection a call closes behind it on a loaded box for a while
+    (ZeroMQ's own threads close it), and the next one's would be counted beside it."""
+    with held_connections(sb, spare), sb.client() as client:
         served = []
         for n, db in enumerate(dbs):
             try:
-                sb.call("attach", db, args={"session": f"agent-{n}", "watcher": False})
+                client.call("attach", tenant=sb.tenant, db=str(db), space=sb.label(db),
+                            timeout_s=10, args={"session": f"agent-{n}", "watcher": False})
             except KintError as err:
                 assert err.code == "BUSY", err
                 break
             served.append(db)
-    finally:
-        for c in spare_clients:
-            c.close()
     assert 2 <= len(served) <= len(dbs) - 2, served
     return served
+
+
+@contextmanager
+def held_connections(sb: Sandbox, count: int) -> Iterator[None]:
+    """`count` clients that each hold a connection to the supervisor for the block (a
+    descriptor of its each): each by a call answered on its kept socket. A ping goes on a
+    socket of its own, closed once answered: clients that had only pinged held none, or,
+    closing in ZeroMQ's background threads, some for a while on a loaded box, so the room
+    a fill found differed with the load. The door still counts them at the block's end."""
+    clients = [sb.client() for _ in range(count)]
+    try:
+        for client in clients:
+            client.call("sup.ping", timeout_s=10)
+        yield
+        if clients:
+            front = clients[0].call("sup.status", timeout_s=10)["supervisor"]["front"]
+            assert front["clients"] >= count, (front, count)
+    finally:
+        for client in clients:
+            client.close()
 
 
 def idle_after_detach(sb: Sandbox, db: Path, session: str) -> int:
