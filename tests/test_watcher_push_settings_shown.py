@@ -154,11 +154,12 @@ def test_status_and_config_show_name_a_sessions_push_settings_before_and_after_a
 
 def test_a_push_that_times_out_names_the_rpc_timeout_it_waited_and_whose(tmp_path,
                                                                           chain_home):
-    """KINT_RPC_TIMEOUT of 0.5 s against an endpoint that takes 2 s to give the nonce: a
-    `kint push` says the value it waited and where it was set (its own environment, then
-    config.toml), where it said only "within KINT_RPC_TIMEOUT"; the watcher's failure, in
-    session's, and so does a closing server's exit push in the log, the one place its
-    failure is read. A read status makes within its head budget names that budget, not
+    """KINT_RPC_TIMEOUT of 0.5 s against an endpoint that takes 2 s to give the session
+    key's balance (a push reads it before it sends): a `kint push` says the value it waited
+    and where it was set (its own environment, then config.toml), where it said only
+    "within KINT_RPC_TIMEOUT"; the watcher's failed push names the kint-server session's
+    value, and so does a closing server's exit push in the log, the one place its failure
+    is read. A read status makes within its head budget names that budget, not
     KINT_RPC_TIMEOUT, which changes nothing there."""
     with machine_behind_proxy(tmp_path, chain_home) as (sb, proxy):
         # The session key's balance, read by status within KINT_VERIFY_HEAD_SECONDS (one
@@ -186,7 +187,7 @@ def test_a_push_that_times_out_names_the_rpc_timeout_it_waited_and_whose(tmp_pat
         agent = AgentProcess({**sb.env, "KINT_RPC_TIMEOUT": "0.5", "KINT_QUIET_SECONDS": "1",
                               "KINT_POLL_SECONDS": "1"}).start()
         try:
-            assert agent.call("memory_remember", category="notes", name="slow-nonce",
+            assert agent.call("memory_remember", category="notes", name="slow-balance",
                               body={"text": "pushed by the watcher"})["ok"] is True
             failure = sb.wait_for(lambda: agent.call("memory_status")["watcher_failure"],
                                   what="the watcher's failed push", **WAIT)
