@@ -233,3 +233,43 @@ def test_a_store_read_over_a_full_disk_is_disk_full_for_the_watcher_and_the_exit
             sessions.exit_push(ctx, {})
         assert exit_refused.value.code == "DISK_FULL"
         assert "exit push not made (DISK_FULL)" in caplog.text, caplog.text
+
+
+def test_any_op_that_meets_the_lock_is_busy_naming_the_store_never_internal(
+        tmp_path, short_busy_waits):
+    """Only the push and the status caught the lock themselves: a pull's read of the store
+    (its fork check), a rekey's or a discard's restore writing through Sibyl, any other op's
+    read came out of the worker as INTERNAL, "a bug in kint". The worker's wrapper round
+    every op (state_health.guarded) says BUSY, naming the store and the lock, with the op's
+    own words to run it again, whether SQLite's error comes bare or inside Sibyl's
+    StorageError (its writes). Real lock, real read; the ops are stood in for by handlers
+    that read the store as the real ones do (tests/test_agent_server.py runs a real pull)."""
+    from sibyl_memory_client.exceptions import StorageError
+
+    from kint.protocol.errors import (STORE_LOCKED_HINT, STORE_LOCKED_PULL_HINT,
+                                      STORE_LOCKED_PUSH_HINT)
+    from kint.tenant_worker.state_health import guarded
+
+    def read(ctx, args):
+        return {"rows": len(ctx.store_rows() or [])}
+
+    def sibyl_write(ctx, args):
+        try:
+            ctx.store_rows()
+        except Exception as err:
+            raise StorageError("write failed") from err
+        return {}
+
+    hints = {"pull": STORE_LOCKED_PULL_HINT, "push": STORE_LOCKED_PUSH_HINT,
+             "rekey": STORE_LOCKED_HINT, "history": STORE_LOCKED_HINT}
+    with worker_over(tmp_path) as (worker, db):
+        with locked(db):
+            for op, hint in hints.items():
+                for handler in (read, sibyl_write):
+                    with pytest.raises(ProtocolError) as busy:
+                        guarded(op, handler)(worker.ctx, {})
+                    said = busy.value
+                    assert (said.code, said.hint) == ("BUSY", hint), (op, said.code, said.hint)
+                    assert said.message.startswith(f"the store {db} is locked by another "
+                                                   f"process (database is locked"), said.message
+        assert guarded("pull", read)(worker.ctx, {})["rows"] >= 0  # let go: it reads
