@@ -273,3 +273,55 @@ def test_any_op_that_meets_the_lock_is_busy_naming_the_store_never_internal(
                     assert said.message.startswith(f"the store {db} is locked by another "
                                                    f"process (database is locked"), said.message
         assert guarded("pull", read)(worker.ctx, {})["rows"] >= 0  # let go: it reads
+
+
+def test_a_discard_over_a_locked_store_is_refused_whether_its_holder_is_seen_or_not(
+        tmp_path, short_busy_waits, monkeypatch):
+    """A discard counts the store's tenants before it moves the file; a count the lock
+    refused was taken for a store nobody can read, and let through: only the look for
+    other processes holding the store stopped the move, and where that look sees nothing
+    (another user's process, a Mac without lsof: store_holders.py) the store was moved
+    aside under its writer. Refused BUSY: naming the holder's pid where it is seen, the
+    lock where it is not. The look that sees nothing is stood in for (here /proc sees it)."""
+    from kint.protocol.errors import STORE_LOCKED_PULL_HINT
+    from kint.tenant_worker import store_holders
+    from kint.tenant_worker.discard import refuse_to_move
+
+    with worker_over(tmp_path) as (worker, db):
+        with locked(db):
+            with pytest.raises(ProtocolError) as seen:
+                refuse_to_move(worker.ctx)
+            assert seen.value.code == "BUSY" and "open in 1 other process" in \
+                seen.value.message, seen.value.message
+            monkeypatch.setattr(store_holders, "other_holders", lambda db, named=None: [])
+            with pytest.raises(ProtocolError) as unseen:
+                refuse_to_move(worker.ctx)
+        said = unseen.value
+        assert (said.code, said.hint) == ("BUSY", STORE_LOCKED_PULL_HINT), said.message
+        assert said.message.startswith(f"the store {db} is locked by another process")
+        assert said.message.endswith("; nothing was moved"), said.message
+        assert db.exists()
+        refuse_to_move(worker.ctx)  # let go, and nobody holds it: the move may go ahead
+
+
+def test_export_of_a_locked_store_is_busy_not_a_store_to_check(tmp_path, short_busy_waits,
+                                                              monkeypatch):
+    """`kint export` read a locked store's refusal as "cannot be read" (SIBYL_ERROR), its
+    hint to check the user's permission and that it is Sibyl's store: it is BUSY, to run
+    again once the writer lets go. Real lock, the command run in this process."""
+    from click.testing import CliRunner
+
+    from conftest import write_store
+    from kint.commands.common import Ctx
+    from kint.commands.export import export_cmd
+
+    db = write_store(tmp_path / "memory.db", tenant="t")
+    monkeypatch.setenv("KINT_TENANT", "t")
+    with locked(db):
+        out = CliRunner().invoke(export_cmd, [], obj=Ctx(None, str(db), False))
+    said = out.stderr if hasattr(out, "stderr") else out.output
+    assert out.exit_code == 2, said
+    assert f"the store {db} is locked by another process" in said and "[BUSY]" in said, said
+    assert "hint: run kint export again once the other writer lets go of the store" in said
+    out = CliRunner().invoke(export_cmd, [], obj=Ctx(None, str(db), False))
+    assert out.exit_code == 0, out.output
