@@ -241,8 +241,8 @@ def test_any_op_that_meets_the_lock_is_busy_naming_the_store_never_internal(
     (its fork check), a rekey's or a discard's restore writing through Sibyl, any other op's
     read came out of the worker as INTERNAL, "a bug in kint". The worker's wrapper round
     every op (state_health.guarded) says BUSY, naming the store and the lock, with the op's
-    own words to run it again, whether SQLite's error comes bare or inside Sibyl's
-    StorageError (its writes). Real lock, real read; the ops are stood in for by handlers
+    own words to run it again, whether SQLite's error comes bare, inside Sibyl's
+    StorageError (its writes) or as a count's StoreLocked. Real lock, real read; the ops are stood in for by handlers
     that read the store as the real ones do (tests/test_agent_server.py runs a real pull)."""
     from sibyl_memory_client.exceptions import StorageError
 
@@ -252,6 +252,9 @@ def test_any_op_that_meets_the_lock_is_busy_naming_the_store_never_internal(
 
     def read(ctx, args):
         return {"rows": len(ctx.store_rows() or [])}
+
+    def count(ctx, args):  # store.unreadable's StoreLocked, as a count raises it
+        return {"rows": ctx.store.facts().rows}
 
     def sibyl_write(ctx, args):
         try:
@@ -265,7 +268,7 @@ def test_any_op_that_meets_the_lock_is_busy_naming_the_store_never_internal(
     with worker_over(tmp_path) as (worker, db):
         with locked(db):
             for op, hint in hints.items():
-                for handler in (read, sibyl_write):
+                for handler in (read, count, sibyl_write):
                     with pytest.raises(ProtocolError) as busy:
                         guarded(op, handler)(worker.ctx, {})
                     said = busy.value

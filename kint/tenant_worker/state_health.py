@@ -20,7 +20,7 @@ from kint.protocol.errors import (CORRUPT_FILE_HINT, DEFAULT_HINTS, DISK_FULL_PU
                                   STORE_LOCKED_HINT, STORE_LOCKED_PULL_HINT,
                                   STORE_LOCKED_PUSH_HINT)
 from kint.tenant_worker.statefiles import CorruptStateFile
-from kint.tenant_worker.store import is_locked
+from kint.tenant_worker.store import StoreLocked, is_locked
 
 _DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 SQLITE_FULL = 13  # sqlite3.h: "Insertion failed because database is full"
@@ -54,14 +54,13 @@ def store_lock(err: BaseException) -> sqlite3.Error | None:
                  if isinstance(cur, sqlite3.Error) and is_locked(cur)), None)
 
 
-def _locked(db: str, op: str, err: sqlite3.Error) -> ProtocolError:
-    """BUSY naming the store and the lock, in a push's words (push_refusals): the store is
-    fine, only taken, and `op` runs once the other writer lets go; never INTERNAL, which
-    tells the user it is a bug in kint."""
+def _locked(message: str, op: str) -> ProtocolError:
+    """BUSY naming the store and the lock (`message`), in a push's words (push_refusals):
+    the store is fine, only taken, and `op` runs once the other writer lets go; never
+    INTERNAL, which tells the user it is a bug in kint."""
     hint = {"push": STORE_LOCKED_PUSH_HINT, "pull": STORE_LOCKED_PULL_HINT}.get(
         op, STORE_LOCKED_HINT)
-    return ProtocolError(ErrorCode.BUSY, f"the store {db} is locked by another process "
-                         f"({err})", hint)
+    return ProtocolError(ErrorCode.BUSY, message, hint)
 
 
 def disk_full(err: OSError) -> bool:
@@ -88,6 +87,8 @@ def guarded(op: str, handler: Handler) -> Handler:
             return handler(ctx, args)
         except CorruptStateFile as err:
             raise corrupt_error(err) from None
+        except StoreLocked as err:  # a count of the store's rows the lock refused, named
+            raise _locked(str(err), op) from None
         except NotOwnFile as err:  # a link where a lock of the space's goes, named
             raise ProtocolError(ErrorCode.CORRUPT_STATE, str(err), FOREIGN_FILE_HINT) from None
         except OSError as err:
@@ -97,7 +98,8 @@ def guarded(op: str, handler: Handler) -> Handler:
         except (SibylMemoryError, sqlite3.Error) as err:
             lock = store_lock(err)
             if lock is not None:  # met by any op: a pull's, a restore's, a history's read
-                raise _locked(ctx.config.db, op, lock) from None
+                raise _locked(f"the store {ctx.config.db} is locked by another process "
+                              f"({lock})", op) from None
             if not store_full(err):
                 raise
             raise _disk_full(f"Sibyl's store {ctx.config.db}", "database or disk is full",
