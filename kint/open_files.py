@@ -183,7 +183,7 @@ def out_of_files(err: BaseException) -> bool:
     return getattr(err, "errno", None) in OUT_OF_FILES
 
 
-def _causes(err: BaseException) -> list[BaseException]:
+def causes(err: BaseException) -> list[BaseException]:
     """`err`, and the errors it was raised from or while handling, each once."""
     seen: list[BaseException] = []
     cause: BaseException | None = err
@@ -197,7 +197,7 @@ def ran_out_of_files(err: BaseException) -> bool:
     """Whether `err`, or an error it was raised from or while handling, is out of
     descriptors; or, for an error that carries no errno (SQLite's "unable to open database
     file"), whether this process is at its limit as it handles it."""
-    if any(out_of_files(cause) for cause in _causes(err)):
+    if any(out_of_files(cause) for cause in causes(err)):
         return True
     files = open_files()
     return files is not None and files.open >= files.limit - 1
@@ -206,7 +206,7 @@ def ran_out_of_files(err: BaseException) -> bool:
 def system_out_of_files(err: BaseException) -> bool:
     """Whether `err`, or an error in its chain, is the system's table of open files full
     (ENFILE): no process limit (`ulimit -n`) mends that one."""
-    return any(getattr(cause, "errno", None) == errno.ENFILE for cause in _causes(err))
+    return any(getattr(cause, "errno", None) == errno.ENFILE for cause in causes(err))
 
 
 def out_of_files_message(what: str, err: BaseException | str,

@@ -553,3 +553,70 @@ def test_a_store_another_process_holds_locked_is_busy_not_held(box, tmp_path):
     pushed = box.kint(*scope, "push")
     ok(pushed)
     assert "anchored 1 epoch" in pushed.stdout, pushed.stdout
+
+
+def _files_of(home: Path, db: Path) -> dict[str, bytes]:
+    """The store's files and kint's state under KINT_HOME (the mirrors, watermarks, wraps,
+    journals, the epoch cache), by path: what a refused pull must leave as it was. The logs,
+    the locks (a worker's holds its pid), the supervisor's run/ and the devchain's files
+    are no state of a space's."""
+    files = {str(p): p.read_bytes() for p in db.parent.glob(db.name + "*") if p.is_file()}
+    for path in home.rglob("*"):
+        ours = path.relative_to(home).parts[0] not in ("run", "devchain")
+        if ours and path.is_file() and not path.name.endswith((".lock", ".log")):
+            files[str(path)] = path.read_bytes()
+    assert [p for p in files if "mirror-" in p], sorted(files)
+    return files
+
+
+def test_a_pull_over_a_store_another_process_holds_locked_is_busy_and_changes_nothing(
+        box, tmp_path):
+    """A pull (`kint pull`, `--json`, and kint-server's start-up pull) over a store
+    another process keeps locked is refused BUSY in a push's words, naming the store and
+    the lock, never INTERNAL ("pull failed inside the worker", a bug in kint); nothing of
+    the store or of the space's state under KINT_HOME is changed by it."""
+    from support.locked_store import locked
+
+    tenant, db = "kint-locked-pull", tmp_path / "locked.db"
+    scope = _one_row_anchored(box, tenant, db)
+    box.shutdown()  # the lock is taken with no worker up (the test above says why)
+    with locked(db):
+        before = _files_of(box.kint_home, db)
+        box.env["KINT_TEST_STORE_BUSY_WAIT_S"] = "0.5"
+        box.start_entitled()
+        pulled = box.kint(*scope, "pull")
+        assert pulled.returncode == PUSH_PULL_REFUSED and "[BUSY]" in pulled.stderr, \
+            (pulled.returncode, pulled.stderr)
+        assert f"the store {db} is locked by another process" in pulled.stderr, pulled.stderr
+        assert "INTERNAL" not in pulled.stderr and "--discard-local" not in pulled.stderr
+        said = box.kint(*scope, "pull", "--json")
+        assert said.returncode == PUSH_PULL_REFUSED, (said.returncode, said.stdout)
+        refused = json.loads(said.stdout)
+        assert refused["error"] == "BUSY", refused
+        assert f"the store {db} is locked by another process" in refused["message"], refused
+        assert refused["hint"] == "run the pull again once the other writer lets go of the " \
+                                  "store", refused
+        log = box.kint_home / "kint.log"
+        start = log.stat().st_size if log.exists() else 0
+        agent = AgentProcess({**box.env, "KINT_TENANT": tenant, "SIBYL_MEMORY_DB": str(db),
+                              "KINT_QUIET_SECONDS": "3600"}).start()
+        try:
+            def bootstrap() -> list[str]:
+                with log.open("rb") as f:
+                    f.seek(start)
+                    text = f.read().decode("utf-8", "replace")
+                return [line for line in text.splitlines() if " bootstrap: " in line]
+
+            [line] = box.wait_for(bootstrap, timeout=60, interval=0.2,
+                                  what="kint-server's bootstrap line")
+            pull = agent.failed("memory_pull")
+        finally:
+            agent.close()
+        assert f"bootstrap: no pull (BUSY): the store {db} is locked by another process" \
+            in line, line
+        assert pull["error"] == "BUSY", pull
+        assert pull["hint"].startswith("call memory_pull again in a minute: another process "
+                                       "holds the store's lock"), pull
+        assert ("; if it is still locked then, stop and tell the human: a process holds the "
+                "store open in a write") in pull["hint"], pull
+        assert _files_of(box.kint_home, db) == before

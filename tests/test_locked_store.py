@@ -233,3 +233,98 @@ def test_a_store_read_over_a_full_disk_is_disk_full_for_the_watcher_and_the_exit
             sessions.exit_push(ctx, {})
         assert exit_refused.value.code == "DISK_FULL"
         assert "exit push not made (DISK_FULL)" in caplog.text, caplog.text
+
+
+def test_any_op_that_meets_the_lock_is_busy_naming_the_store_never_internal(
+        tmp_path, short_busy_waits):
+    """Only the push and the status caught the lock themselves: a pull's read of the store
+    (its fork check), a rekey's or a discard's restore writing through Sibyl, any other op's
+    read came out of the worker as INTERNAL, "a bug in kint". The worker's wrapper round
+    every op (state_health.guarded) says BUSY, naming the store and the lock, with the op's
+    own words to run it again, whether SQLite's error comes bare, inside Sibyl's
+    StorageError (its writes) or as a count's StoreLocked. Real lock, real read; the ops are stood in for by handlers
+    that read the store as the real ones do (tests/test_agent_server.py runs a real pull)."""
+    from sibyl_memory_client.exceptions import StorageError
+
+    from kint.protocol.errors import (STORE_LOCKED_HINT, STORE_LOCKED_PULL_HINT,
+                                      STORE_LOCKED_PUSH_HINT)
+    from kint.tenant_worker.state_health import guarded
+
+    def read(ctx, args):
+        return {"rows": len(ctx.store_rows() or [])}
+
+    def count(ctx, args):  # store.unreadable's StoreLocked, as a count raises it
+        return {"rows": ctx.store.facts().rows}
+
+    def sibyl_write(ctx, args):
+        try:
+            ctx.store_rows()
+        except Exception as err:
+            raise StorageError("write failed") from err
+        return {}
+
+    hints = {"pull": STORE_LOCKED_PULL_HINT, "push": STORE_LOCKED_PUSH_HINT,
+             "rekey": STORE_LOCKED_HINT, "history": STORE_LOCKED_HINT}
+    with worker_over(tmp_path) as (worker, db):
+        with locked(db):
+            for op, hint in hints.items():
+                for handler in (read, count, sibyl_write):
+                    with pytest.raises(ProtocolError) as busy:
+                        guarded(op, handler)(worker.ctx, {})
+                    said = busy.value
+                    assert (said.code, said.hint) == ("BUSY", hint), (op, said.code, said.hint)
+                    assert said.message.startswith(f"the store {db} is locked by another "
+                                                   f"process (database is locked"), said.message
+        assert guarded("pull", read)(worker.ctx, {})["rows"] >= 0  # let go: it reads
+
+
+def test_a_discard_over_a_locked_store_is_refused_whether_its_holder_is_seen_or_not(
+        tmp_path, short_busy_waits, monkeypatch):
+    """A discard counts the store's tenants before it moves the file; a count the lock
+    refused was taken for a store nobody can read, and let through: only the look for
+    other processes holding the store stopped the move, and where that look sees nothing
+    (another user's process, a Mac without lsof: store_holders.py) the store was moved
+    aside under its writer. Refused BUSY: naming the holder's pid where it is seen, the
+    lock where it is not. The look that sees nothing is stood in for (here /proc sees it)."""
+    from kint.protocol.errors import STORE_LOCKED_PULL_HINT
+    from kint.tenant_worker import store_holders
+    from kint.tenant_worker.discard import refuse_to_move
+
+    with worker_over(tmp_path) as (worker, db):
+        with locked(db):
+            with pytest.raises(ProtocolError) as seen:
+                refuse_to_move(worker.ctx)
+            assert seen.value.code == "BUSY" and "open in 1 other process" in \
+                seen.value.message, seen.value.message
+            monkeypatch.setattr(store_holders, "other_holders", lambda db, named=None: [])
+            with pytest.raises(ProtocolError) as unseen:
+                refuse_to_move(worker.ctx)
+        said = unseen.value
+        assert (said.code, said.hint) == ("BUSY", STORE_LOCKED_PULL_HINT), said.message
+        assert said.message.startswith(f"the store {db} is locked by another process")
+        assert said.message.endswith("; nothing was moved"), said.message
+        assert db.exists()
+        refuse_to_move(worker.ctx)  # let go, and nobody holds it: the move may go ahead
+
+
+def test_export_of_a_locked_store_is_busy_not_a_store_to_check(tmp_path, short_busy_waits,
+                                                              monkeypatch):
+    """`kint export` read a locked store's refusal as "cannot be read" (SIBYL_ERROR), its
+    hint to check the user's permission and that it is Sibyl's store: it is BUSY, to run
+    again once the writer lets go. Real lock, the command run in this process."""
+    from click.testing import CliRunner
+
+    from conftest import write_store
+    from kint.commands.common import Ctx
+    from kint.commands.export import export_cmd
+
+    db = write_store(tmp_path / "memory.db", tenant="t")
+    monkeypatch.setenv("KINT_TENANT", "t")
+    with locked(db):
+        out = CliRunner().invoke(export_cmd, [], obj=Ctx(None, str(db), False))
+    said = out.stderr if hasattr(out, "stderr") else out.output
+    assert out.exit_code == 2, said
+    assert f"the store {db} is locked by another process" in said and "[BUSY]" in said, said
+    assert "hint: run kint export again once the other writer lets go of the store" in said
+    out = CliRunner().invoke(export_cmd, [], obj=Ctx(None, str(db), False))
+    assert out.exit_code == 0, out.output

@@ -38,7 +38,8 @@ from kint.protocol.errors import (ARCHIVE_HINT, ASIDE_FIRST, ASIDE_THEN, CHECKSU
                                   ROTATED_GAP_HINT, ROTATED_KEY_PUSH_HINT, SEND_REFUSED_HINT,
                                   SESSION_KEY_CORRUPT_HINT, SESSION_KEY_LOCKED_HINT,
                                   SESSION_KEY_MISSING_HINT, SNAPSHOT_TOO_LARGE_HINT,
-                                  STALE_JOURNAL_HINT, STORE_LOCKED_PUSH_HINT,
+                                  STALE_JOURNAL_HINT, STORE_LOCKED_HINT,
+                                  STORE_LOCKED_PULL_HINT, STORE_LOCKED_PUSH_HINT,
                                   STORE_READ_FAILED_HINT, UNAUTHORIZED_HINT, UNAUTHORIZED_KEPT_HINT,
                                   UNAUTHORIZED_PUSH_HINT, UNREAD_GAP_HINT, UNSETTLED_THEN,
                                   WRAPS_ROTATED_HINT, ErrorCode, hint_with_notices, split_notices)
@@ -219,6 +220,11 @@ _AGENT_HINTS = {
     # memory_push again; only what stays so is the human's.
     STORE_LOCKED_PUSH_HINT: "call {tool} again in a minute: another process holds the "
                             "store's lock, and the push runs once it lets go" + _STILL_LOCKED,
+    # The same lock met by a pull, or by any other tool's op (state_health.guarded).
+    STORE_LOCKED_PULL_HINT: "call {tool} again in a minute: another process holds the "
+                            "store's lock, and the pull runs once it lets go" + _STILL_LOCKED,
+    STORE_LOCKED_HINT: "call {tool} again in a minute: another process holds the store's "
+                       "lock" + _STILL_LOCKED,
     STORE_READ_FAILED_HINT: "call {tool} again: that is not a damaged store, so nothing is "
                             "held; if it fails the same way, stop and tell the human: the "
                             "supervisor log has the details",

@@ -20,6 +20,7 @@ from kint.commands.common import Ctx, refuse, resolve_space
 from kint.protocol import ErrorCode
 from kint.rows.export import connect_ro, export_rows
 from kint.store_denied import DENIED_HINT, denied_message, denied_reason
+from kint.tenant_worker.store import is_locked
 
 
 @click.command("export", short_help="The tenant's rows as JSON lines (read-only, plaintext).")
@@ -42,8 +43,11 @@ def export_cmd(obj: Ctx) -> None:
         finally:
             conn.close()
     except sqlite3.Error as err:
-        # Sibyl's store, unreadable as it stands (locked, unreadable by this user, not
-        # Sibyl's schema): nothing was changed, Sibyl's own tool says what it holds.
+        if is_locked(err):  # a store that is fine, only taken: not one to check
+            refuse(ErrorCode.BUSY, f"the store {ref.db} is locked by another process ({err})",
+                   "run kint export again once the other writer lets go of the store")
+        # Sibyl's store, unreadable as it stands (unreadable by this user, not Sibyl's
+        # schema): nothing was changed, Sibyl's own tool says what it holds.
         refuse(ErrorCode.SIBYL_ERROR, f"store {ref.db} cannot be read: {err}",
                "check that this user can read it and that it is Sibyl's store (`sibyl "
                "status`), then run kint export again")

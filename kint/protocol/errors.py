@@ -296,6 +296,11 @@ CONNECT_OFFLINE_DAEMON = ("the supervisor was started with KINT_OFFLINE=1: unset
 SEND_REFUSED_HINT = ("check what the endpoint said (KINT_RPC_URL, or the endpoints given to "
                      "`kint connect --rpc-urls`), then push again")
 STORE_LOCKED_PUSH_HINT = "run the push again once the other writer lets go of the store"
+# The same lock met by a pull, and by any other op of the worker's that reads or writes the
+# store (state_health.guarded): the store is fine, only taken, and the op is the one to run
+# again, never INTERNAL's "a bug in kint".
+STORE_LOCKED_PULL_HINT = "run the pull again once the other writer lets go of the store"
+STORE_LOCKED_HINT = "run it again once the other writer lets go of the store"
 STORE_READ_FAILED_HINT = ("that is not a damaged store, so nothing is held: run the push "
                           "again; if it fails the same way, the supervisor log has the details")
 

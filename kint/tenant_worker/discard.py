@@ -24,10 +24,11 @@ from typing import Callable
 from urllib.parse import quote
 
 from kint.protocol import ErrorCode, ProtocolError
-from kint.protocol.errors import DISCARD_FROM_AGENT
+from kint.protocol.errors import DISCARD_FROM_AGENT, STORE_LOCKED_PULL_HINT
 from kint.sibyl_client import account_gate
 from kint.tenant_worker.space import SpaceContext
-from kint.tenant_worker.store import StoreDenied, StoreUnreadable, rows_by_tenant
+from kint.tenant_worker.store import (StoreDenied, StoreLocked, StoreUnreadable,
+                                      rows_by_tenant)
 
 log = logging.getLogger("kint.worker")
 
@@ -43,12 +44,20 @@ def refuse_if_shared(ctx: SpaceContext) -> None:
     with `refuse_if_held`, before the walk and again at the move. A store that cannot be
     read at all is let through: nobody's rows can be read from it, and discarding it (kept
     as the backup) is the way out; one this user may not open is refused (StoreDenied):
-    nothing says it is damaged, and moving it would put a restore over a good store."""
+    nothing says it is damaged, and moving it would put a restore over a good store; nor is
+    one another process holds locked (StoreLocked): it is being written."""
     try:
         counts = rows_by_tenant(ctx.config.db)
     except StoreDenied as err:
         raise ProtocolError(ErrorCode.SIBYL_ERROR, f"{err}; nothing was moved",
                             err.hint) from None
+    except StoreLocked as err:
+        # Not a store nobody can read: a process holds it in a write. Named by pid where
+        # it can be seen (refuse_if_held); where it cannot (another user's, no /proc nor
+        # lsof), it was moved aside under that writer, its tenants uncounted.
+        refuse_if_held(ctx)
+        raise ProtocolError(ErrorCode.BUSY, f"{err}; nothing was moved",
+                            STORE_LOCKED_PULL_HINT) from None
     except StoreUnreadable as err:
         log.warning("pull: %s; moving it aside without counting its tenants", err)
         return

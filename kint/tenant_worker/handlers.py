@@ -16,7 +16,7 @@ from sibyl_memory_client.exceptions import SibylMemoryError
 
 from kint import settings
 from kint.protocol import ErrorCode, ProtocolError
-from kint.protocol.errors import hint_with_notices
+from kint.protocol.errors import STORE_LOCKED_HINT, hint_with_notices
 from kint.rows.canon import VERSIONED_TIERS
 from kint.settings.wire import apply as apply_settings, refusal_notices
 from kint.sibyl_client import store_file_id
@@ -49,8 +49,7 @@ def status(ctx: SpaceContext, args: dict[str, Any], read: bool = True) -> dict[s
     try:
         facts = ctx.store.facts(read)
     except StoreLocked as err:  # the store is fine, only taken: not a file to check
-        raise ProtocolError(ErrorCode.BUSY, str(err), "run it again once the other writer "
-                            "lets go of the store") from None
+        raise ProtocolError(ErrorCode.BUSY, str(err), STORE_LOCKED_HINT) from None
     except StoreDenied as err:  # fine as far as anyone knows, only closed to this user
         raise ProtocolError(ErrorCode.SIBYL_ERROR, str(err), err.hint) from None
     except StoreUnreadable as err:

@@ -1,6 +1,7 @@
 """What is wrong with a space's files under KINT_HOME, said the same way by every op
 (docs/faults.md, the corrupt-state rows): a corrupt file is refused by name with its own
-code, never called a bug in kint, never overwritten; a full disk says so; `status` and
+code, never called a bug in kint, never overwritten; a full disk says so, and so does a
+store another process holds locked (BUSY, whichever op met it); `status` and
 `doctor` report the problems verify would refuse on instead of "in step" / "ok".
 """
 
@@ -12,10 +13,14 @@ from typing import Any, Callable
 
 from sibyl_memory_client.exceptions import SibylMemoryError
 
+from kint.open_files import causes
 from kint.pid_file_lock import FOREIGN_FILE_HINT, NotOwnFile
 from kint.protocol import ErrorCode, ProtocolError
-from kint.protocol.errors import CORRUPT_FILE_HINT, DEFAULT_HINTS, DISK_FULL_PULL_TAIL
+from kint.protocol.errors import (CORRUPT_FILE_HINT, DEFAULT_HINTS, DISK_FULL_PULL_TAIL,
+                                  STORE_LOCKED_HINT, STORE_LOCKED_PULL_HINT,
+                                  STORE_LOCKED_PUSH_HINT)
 from kint.tenant_worker.statefiles import CorruptStateFile
+from kint.tenant_worker.store import StoreLocked, is_locked
 
 _DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 SQLITE_FULL = 13  # sqlite3.h: "Insertion failed because database is full"
@@ -31,18 +36,31 @@ def corrupt_error(err: CorruptStateFile) -> ProtocolError:
 
 def store_full(err: BaseException) -> bool:
     """Whether a write to Sibyl's store failed because its disk is full: SQLite says
-    SQLITE_FULL (Sibyl wraps it in its own StorageError, the sqlite3 error as the cause)."""
-    seen: set[int] = set()
-    cur: BaseException | None = err
-    while cur is not None and id(cur) not in seen:
-        seen.add(id(cur))
+    SQLITE_FULL, or the write's OSError ENOSPC or EDQUOT (Sibyl wraps SQLite's error in its
+    own StorageError, the sqlite3 error as the cause)."""
+    for cur in causes(err):
         if isinstance(cur, sqlite3.Error) and getattr(cur, "sqlite_errorcode", 0) & 0xFF \
                 == SQLITE_FULL:
             return True
         if isinstance(cur, OSError) and cur.errno in _DISK_FULL:
             return True
-        cur = cur.__cause__ or cur.__context__
     return False
+
+
+def store_lock(err: BaseException) -> sqlite3.Error | None:
+    """SQLite's error in `err`'s chain that says another process holds the store's lock past
+    the busy wait (store.is_locked), or None."""
+    return next((cur for cur in causes(err)
+                 if isinstance(cur, sqlite3.Error) and is_locked(cur)), None)
+
+
+def _locked(message: str, op: str) -> ProtocolError:
+    """BUSY naming the store and the lock (`message`), in a push's words (push_refusals):
+    the store is fine, only taken, and `op` runs once the other writer lets go; never
+    INTERNAL, which tells the user it is a bug in kint."""
+    hint = {"push": STORE_LOCKED_PUSH_HINT, "pull": STORE_LOCKED_PULL_HINT}.get(
+        op, STORE_LOCKED_HINT)
+    return ProtocolError(ErrorCode.BUSY, message, hint)
 
 
 def disk_full(err: OSError) -> bool:
@@ -69,6 +87,8 @@ def guarded(op: str, handler: Handler) -> Handler:
             return handler(ctx, args)
         except CorruptStateFile as err:
             raise corrupt_error(err) from None
+        except StoreLocked as err:  # a count of the store's rows the lock refused, named
+            raise _locked(str(err), op) from None
         except NotOwnFile as err:  # a link where a lock of the space's goes, named
             raise ProtocolError(ErrorCode.CORRUPT_STATE, str(err), FOREIGN_FILE_HINT) from None
         except OSError as err:
@@ -76,6 +96,10 @@ def guarded(op: str, handler: Handler) -> Handler:
                 raise
             raise _disk_full(err.filename or "a file", err.strerror, op) from None
         except (SibylMemoryError, sqlite3.Error) as err:
+            lock = store_lock(err)
+            if lock is not None:  # met by any op: a pull's, a restore's, a history's read
+                raise _locked(f"the store {ctx.config.db} is locked by another process "
+                              f"({lock})", op) from None
             if not store_full(err):
                 raise
             raise _disk_full(f"Sibyl's store {ctx.config.db}", "database or disk is full",
