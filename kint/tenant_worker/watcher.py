@@ -34,11 +34,13 @@ the signature tells (`_run`), not at the next poll: meanwhile the store shows di
 most two seconds and a beat after a worker's start or a push.
 
 A count that fails (the store locked past the read's busy wait, unreadable, corrupt; the
-mirror unreadable: unanchored.CountFailed) is neither a clean store nor work this worker can
-finish. The start's is owed and made again at every tick, where a store locked for a
-moment was read as clean and the rows an earlier session left waited for the next write;
-a dirty store that cannot be counted is named in the log and the beat (watcher_count.py),
-and keeps no idle exit or recycle waiting (`work_left`), where it held the worker for good.
+mirror unreadable: unanchored.CountFailed) is not a clean store. The start's is owed and
+made again at every tick, where a store locked for a moment was read as clean and the
+rows an earlier session left waited for the next write; a dirty store that cannot be
+counted is named in the log and the beat (watcher_count.py). One that cannot be counted
+for good (no database, damaged, denied) keeps no idle exit waiting, nor a recycle while no
+session is attached (`work_left`), where it held the worker for good; one that may be
+counted later (a lock) is work the worker keeps.
 """
 
 from __future__ import annotations
@@ -178,16 +180,19 @@ class Watcher:
             log.info("watcher: quiet %gs (%s), poll %gs (%s), size trigger %g bytes (%s), "
                      "push retry %gs (%s)", *(x for v in values for x in (v.value, v.described)))
 
-    @property
-    def work_left(self) -> bool:
-        """Whether the store holds work this worker can finish (the beat's `has_work`,
-        which keeps it from an idle stop and a recycle): dirty, and countable. A store
-        whose count fails (unreadable, corrupt, locked) may never be counted by this
-        worker; kept as work, it held the worker past every idle period and recycle for
-        good. It stays dirty and is counted again by the usual rules, and the next
-        watcher's start (the next session's, or a recycled worker's successor's) counts
-        it again too, so a stop loses nothing."""
-        return self.dirty and self.counting.uncounted is None
+    def work_left(self, sessions: int) -> bool:
+        """Whether the store holds work this worker must finish before a stop (the beat's
+        `has_work`, which keeps it from an idle stop and a recycle): dirty, unless its
+        count fails for good (no database, damaged, denied: WatcherCount.lasting) and no
+        session (of `sessions` attached) is left. Such a store may never be counted by
+        this worker: kept as work, it held the worker past every idle period and recycle.
+        Stopped idle it loses nothing: the next session's watcher counts it again. With a
+        session attached the stop could only be a recycle, whose successor's start refuses
+        a store that is no database (a crash after crash, then quarantine): the worker goes
+        on serving the session. A count that fails for a moment (a lock held past the
+        busy wait) leaves the store this worker's work until it is counted and pushed:
+        taken as none, the idle stop took it, and its rows waited for the next session."""
+        return self.dirty and (not self.counting.lasting or sessions > 0)
 
     def start(self) -> None:
         """Count what an earlier session left unanchored (`_start_count`)."""
