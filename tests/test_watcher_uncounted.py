@@ -27,13 +27,14 @@ from __future__ import annotations
 import json
 import sqlite3
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 
 import pytest
 
 from chain_machines import anchored, new_machine, ok
-from conftest import dated_back, write_rules
+from conftest import dated_back, write_rules, write_store
 from support.locked_store import locked
 
 WAIT = {"timeout": 60, "interval": 0.2}
@@ -131,6 +132,40 @@ def test_a_count_that_meets_a_lock_keeps_the_dirty_store_the_workers(tmp_path, c
         assert any(f"{pid} kint.worker" in line and "watcher: anchored 1 row change(s)" in line
                    for line in _log_lines(sb)), _log_lines(sb)[-20:]
         sb.wait_for(lambda: sb.row(db)["pid"] is None, what="the idle stop", **WAIT)
+
+
+def test_an_owed_count_that_succeeds_is_the_one_its_push_goes_on(tmp_path, monkeypatch):
+    """The start's count failed and is owed; the tick that makes it finds rows past the
+    quiet period and pushes on that count, where the push diffed the whole store again in
+    the same tick. A real Watcher over a real store; stand-ins: the count (it fails once
+    as a lock would: the lock itself is the tests' above) and the push (it records)."""
+    from kint.tenant_worker.unanchored import CountFailed
+    from kint.tenant_worker.watcher import Watcher
+
+    db = str(write_store(tmp_path / "memory.db"))
+    dated_back(db)  # a signature that tells: no look owed for its age
+    monkeypatch.setenv("KINT_QUIET_SECONDS", "0")
+    monkeypatch.setenv("KINT_POLL_SECONDS", "3600")  # the watcher's own ticks: none here
+    answers: list = [CountFailed("the store is locked by another process", False)]
+    counts: list[int] = []
+
+    def count() -> tuple[int, int]:
+        counts.append(1)
+        if answers:
+            raise answers.pop()
+        return (1, 0)
+
+    pushed: list[str] = []
+    watcher = Watcher(db, count, lambda reason: pushed.append(reason) or {},
+                      generation=lambda: 0)
+    watcher.start()
+    try:
+        assert len(counts) == 1 and watcher.work_left(0), "the failed count's store no work"
+        watcher.tick(time.monotonic())
+        assert pushed == ["watcher"] and not watcher.dirty
+        assert len(counts) == 2, f"{len(counts) - 1} counts in the tick that pushed"
+    finally:
+        watcher.stop()
 
 
 def _recycle_limit(sb, mib: int) -> None:

@@ -202,7 +202,8 @@ class Watcher:
         self._start_count(sig, self._rule.tells(sig, settled(sig), seen))
         self._thread.start()
 
-    def _start_count(self, sig: tuple[int, ...] | None, told: bool) -> None:
+    def _start_count(self, sig: tuple[int, ...] | None,
+                     told: bool) -> tuple[int, int] | None:
         """The start's count, or a tick's when the start's failed. Rows left: dirty, pushed
         at the next quiet period (from the start). A count that failed (a store locked for
         a moment, a mirror that did not read) leaves the store dirty and the count owed,
@@ -212,14 +213,15 @@ class Watcher:
         store's last write may not change with a commit right after the count), else dirty
         and looked at once more when it tells (`_run` wakes for that). None (the space
         cannot push: not connected, no data key): no mark, as a dirty mark nothing can
-        clear would keep the worker from its idle exit and recycle for good."""
+        clear would keep the worker from its idle exit and recycle for good. Returns the
+        count (a tick's push uses it, not a second diff of the whole store)."""
         counts = self.counting()
         if self.counting.uncounted is not None:
             if not self._start_owed:
                 log.info("watcher: what an earlier session left unanchored could not be "
                          "counted; it is counted again at every tick until it can be")
             self.dirty = self._start_owed = True
-            return
+            return None
         owed, self._start_owed = self._start_owed, False
         if counts and (counts[0] or counts[1]):
             self.dirty = True
@@ -233,6 +235,7 @@ class Watcher:
             self.dirty, self._untold = True, sig
         elif owed:
             self._nothing_left(sig, told)
+        return counts
 
     def stop(self) -> None:
         self._stop.set()
@@ -299,8 +302,9 @@ class Watcher:
             self._doubted(sig, now)
         if told:
             self._told_at = sig
+        counted = None  # the owed start's count, made in this tick: not made again
         if self._start_owed:
-            self._start_count(sig, told)
+            counted = self._start_count(sig, told)
             if self._start_owed:
                 return
         looked = self.dirty and sig == self._untold  # a store found clean or held: one look
@@ -309,11 +313,11 @@ class Watcher:
         if not self.dirty or sig == self._held_at_signature:
             return
         if now - self._last_change >= self.quiet_s:
-            self._fire("quiet trigger", sig, told, now)
+            self._fire("quiet trigger", sig, told, now, counted)
             return
-        if looked or now - self._last_size_check >= SIZE_CHECK_INTERVAL_S:
+        if looked or counted or now - self._last_size_check >= SIZE_CHECK_INTERVAL_S:
             self._last_size_check = now
-            counts = self.counting()
+            counts = counted or self.counting()
             if counts is None:
                 return
             if counts == (0, 0):
@@ -377,14 +381,15 @@ class Watcher:
         self._settle(sig, told)
 
     def _fire(self, trigger: str, sig: tuple[int, ...] | None, told: bool,
-              now: float) -> None:
+              now: float, counted: tuple[int, int] | None = None) -> None:
         """Push (as the `watcher`) for `trigger`, `quiet trigger` or `size trigger`, with
         kint v0.3.0's log lines around it (10-configuration.md, "Logs"): what triggered
         the push, then its result. A held push logs its own line (drift.py), a failed one
-        the backoff's (push_backoff.py)."""
+        the backoff's (push_backoff.py). `counted`: the count this tick made already (the
+        owed start's), not made again: each is a diff of the whole store."""
         if self.backoff.waiting(now):
             return  # a failed push's wait is not over (checked before the diff it costs)
-        counts = self.counting()
+        counts = counted or self.counting()
         if counts is None:
             return  # not connected, or no data key: nothing to push with
         if counts == (0, 0):
