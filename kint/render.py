@@ -316,11 +316,16 @@ def value_text(value: Any) -> str:
 
 def watcher_uncounted_text(uncounted: dict[str, Any], who: str = "watcher") -> str:
     """Why the store watcher cannot count the store's unanchored rows (`kint status`'s
-    line, and `kint supervisor status`'s under its table): its dirty store then holds off
-    neither the worker's idle exit nor a recycle."""
+    line, and `kint supervisor status`'s under its table), and what that does to the
+    worker's stops: a failure for good (`lasting`; a worker before it said none, and
+    meant that) holds off no idle exit, nor a recycle while no session is attached; one
+    that may pass (a lock) keeps the store the worker's until it is pushed."""
+    then = ("it holds off no idle stop of the worker, nor a recycle while no session is "
+            "attached" if uncounted.get("lasting", True) else
+            "the worker keeps the store (no idle stop, no recycle) until it is pushed")
     return (f"{who}: cannot count the store's unanchored rows for "
             f"{age_text(uncounted['age_s'])}: {printable(uncounted['message'])}; counted "
-            f"again later, and it keeps no stop of the worker waiting")
+            f"again later, and {then}")
 
 
 def watcher_failure_text(failure: dict[str, Any], who: str = "watcher") -> str:

@@ -269,7 +269,8 @@ kint-server's pushes are held, or null), `watcher_failure` (the watcher's last f
 and when it tries again, or null), `watcher_settings` (the KINT_RPC_TIMEOUT, KINT_KEY_TTL \
 or KINT_NONCE_RETRY_SECONDS the watcher's pushes take from a kint-server session where \
 they are not the supervisor's own: `name`, `value`, `source`, `own`, `own_source`; or \
-null), \
+null), `watcher_uncounted` (why the watcher cannot count the unanchored rows: `message`, \
+`age_s`, `lasting`, true when it cannot until someone mends the file; or null), \
 `attached` (whether the space's worker counts this server's session: false while it \
 retries an attach that failed, and until then its watcher does not push), \
 `interrupted_pull` (a pull stopped half-way through an epoch, which memory_pull finishes, or \

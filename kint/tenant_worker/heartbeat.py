@@ -108,6 +108,7 @@ class Heartbeat:
         quiet = not count and self.ctx.progress is None and not self.stopping
         unanchored, recount = self.ctx.unanchored.at_beat(now, self.config.db, mirror, quiet)
         watcher = self.ctx.watcher
+        sessions = self.ctx.live_sessions()
         return {"kind": "beat", "state": {
             "op": op, "op_age_s": round(age, 3) if age is not None else None,
             "inflight": count, "ops": self.inflight.named(worker_wire.MAX_OPS_NAMED),
@@ -122,10 +123,10 @@ class Heartbeat:
                                   if watcher is not None else None),
             # What the watcher's pushes take from a session, where not the worker's own.
             "watcher_settings": differing(self.ctx) or None,
-            "has_work": self._has_work(count),
+            "has_work": self._has_work(count, sessions),
             # Agent sessions attached: they keep the worker from an idle stop, not from a
             # recycle, which hands them to its successor (session_handoff.py).
-            "sessions": self.ctx.live_sessions(),
+            "sessions": sessions,
             # Another home's workers on the store, as the last look found them: `kint
             # supervisor status` shows it as `kint status` does (nothing read on a box
             # with no sharing found).
@@ -161,14 +162,15 @@ class Heartbeat:
         finally:
             self.memory.worked()
 
-    def _has_work(self, inflight: int) -> bool:
+    def _has_work(self, inflight: int, sessions: int) -> bool:
         """Work this worker must finish before any stop: ops in flight, a push to finish,
         or a dirty store the watcher has yet to push (or whose push is held or waits to
-        be tried again), unless its count fails (watcher.work_left: no work this worker
-        can finish). Attached sessions are not work: the beat counts them apart."""
+        be tried again), unless its count fails for good and no session is attached
+        (watcher.work_left: no work this worker can finish). Attached sessions are not
+        work otherwise: the beat counts them apart."""
         watcher = self.ctx.watcher
         return bool(inflight or self.ctx.state.files["pending"].exists()
-                    or (watcher is not None and watcher.work_left))
+                    or (watcher is not None and watcher.work_left(sessions)))
 
     def _mirror(self) -> Mirror | None:
         """The mirror as last saved (cached by the file's identity: a stat a beat)."""

@@ -33,7 +33,8 @@ def _changes_to_push(ctx: SpaceContext) -> tuple[int, int] | None:
     may hold rows to push, so it is not taken as clean (watcher.py). Trouble is said once
     per reason, once the space has been seen connected."""
     from kint.tenant_worker.data_key import current_data_key
-    from kint.tenant_worker.unanchored import WATCHER, CountFailed, count_unanchored, named
+    from kint.tenant_worker.unanchored import (WATCHER, CountFailed, count_unanchored,
+                                               fails_for_good, named)
 
     try:
         if ctx.enrolment() is None:
@@ -52,7 +53,7 @@ def _changes_to_push(ctx: SpaceContext) -> tuple[int, int] | None:
     except Exception as err:  # noqa: BLE001 - not counted: the watcher says so by name
         failed = named(err, ctx.config.db)
         ctx.unanchored.cannot_count(WATCHER, failed, ctx.config.space16)
-        raise CountFailed(str(failed)) from err
+        raise CountFailed(str(failed), fails_for_good(err, ctx.config.db)) from err
     ctx.unanchored.counts_again(WATCHER)
     return len(changes.rows), len(changes.deleted)
 

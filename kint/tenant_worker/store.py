@@ -278,12 +278,14 @@ class SettledRule:
         """When (the monotonic clock, from `now`) `sig`, standing unchanged, will tell
         every later commit as `tells` answers: its files' newest time two seconds in the
         past (the wall clock), or, for one ahead of the clock, two seconds after `tells`
-        first saw it. For a wait that ends as it tells, rather than at the next poll."""
-        keep = settled(sig)
-        if keep:
+        first saw it. For a wait that ends as it tells, rather than at the next poll. The
+        moment, past or to come, never `now` for one that told: a waiter that adds a margin
+        to it finds it due, where `now` plus the margin moved on at every look and the wait
+        ended only at the poll (each look a short wait of its own). No store: `now`."""
+        if sig is None:
             return now
-        if keep is False:
-            assert sig is not None  # settled(None) is True
+        keep = settled(sig)
+        if keep is not None:
             age = time.time_ns() - max(sig[0], sig[2])
             return now + (SETTLED_AFTER_NS - age) / 1e9
         first = self._ahead

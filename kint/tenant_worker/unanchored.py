@@ -90,7 +90,35 @@ class CountFailed(Exception):
     """The watcher's count could not be made: the store, the mirror or the pull journal did
     not read. Its text names the file and says why (`named`). Not "cannot push" (not
     connected, no data key), which the count answers with None: a store that may hold rows
-    to push, but cannot be counted, is neither clean nor work the worker can finish."""
+    to push, but cannot be counted, is not clean. `lasting`: it cannot be counted until
+    someone mends the file (`fails_for_good`), so it is no work the worker can finish;
+    otherwise (a lock held past the busy wait) it is, and the worker keeps it."""
+
+    def __init__(self, message: str, lasting: bool) -> None:
+        super().__init__(message)
+        self.lasting = lasting
+
+
+def fails_for_good(err: Exception, db: str) -> bool:
+    """Whether a count that failed with `err` fails until someone acts on a file: the store
+    no database or damaged, this user not allowed to read it (kint.store_denied), a state
+    file the count reads corrupt. Anything else may pass by itself: another process's lock
+    held past the busy wait, the process out of file descriptors for a moment, a reader
+    that did not open, an I/O error. Taken as lasting, such a failure let the idle stop
+    take a dirty store whose rows were never pushed; nothing pushed them until the next
+    session."""
+    import sqlite3
+
+    from kint.tenant_worker.state_format import CorruptStateFile
+
+    if isinstance(err, CorruptStateFile):
+        return True
+    # SQLite's primary codes for a store that is no database, or a damaged one.
+    no_database = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_FORMAT, sqlite3.SQLITE_NOTADB}
+    if (isinstance(err, sqlite3.DatabaseError)
+            and (getattr(err, "sqlite_errorcode", 0) or 0) & 0xFF in no_database):
+        return True
+    return denied_reason(db) is not None
 
 
 def named(err: Exception, db: str) -> Exception:

@@ -34,11 +34,13 @@ the signature tells (`_run`), not at the next poll: meanwhile the store shows di
 most two seconds and a beat after a worker's start or a push.
 
 A count that fails (the store locked past the read's busy wait, unreadable, corrupt; the
-mirror unreadable: unanchored.CountFailed) is neither a clean store nor work this worker can
-finish. The start's is owed and made again at every tick, where a store locked for a
-moment was read as clean and the rows an earlier session left waited for the next write;
-a dirty store that cannot be counted is named in the log and the beat (watcher_count.py),
-and keeps no idle exit or recycle waiting (`work_left`), where it held the worker for good.
+mirror unreadable: unanchored.CountFailed) is not a clean store. The start's is owed and
+made again at every tick, where a store locked for a moment was read as clean and the
+rows an earlier session left waited for the next write; a dirty store that cannot be
+counted is named in the log and the beat (watcher_count.py). One that cannot be counted
+for good (no database, damaged, denied) keeps no idle exit waiting, nor a recycle while no
+session is attached (`work_left`), where it held the worker for good; one that may be
+counted later (a lock) is work the worker keeps.
 """
 
 from __future__ import annotations
@@ -178,16 +180,19 @@ class Watcher:
             log.info("watcher: quiet %gs (%s), poll %gs (%s), size trigger %g bytes (%s), "
                      "push retry %gs (%s)", *(x for v in values for x in (v.value, v.described)))
 
-    @property
-    def work_left(self) -> bool:
-        """Whether the store holds work this worker can finish (the beat's `has_work`,
-        which keeps it from an idle stop and a recycle): dirty, and countable. A store
-        whose count fails (unreadable, corrupt, locked) may never be counted by this
-        worker; kept as work, it held the worker past every idle period and recycle for
-        good. It stays dirty and is counted again by the usual rules, and the next
-        watcher's start (the next session's, or a recycled worker's successor's) counts
-        it again too, so a stop loses nothing."""
-        return self.dirty and self.counting.uncounted is None
+    def work_left(self, sessions: int) -> bool:
+        """Whether the store holds work this worker must finish before a stop (the beat's
+        `has_work`, which keeps it from an idle stop and a recycle): dirty, unless its
+        count fails for good (no database, damaged, denied: WatcherCount.lasting) and no
+        session (of `sessions` attached) is left. Such a store may never be counted by
+        this worker: kept as work, it held the worker past every idle period and recycle.
+        Stopped idle it loses nothing: the next session's watcher counts it again. With a
+        session attached the stop could only be a recycle, whose successor's start refuses
+        a store that is no database (a crash after crash, then quarantine): the worker goes
+        on serving the session. A count that fails for a moment (a lock held past the
+        busy wait) leaves the store this worker's work until it is counted and pushed:
+        taken as none, the idle stop took it, and its rows waited for the next session."""
+        return self.dirty and (not self.counting.lasting or sessions > 0)
 
     def start(self) -> None:
         """Count what an earlier session left unanchored (`_start_count`)."""
@@ -197,7 +202,8 @@ class Watcher:
         self._start_count(sig, self._rule.tells(sig, settled(sig), seen))
         self._thread.start()
 
-    def _start_count(self, sig: tuple[int, ...] | None, told: bool) -> None:
+    def _start_count(self, sig: tuple[int, ...] | None,
+                     told: bool) -> tuple[int, int] | None:
         """The start's count, or a tick's when the start's failed. Rows left: dirty, pushed
         at the next quiet period (from the start). A count that failed (a store locked for
         a moment, a mirror that did not read) leaves the store dirty and the count owed,
@@ -207,14 +213,15 @@ class Watcher:
         store's last write may not change with a commit right after the count), else dirty
         and looked at once more when it tells (`_run` wakes for that). None (the space
         cannot push: not connected, no data key): no mark, as a dirty mark nothing can
-        clear would keep the worker from its idle exit and recycle for good."""
+        clear would keep the worker from its idle exit and recycle for good. Returns the
+        count (a tick's push uses it, not a second diff of the whole store)."""
         counts = self.counting()
         if self.counting.uncounted is not None:
             if not self._start_owed:
                 log.info("watcher: what an earlier session left unanchored could not be "
                          "counted; it is counted again at every tick until it can be")
             self.dirty = self._start_owed = True
-            return
+            return None
         owed, self._start_owed = self._start_owed, False
         if counts and (counts[0] or counts[1]):
             self.dirty = True
@@ -228,6 +235,7 @@ class Watcher:
             self.dirty, self._untold = True, sig
         elif owed:
             self._nothing_left(sig, told)
+        return counts
 
     def stop(self) -> None:
         self._stop.set()
@@ -294,8 +302,9 @@ class Watcher:
             self._doubted(sig, now)
         if told:
             self._told_at = sig
+        counted = None  # the owed start's count, made in this tick: not made again
         if self._start_owed:
-            self._start_count(sig, told)
+            counted = self._start_count(sig, told)
             if self._start_owed:
                 return
         looked = self.dirty and sig == self._untold  # a store found clean or held: one look
@@ -304,11 +313,11 @@ class Watcher:
         if not self.dirty or sig == self._held_at_signature:
             return
         if now - self._last_change >= self.quiet_s:
-            self._fire("quiet trigger", sig, told, now)
+            self._fire("quiet trigger", sig, told, now, counted)
             return
-        if looked or now - self._last_size_check >= SIZE_CHECK_INTERVAL_S:
+        if looked or counted or now - self._last_size_check >= SIZE_CHECK_INTERVAL_S:
             self._last_size_check = now
-            counts = self.counting()
+            counts = counted or self.counting()
             if counts is None:
                 return
             if counts == (0, 0):
@@ -372,14 +381,15 @@ class Watcher:
         self._settle(sig, told)
 
     def _fire(self, trigger: str, sig: tuple[int, ...] | None, told: bool,
-              now: float) -> None:
+              now: float, counted: tuple[int, int] | None = None) -> None:
         """Push (as the `watcher`) for `trigger`, `quiet trigger` or `size trigger`, with
         kint v0.3.0's log lines around it (10-configuration.md, "Logs"): what triggered
         the push, then its result. A held push logs its own line (drift.py), a failed one
-        the backoff's (push_backoff.py)."""
+        the backoff's (push_backoff.py). `counted`: the count this tick made already (the
+        owed start's), not made again: each is a diff of the whole store."""
         if self.backoff.waiting(now):
             return  # a failed push's wait is not over (checked before the diff it costs)
-        counts = self.counting()
+        counts = counted or self.counting()
         if counts is None:
             return  # not connected, or no data key: nothing to push with
         if counts == (0, 0):

@@ -6,17 +6,29 @@ beside "rows to push" and "cannot push" (not connected, no data key: None), and 
 watcher (watcher.py), its beat and the status each read it. Taken as "cannot push", a
 store locked for a moment at a worker's start read as clean, and a store that could never
 be counted stayed dirty, work that held the worker past every idle period and recycle.
+Which of the two a failure is (`lasting`) decides whether the worker keeps the store: one
+that may pass by itself (a lock) is still work, one that lasts until someone mends a file
+is not.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from kint.tenant_worker.unanchored import CountFailed
 
 log = logging.getLogger("kint.worker")
+
+
+class Uncounted(NamedTuple):
+    """Why the last count failed (naming the file), since when (monotonic: the spell's
+    first failure), and whether it lasts until someone mends a file (CountFailed.lasting)."""
+
+    message: str
+    since: float
+    lasting: bool
 
 
 class WatcherCount:
@@ -27,9 +39,8 @@ class WatcherCount:
 
     def __init__(self, count: Callable[[], tuple[int, int] | None]) -> None:
         self._count = count
-        # While the last count failed: what it said, naming the file, and since when
-        # (monotonic).
-        self.uncounted: tuple[str, float] | None = None
+        # While the last count failed: what it said, since when, whether for good.
+        self.uncounted: Uncounted | None = None
 
     def __call__(self) -> tuple[int, int] | None:
         """The count, None when it failed too: `uncounted` says why, and the first failure
@@ -40,19 +51,30 @@ class WatcherCount:
         except CountFailed as err:
             said = self.uncounted
             # The latest reason (a lock may give way to a damaged file), since the first.
-            self.uncounted = (str(err), said[1] if said is not None else time.monotonic())
-            if said is None:
-                log.warning("watcher: the store cannot be counted; it stays dirty, and until "
-                            "it can be counted it keeps the worker from neither its idle "
-                            "exit nor a recycle (a later watcher counts it again)")
+            self.uncounted = Uncounted(str(err), said.since if said else time.monotonic(),
+                                       err.lasting)
+            if said is None or said.lasting != err.lasting:
+                log.warning("watcher: the store cannot be counted; it stays dirty, and %s",
+                            "until it can be it keeps the worker from no idle exit, nor "
+                            "from a recycle while no session is attached (a later watcher "
+                            "counts it again)" if err.lasting else "the worker keeps it "
+                            "(no idle exit, no recycle) until it is counted and pushed")
             return None
         self.uncounted = None
         return counts
 
+    @property
+    def lasting(self) -> bool:
+        """Whether the last count failed for good (until someone mends a file)."""
+        uncounted = self.uncounted
+        return uncounted is not None and uncounted.lasting
+
     def for_beat(self, now: float) -> dict[str, Any] | None:
-        """Why the store cannot be counted, and for how long: the beat's
+        """Why the store cannot be counted, for how long, and whether for good: the beat's
         `watcher_uncounted` (`kint supervisor status`, `kint status`, memory_status)."""
         uncounted = self.uncounted
         if uncounted is None:
             return None
-        return {"message": uncounted[0], "age_s": round(max(0.0, now - uncounted[1]), 3)}
+        return {"message": uncounted.message,
+                "age_s": round(max(0.0, now - uncounted.since), 3),
+                "lasting": uncounted.lasting}
