@@ -40,7 +40,7 @@ from kint.rows.merkle import merkle_root
 from kint.spaces import space_id as space_id_of
 
 RPC_TIMEOUT_S = 1.0  # KINT_RPC_TIMEOUT of the hung-RPC machine (each hung try: 1 s)
-VERIFY_HEAD_S = 2.0  # KINT_VERIFY_HEAD_SECONDS, its default
+VERIFY_HEAD_S = 2.0  # KINT_VERIFY_HEAD_SECONDS of the hung-RPC machine: v0.3.0's default
 # How long a proxy in "hang" mode holds a call before it closes the connection: the end of
 # a hung call when nothing in kint ends it first.
 PROXY_HANG_S = 30.0
@@ -747,7 +747,8 @@ def hung(tmp_path_factory, chain, proxies):
     """One machine, two spaces: X (a Hermes profile's store) and Y (Sibyl's own store),
     each connected with its own endpoint, each a proxy that forwards for now."""
     m = new_machine(tmp_path_factory.mktemp("hung"), chain["home"],
-                    KINT_RPC_TIMEOUT=str(int(RPC_TIMEOUT_S)))
+                    KINT_RPC_TIMEOUT=str(int(RPC_TIMEOUT_S)),
+                    KINT_VERIFY_HEAD_SECONDS=str(VERIFY_HEAD_S))
     px, py = proxies(), proxies()
     x, y = m.profile_db("x"), m.sibyl_db
     try:

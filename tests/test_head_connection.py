@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import urlsplit
 
-from chain_machines import LOADED_BOX_HEAD_S, new_machine, ok
+from chain_machines import new_machine, ok
 from rpc_proxy import LoopbackServer, answer_json, post_json
 from conftest import write_store
 from kint.tenant_worker.config import WorkerConfig
@@ -62,7 +62,7 @@ class KeepAliveCounter(LoopbackServer):
 
 def test_a_run_of_verifies_reads_the_head_over_kept_connections(tmp_path, chain_home):
     record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
-    sb = new_machine(tmp_path / "machine", chain_home, KINT_VERIFY_HEAD_SECONDS=LOADED_BOX_HEAD_S)
+    sb = new_machine(tmp_path / "machine", chain_home)
     try:
         write_store(sb.sibyl_db, {"release-gate": {"rule": "never ship on a Friday"}})
         with KeepAliveCounter(record["rpc_url"]) as proxy:

@@ -13,15 +13,14 @@ import shutil
 
 import pytest
 
-from chain_machines import LOADED_BOX_HEAD_S, RULE_1, devchain_anchor, kjson, new_machine, ok
+from chain_machines import RULE_1, devchain_anchor, kjson, new_machine, ok
 from conftest import sibyl_client
 from machines_together import side_by_side
 
 
 @pytest.fixture(scope="module")
 def machine(tmp_path_factory, chain_home):
-    sb = new_machine(tmp_path_factory.mktemp("quickstart"), chain_home,
-                     KINT_VERIFY_HEAD_SECONDS=LOADED_BOX_HEAD_S)
+    sb = new_machine(tmp_path_factory.mktemp("quickstart"), chain_home)
     try:
         yield sb
     finally:

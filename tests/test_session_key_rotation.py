@@ -13,8 +13,8 @@ from __future__ import annotations
 import json
 import os
 
-from chain_machines import (LOADED_BOX_HEAD_S, SESSION_SCRYPT_N, devchain_anchor, kjson,
-                            new_machine, ok, owner_account)
+from chain_machines import (SESSION_SCRYPT_N, devchain_anchor, kjson, new_machine, ok,
+                            owner_account)
 from conftest import write_rules
 from kint.chain import devchain
 from kint.custody import session_key
@@ -28,7 +28,7 @@ def test_a_rotated_key_signs_the_next_push_in_the_same_worker(tmp_path, chain_ho
     (and the old key's revocation) its pushes went on being signed by the old key and were
     refused ("session key 0x... is not authorized") until the worker restarted. It notices
     the keystore file changed and unlocks the new one."""
-    sb = new_machine(tmp_path / "machine", chain_home, KINT_VERIFY_HEAD_SECONDS=LOADED_BOX_HEAD_S)
+    sb = new_machine(tmp_path / "machine", chain_home)
     try:
         connected = kjson(sb, "connect", "--dev")
         owner = owner_account(sb, connected["owner"])
