@@ -225,18 +225,14 @@ def supervisor_status_text(status: dict[str, Any]) -> str:
             text += (f"\nWARNING: space {row['space']}: "
                      f"{printable(str(shared.get('message')))}; "
                      f"{printable(str(shared.get('hint')))}")
-    for row in spaces:
-        if row.get("watcher_failure"):
-            text += "\n" + watcher_failure_text(row["watcher_failure"],
-                                                 f"watcher of {row['space']}")
-    for row in spaces:
-        if row.get("watcher_uncounted"):
-            text += "\n" + watcher_uncounted_text(row["watcher_uncounted"],
-                                                   f"watcher of {row['space']}")
-    for row in spaces:
-        if row.get("watcher_settings"):
-            text += "\n" + watcher_settings_text(row["watcher_settings"],
-                                                   f"watcher of {row['space']}")
+    # The watcher's lines, each field in its turn over every space, as `kint status` words
+    # them for one (render_space), here named by the space's watcher.
+    for field, words in (("watcher_failure", watcher_failure_text),
+                         ("watcher_uncounted", watcher_uncounted_text),
+                         ("watcher_settings", watcher_settings_text)):
+        for row in spaces:
+            if row.get(field):
+                text += "\n" + words(row[field], f"watcher of {row['space']}")
     for row in spaces:
         if row.get("parked"):
             text += "\n" + parked_text(row["parked"], row["space"])
