@@ -55,10 +55,11 @@ class WatcherCount:
                                        err.lasting)
             if said is None or said.lasting != err.lasting:
                 log.warning("watcher: the store cannot be counted; it stays dirty, and %s",
-                            "until it can be it keeps the worker from no idle exit, nor "
-                            "from a recycle while no session is attached (a later watcher "
-                            "counts it again)" if err.lasting else "the worker keeps it "
-                            "(no idle exit, no recycle) until it is counted and pushed")
+                            "until it can be it no longer holds the worker from its idle "
+                            "exit, nor from a recycle while no session is attached (a "
+                            "later watcher counts it again)" if err.lasting else "the "
+                            "worker keeps it (no idle exit, no recycle) until it is counted "
+                            "and pushed")
             return None
         self.uncounted = None
         return counts
