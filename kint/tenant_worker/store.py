@@ -87,9 +87,17 @@ def is_locked(err: sqlite3.Error) -> bool:
 # (CANTOPEN, PERM, IOERR: a short read, an I/O error). A human has to look at the file.
 # Anything else (a lock, a full disk, SQLITE_ERROR's "no such table", out of memory, an
 # interrupted statement) says nothing of the file's health.
-_UNREADABLE_CODES = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_FORMAT,
-                               sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CANTOPEN,
-                               sqlite3.SQLITE_PERM, sqlite3.SQLITE_IOERR})
+_NO_DATABASE_CODES = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_FORMAT,
+                                sqlite3.SQLITE_NOTADB})
+_UNREADABLE_CODES = _NO_DATABASE_CODES | {sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PERM,
+                                          sqlite3.SQLITE_IOERR}
+
+
+def is_no_database(err: sqlite3.Error) -> bool:
+    """Whether `err` says the store's file is damaged or no database at all
+    (`_NO_DATABASE_CODES`): what stays so until someone mends or replaces the file, where
+    an open or an I/O error (the rest of `_UNREADABLE_CODES`) may pass by itself."""
+    return (getattr(err, "sqlite_errorcode", 0) or 0) & 0xFF in _NO_DATABASE_CODES
 
 
 def is_damaged(err: sqlite3.Error) -> bool:

@@ -42,14 +42,17 @@ is recycled as any other. Its memory is measured again after it, as after an op.
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kint.store_denied import denied_reason
+from kint.tenant_worker.state_format import CorruptStateFile
 from kint.tenant_worker.statefiles import Mirror
-from kint.tenant_worker.store import SettledRule, settled, store_signature
+from kint.tenant_worker.store import (SettledRule, is_no_database, settled, store_signature,
+                                     unreadable)
 
 if TYPE_CHECKING:
     from kint.tenant_worker.apply_journal import HalfDone
@@ -107,16 +110,9 @@ def fails_for_good(err: Exception, db: str) -> bool:
     that did not open, an I/O error. Taken as lasting, such a failure let the idle stop
     take a dirty store whose rows were never pushed; nothing pushed them until the next
     session."""
-    import sqlite3
-
-    from kint.tenant_worker.state_format import CorruptStateFile
-
     if isinstance(err, CorruptStateFile):
         return True
-    # SQLite's primary codes for a store that is no database, or a damaged one.
-    no_database = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_FORMAT, sqlite3.SQLITE_NOTADB}
-    if (isinstance(err, sqlite3.DatabaseError)
-            and (getattr(err, "sqlite_errorcode", 0) or 0) & 0xFF in no_database):
+    if isinstance(err, sqlite3.DatabaseError) and is_no_database(err):
         return True
     return denied_reason(db) is not None
 
@@ -126,10 +122,6 @@ def named(err: Exception, db: str) -> Exception:
     their code ("file is not a database"), so they become store.unreadable's (StoreLocked,
     StoreDenied, StoreUnreadable, each naming the store); a state file's already names
     itself (CorruptStateFile)."""
-    import sqlite3
-
-    from kint.tenant_worker.store import unreadable
-
     if isinstance(err, sqlite3.DatabaseError):
         return unreadable(db, err)
     return err
