@@ -174,12 +174,11 @@ def _is_moved(copy: str, store_id: Any) -> bool:
 def _read(path: Path) -> tuple[Found, Any, tuple[str | None, Any]]:
     """The notice at `path`, the vault it was kept for and the copy a discarding pull was
     moving the store to as it wrote it, with the store's identity (`moving_aside`). Only
-    the fields this kint's
-    dataclass knows are taken, `NOW_ONLY` never: a later kint may keep more (an earlier one
-    that met a field it did not know removed the notice unsaid), and what holds now is
-    `_as_now`'s to say. A copy's path (`moved_to`) that is not a string does not read: it
-    was printed as it stood (a dict's repr) by `kint status`, the pull and memory_status;
-    nor does a `moving_to` that is not one."""
+    the fields this kint's dataclass knows are taken, `NOW_ONLY` never: a later kint may
+    keep more (an earlier one that met a field it did not know removed the notice unsaid),
+    and what holds now is `_as_now`'s to say. A copy's path (`moved_to`) that is not a
+    string does not read: it was printed as it stood (a dict's repr) by `kint status`, the
+    pull and memory_status; nor does a `moving_to` that is not one."""
     data = orjson.loads(read_small_file(path, MAX_BYTES))
     kind = _KINDS[data["kind"]]
     known = {f.name for f in fields(kind)} - NOW_ONLY
