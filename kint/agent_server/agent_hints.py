@@ -68,6 +68,8 @@ def _transport_retry(done: str) -> str:
             "(KINT_RPC_URL)")
 
 
+# The agent's one retry of a tool that met another process's lock on the store.
+_LOCKED_AGAIN = "call {tool} again in a minute: another process holds the store's lock"
 # A store's lock that outlasts the agent's one retry: a live process holds a write open (as
 # pull_error says of a store another process holds), and only the human can close it.
 _STILL_LOCKED = ("; if it is still locked then, stop and tell the human: a process holds the "
@@ -218,13 +220,12 @@ _AGENT_HINTS = {
     # locked, a read of it that failed other than as damaged, a transaction the endpoint
     # answered and refused (nothing dropped, its nonce given back). Each is the agent's
     # memory_push again; only what stays so is the human's.
-    STORE_LOCKED_PUSH_HINT: "call {tool} again in a minute: another process holds the "
-                            "store's lock, and the push runs once it lets go" + _STILL_LOCKED,
+    STORE_LOCKED_PUSH_HINT: _LOCKED_AGAIN + ", and the push runs once it lets go"
+                            + _STILL_LOCKED,
     # The same lock met by a pull, or by any other tool's op (state_health.guarded).
-    STORE_LOCKED_PULL_HINT: "call {tool} again in a minute: another process holds the "
-                            "store's lock, and the pull runs once it lets go" + _STILL_LOCKED,
-    STORE_LOCKED_HINT: "call {tool} again in a minute: another process holds the store's "
-                       "lock" + _STILL_LOCKED,
+    STORE_LOCKED_PULL_HINT: _LOCKED_AGAIN + ", and the pull runs once it lets go"
+                            + _STILL_LOCKED,
+    STORE_LOCKED_HINT: _LOCKED_AGAIN + _STILL_LOCKED,
     STORE_READ_FAILED_HINT: "call {tool} again: that is not a damaged store, so nothing is "
                             "held; if it fails the same way, stop and tell the human: the "
                             "supervisor log has the details",
