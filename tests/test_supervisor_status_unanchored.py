@@ -39,8 +39,7 @@ WAIT = {"timeout": 60, "interval": 0.2}
 # tests/support/kint_test_timings.py: no setting reaches it; 5 s by default): at the first
 # beat after it, so 2 s apart, where the defaults would leave 5-7.5 s. Not shorter: a
 # worker silent for the timeout is hung and restarted, and 4 s is little on a box the rest
-# of the suite loads (the likeliest reading of a CI run whose figure vanished mid-loop, as
-# a new worker's would: the second test now says which worker each look saw).
+# of the suite loads.
 HEARTBEAT_TIMEOUT_S = 8
 RECOUNT_S = 1
 # The worker's idle exit (KINT_WORKER_IDLE_SECONDS): its default (900 s) while the test asks
@@ -257,14 +256,19 @@ def test_a_connected_spaces_unanchored_rows_show_in_the_table_follow_writes_and_
 
         # A store that keeps changing is recounted, yet the worker, asked nothing, still
         # goes idle and exits: a recount is not work. The idle clock runs from the status
-        # request (the last thing asked of the worker), under the short idle.
+        # request (the last thing asked of the worker), under the short idle. Its worker
+        # may be a new one: the push was asked for longer ago than IDLE_S on a slow box,
+        # and the short idle stops the worker at its next sweep, before the status request
+        # comes (which then starts another). The loop starts from that worker's first beat,
+        # which carries the status's count: a new worker's row shows no figure before it.
         config = sb.kint_home / "config.toml"
         config.write_text(f"worker_idle_seconds = {IDLE_S}\n")
         config.chmod(0o600)
         sb.call("sup.reload")
         assert f"idle_s 900.0 -> {IDLE_S:.1f}" in (sb.kint_home / "supervisor.log").read_text()
         sb.call("status", db)
-        pid = sb.row(db)["pid"]
+        pid = sb.wait_for(lambda: (r := sb.row(db))["unanchored"] is not None and r["pid"],
+                          what="the status's count in a beat", **WAIT)
         # What each look saw: the worker's state, its pid and the figure.
         seen: list[tuple[str, int | None, int | None]] = []
         deadline = time.monotonic() + 90
