@@ -23,25 +23,24 @@ from kint.client import EXITED_HINT, NO_ANSWER_HINT, KintError
 from kint.front_closed import CLOSED_HINT, STOPPING_HINT
 from kint.open_files import ROOM_HINT, SYSTEM_FILES_HINT, WORKER_ROOM_HINT
 from kint.pid_file_lock import FOREIGN_FILE_HINT
-from kint.protocol.errors import (ARCHIVE_HINT, ASIDE_FIRST, ASIDE_THEN, CHECKSUM_HINT,
-                                  CONNECT_OFFLINE_DAEMON, CONNECT_OFFLINE_FILE,
-                                  CONNECT_UNSET_OFFLINE, CONNECT_WHEN_READABLE, CORRUPT_FILE_HINT,
-                                  CORRUPT_JOURNAL_HINT, DEFAULT_HINTS, DEFERRED_FILL_HINT,
-                                  DEVCHAIN_RPC_HINT, DISK_FULL_PULL_TAIL, FILL_AGAIN_HINT,
-                                  FORMER_KEY_ELSEWHERE, FORMER_KEY_FUND, FORMER_KEY_UNFILLABLE,
-                                  FUND_SESSION_KEY_HINT, GAP_NEVER_OPENS_HINT,
-                                  HEADER_TRANSPORT_HINT, NO_DATA_KEY_HINT, NO_LOCAL_SECRET_HINT,
-                                  NOT_A_REKEY_HINT, NOT_CONNECTED_HINT, RECOVERY_CODE_HINT,
-                                  RECOVERY_FILE_HINT, REKEY_JOURNAL_HINT, REKEY_JOURNAL_NEWER_HINT,
-                                  REORG_HINT, REREAD_HINT, ROTATED_DISCARD_HINT,
-                                  ROTATED_GAP_HINT, ROTATED_KEY_PUSH_HINT, SEND_REFUSED_HINT,
-                                  SESSION_KEY_CORRUPT_HINT, SESSION_KEY_LOCKED_HINT,
-                                  SESSION_KEY_MISSING_HINT, SNAPSHOT_TOO_LARGE_HINT,
-                                  STALE_JOURNAL_HINT, STORE_LOCKED_HINT,
-                                  STORE_LOCKED_PULL_HINT, STORE_LOCKED_PUSH_HINT,
-                                  STORE_READ_FAILED_HINT, UNAUTHORIZED_HINT, UNAUTHORIZED_KEPT_HINT,
-                                  UNAUTHORIZED_PUSH_HINT, UNREAD_GAP_HINT, WRAPS_ROTATED_HINT,
-                                  ErrorCode, hint_with_notices, split_notices)
+from kint.protocol.errors import (DEFAULT_HINTS, DEVCHAIN_RPC_HINT, ErrorCode, hint_with_notices,
+                                  split_notices)
+from kint.protocol.hints import (ARCHIVE_HINT, ASIDE_FIRST, ASIDE_THEN, CHECKSUM_HINT,
+                                 CONNECT_OFFLINE_DAEMON, CONNECT_OFFLINE_FILE,
+                                 CONNECT_UNSET_OFFLINE, CONNECT_WHEN_READABLE, CORRUPT_FILE_HINT,
+                                 CORRUPT_JOURNAL_HINT, DEFERRED_FILL_HINT, DISK_FULL_PULL_TAIL,
+                                 FILL_AGAIN_HINT, FORMER_KEY_ELSEWHERE, FORMER_KEY_FUND,
+                                 FORMER_KEY_UNFILLABLE, FUND_SESSION_KEY_HINT, GAP_NEVER_OPENS_HINT,
+                                 HEADER_TRANSPORT_HINT, NO_DATA_KEY_HINT, NO_LOCAL_SECRET_HINT,
+                                 NOT_A_REKEY_HINT, NOT_CONNECTED_HINT, RECOVERY_CODE_HINT,
+                                 RECOVERY_FILE_HINT, REKEY_JOURNAL_HINT, REKEY_JOURNAL_NEWER_HINT,
+                                 REORG_HINT, REREAD_HINT, ROTATED_DISCARD_HINT, ROTATED_GAP_HINT,
+                                 ROTATED_KEY_PUSH_HINT, SEND_REFUSED_HINT, SESSION_KEY_CORRUPT_HINT,
+                                 SESSION_KEY_LOCKED_HINT, SESSION_KEY_MISSING_HINT,
+                                 SNAPSHOT_TOO_LARGE_HINT, STALE_JOURNAL_HINT, STORE_LOCKED_HINT,
+                                 STORE_LOCKED_PULL_HINT, STORE_LOCKED_PUSH_HINT,
+                                 STORE_READ_FAILED_HINT, UNAUTHORIZED_HINT, UNAUTHORIZED_KEPT_HINT,
+                                 UNAUTHORIZED_PUSH_HINT, UNREAD_GAP_HINT, WRAPS_ROTATED_HINT)
 from kint.sibyl_client import LOCKED_HINT, UNREADABLE_HINT
 from kint.spaces import STORE_HINT
 
@@ -279,7 +278,7 @@ _UNFILLED = ("put the previous session key's keystore back as session.key.old un
 # The agent's own connect once the human has let the chain be read.
 _CONNECT_AGAIN = "after that, call {tool} again with the same arguments: {then}"
 # Hints the worker builds at run time (an address, a chain, a nonce, a file), known by their
-# template in kint.protocol.errors, each value carried into the agent's words.
+# template in kint.protocol.hints, each value carried into the agent's words.
 _AGENT_TEMPLATES = (
     # The session key short of ETH: the agent holds no wallet; the owner funds the key.
     (FUND_SESSION_KEY_HINT, "stop and tell the human: this machine's session key {address} "
