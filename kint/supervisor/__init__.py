@@ -10,7 +10,8 @@ answering whatever one space is doing.
 - `daemon`: the event loop over the two sockets, and the state its parts share.
 - `routing`: clients' requests to their space's worker, and exactly one answer each.
 - `worker_messages`: the workers' hellos, beats and replies, believed only from them.
-- `lifecycle`: a worker's spawn, stop, exit, restart, quarantine and hang.
+- `lifecycle`: a worker's spawn, stop, idle stop, recycle and hang.
+- `worker_exit`: a worker's exit: its requests answered, the restart or quarantine.
 - `last_words`: a worker's reason read after its exit, and its route's memory.
 - `exit_hold`: a worker's exit held, briefly, for the reason it sent just before it.
 - `room`: room for a worker when the open files run short (an idle worker stopped for it,

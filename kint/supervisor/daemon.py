@@ -7,8 +7,8 @@ workers' hellos, beats and replies in (`worker_messages`), requests and stops ou
 supervisor routes on the back socket's small header (`worker_wire`) and never decodes a
 reply's body. What the loop does between messages (deadlines and refused forwards at
 every turn, the sweep over every space once per tick) is `timed`'s; a worker's spawn,
-stop, exit and hang are `lifecycle`'s; the supervisor's checks on itself (its home, its
-config, its log, an upgrade) are `housekeeping`'s.
+stop and hang are `lifecycle`'s, its exit `worker_exit`'s; the supervisor's checks on
+itself (its home, its config, its log, an upgrade) are `housekeeping`'s.
 
 This module holds what ties those together: the state they share, the sockets (bound at
 start, and again when `housekeeping` finds them removed), the loop, and a clean stop.
