@@ -18,6 +18,8 @@ answering whatever one space is doing.
   or BUSY naming the limit; the count itself is `kint.open_files`).
 - `front_door`: the front socket closed to new clients before they take the last open
   files (libzmq aborts on EMFILE), open again as they leave (the note: `kint.front_closed`).
+- `front_door_stop`: the same door closed for the supervisor's stop, its moved socket and
+  note removed at the end while they are its own.
 - `front_listeners`: the front socket bound again beside its old listener, whose clients
   stay connected (an unbind ended them all at once, and they came back in a burst).
 - `timed`: deadlines, refused forwards and the per-space sweep, between messages.

@@ -375,7 +375,7 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
         self.shutting_down = True
         # New clients are told it stops, first: nothing counts them from here on.
         self.door.close_for_stop(self.front_path)
-        monitor = self.door.unwatch()  # a stop counts no clients (front_door.unwatch)
+        monitor = self.door.unwatch()  # a stop counts no clients (front_door_stop.unwatch)
         if monitor is not None:
             self.poller.unregister(monitor)
         now = time.monotonic()
