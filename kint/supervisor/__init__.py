@@ -8,6 +8,7 @@ answering whatever one space is doing.
 - `spawner`: the forkserver that makes workers cheap to start.
 - `workers`: one `WorkerHandle` per space and the rules of its lifecycle.
 - `daemon`: the event loop over the two sockets, and the state its parts share.
+- `sockets`: the two sockets bound, and bound again when their files are removed.
 - `routing`: clients' requests to their space's worker, and exactly one answer each.
 - `worker_messages`: the workers' hellos, beats and replies, believed only from them.
 - `lifecycle`: a worker's spawn, stop, idle stop, recycle and hang.
