@@ -23,7 +23,7 @@ from conftest import TENANT, kint_loading, make_sandbox
 from machines_together import side_by_side
 from table_runs import running_ahead
 from kint.protocol import ErrorCode
-from kint.protocol.errors import SESSION_KEY_MISSING_HINT
+from kint.protocol.hints import SESSION_KEY_MISSING_HINT
 from kint.spaces import space_id
 
 DAY = 86400

@@ -178,7 +178,8 @@ def test_an_endpoint_failing_after_a_deferral_keeps_the_endpoints_hint(chain_hom
     pull once the bound passed) is for a wait the endpoints answered; the mapped refusal
     carries RPC_UNAVAILABLE's own hint, to check the endpoint. Taken for a timeout, it sent
     the user past an endpoint that had failed."""
-    from kint.protocol.errors import DEFERRED_FILL_HINT, ErrorCode
+    from kint.protocol.errors import ErrorCode
+    from kint.protocol.hints import DEFERRED_FILL_HINT
     from kint.tenant_worker.epoch_send import RESEND_WORDS, endpoint_failed
     from kint.tenant_worker.former_key_wait import DeferredWait
 

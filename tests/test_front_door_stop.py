@@ -192,7 +192,7 @@ def test_an_unanswered_supervisor_that_exits_at_once_is_no_silent_one(tmp_path, 
     EXITING_GRACE_S to exit. The holder here is a process of the test's own that takes the
     real pid lock (kint.supervisor.pidlock) and lets it go after `holds_s`: one that keeps
     it is still not taken for gone."""
-    from kint.commands.supervisor_stop import EXITING_GRACE_S, _exits_within
+    from kint.commands.stop_wait import EXITING_GRACE_S, exits_within
 
     home = tmp_path / "kint"
     (home / "run").mkdir(parents=True, mode=0o700)
@@ -206,7 +206,7 @@ def test_an_unanswered_supervisor_that_exits_at_once_is_no_silent_one(tmp_path, 
         assert holder.stdout.readline().strip() == "held"
         assert running_pid(home) == holder.pid
         assert (holds_s < EXITING_GRACE_S) is exits
-        assert _exits_within(home, holder.pid, EXITING_GRACE_S) is exits
+        assert exits_within(home, holder.pid, EXITING_GRACE_S) is exits
     finally:
         holder.kill()
         holder.wait(30)

@@ -246,8 +246,8 @@ def test_any_op_that_meets_the_lock_is_busy_naming_the_store_never_internal(
     that read the store as the real ones do (tests/test_agent_server.py runs a real pull)."""
     from sibyl_memory_client.exceptions import StorageError
 
-    from kint.protocol.errors import (STORE_LOCKED_HINT, STORE_LOCKED_PULL_HINT,
-                                      STORE_LOCKED_PUSH_HINT)
+    from kint.protocol.hints import (STORE_LOCKED_HINT, STORE_LOCKED_PULL_HINT,
+                                     STORE_LOCKED_PUSH_HINT)
     from kint.tenant_worker.state_health import guarded
 
     def read(ctx, args):
@@ -286,7 +286,7 @@ def test_a_discard_over_a_locked_store_is_refused_whether_its_holder_is_seen_or_
     (another user's process, a Mac without lsof: store_holders.py) the store was moved
     aside under its writer. Refused BUSY: naming the holder's pid where it is seen, the
     lock where it is not. The look that sees nothing is stood in for (here /proc sees it)."""
-    from kint.protocol.errors import STORE_LOCKED_PULL_HINT
+    from kint.protocol.hints import STORE_LOCKED_PULL_HINT
     from kint.tenant_worker import store_holders
     from kint.tenant_worker.discard import refuse_to_move
 

@@ -312,7 +312,8 @@ def _says_the_deferrals_hint(stderr: str) -> None:
     """The refusal of a wait that ran out behind the deferral gives its own hint (what
     frees the way, and the setting that bounds the wait), not the endpoints' check: they
     answered, and "try again" met the same wait (review of session 27)."""
-    from kint.protocol.errors import DEFERRED_FILL_HINT, SPACE_RPC_HINT
+    from kint.protocol.errors import SPACE_RPC_HINT
+    from kint.protocol.hints import DEFERRED_FILL_HINT
 
     assert f"hint: {DEFERRED_FILL_HINT}" in stderr, stderr
     assert SPACE_RPC_HINT not in stderr, stderr

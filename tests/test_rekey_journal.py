@@ -147,7 +147,7 @@ def test_a_newer_journal_is_refused_with_a_hint_that_keeps_it(home):
     from kint.agent_server.agent_hints import agent_error
     from kint.client import KintError
     from kint.protocol import ErrorCode
-    from kint.protocol.errors import REKEY_JOURNAL_HINT, REKEY_JOURNAL_NEWER_HINT
+    from kint.protocol.hints import REKEY_JOURNAL_HINT, REKEY_JOURNAL_NEWER_HINT
     from kint.tenant_worker.custody_errors import as_protocol_error
 
     path = rekey_journal_path(home, SPACE)
@@ -179,7 +179,7 @@ def test_doctor_keeps_a_newer_kints_journal_where_it_moved_a_garbled_one_aside(h
     that meets it."""
     import orjson
 
-    from kint.protocol.errors import REKEY_JOURNAL_HINT, REKEY_JOURNAL_NEWER_HINT
+    from kint.protocol.hints import REKEY_JOURNAL_HINT, REKEY_JOURNAL_NEWER_HINT
     from kint.tenant_worker.doctor import doctor
 
     home.chmod(0o700)

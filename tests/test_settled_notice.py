@@ -17,7 +17,7 @@ from unittest import mock
 import orjson
 import pytest
 
-from kint.protocol.errors import WRITE_BACK_TAIL
+from kint.protocol.hints import WRITE_BACK_TAIL
 from kint.tenant_worker import settled_notice
 from kint.tenant_worker.config import WorkerConfig
 from kint.tenant_worker.enrolment import Enrolment, save_enrolment

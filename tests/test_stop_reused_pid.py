@@ -322,7 +322,7 @@ def test_a_stop_waits_for_a_pid_file_written_after_its_looks(tmp_path, monkeypat
     try:
         pid = sb.start()
         path = run_dir(sb.kint_home) / PID_FILE
-        looks, read = supervisor_stop._exits_within, pidlock.running_pid
+        looks, read = supervisor_stop.exits_within, pidlock.running_pid
 
         def after_its_looks(*args):
             gone = looks(*args)
@@ -336,7 +336,7 @@ def test_a_stop_waits_for_a_pid_file_written_after_its_looks(tmp_path, monkeypat
                 _rewrite(path, f"{pid}\n".encode())
             return now
 
-        monkeypatch.setattr(supervisor_stop, "_exits_within", after_its_looks)
+        monkeypatch.setattr(supervisor_stop, "exits_within", after_its_looks)
         monkeypatch.setattr(pidlock, "running_pid", written_after_a_read)
         _rewrite(path, b"-\n")
         out = _stop_with(_Unanswered(sb.kint_home, asked), monkeypatch, capsys)
@@ -364,7 +364,7 @@ def test_a_stop_whose_unnamed_supervisor_exits_during_its_looks_says_stopped(tmp
     try:
         pid = sb.start()
         path = run_dir(sb.kint_home) / PID_FILE
-        looks = supervisor_stop._exits_within
+        looks = supervisor_stop.exits_within
 
         def ended_after_its_looks(*args):
             gone = looks(*args)
@@ -372,7 +372,7 @@ def test_a_stop_whose_unnamed_supervisor_exits_during_its_looks_says_stopped(tmp
             sb.wait_for(lambda: not pid_alive(pid), timeout=60, what="the supervisor's exit")
             return gone
 
-        monkeypatch.setattr(supervisor_stop, "_exits_within", ended_after_its_looks)
+        monkeypatch.setattr(supervisor_stop, "exits_within", ended_after_its_looks)
         _rewrite(path, b"-\n")
         out = _stop_with(_Unanswered(sb.kint_home, asked), monkeypatch, capsys)
         assert asked == [], asked

@@ -418,7 +418,7 @@ def test_stop_names_a_supervisor_started_meanwhile_and_is_no_timeout(sandbox):
     The next holder is a stand-in for a supervisor starting meanwhile on a busy box: it
     tries the lock every 250 ms (a real one every 20 ms, when it gets a core), so a look of
     `stop`'s (every 50 ms) finds nobody between the two; `stop` looks again for a successor
-    before it answers (commands/supervisor_stop.py `_wait_gone`), which is what names it."""
+    before it answers (commands/stop_wait.py `wait_gone`), which is what names it."""
     from kint.paths import run_dir
     from kint.supervisor.pidlock import PID_FILE
 

@@ -34,7 +34,7 @@ def test_the_endpoints_the_human_must_change_stop_the_agent():
     try once more, then the human's; a chain that lost this machine's newest epoch (the
     reorganisation hint) is the human's at once. Their hints are specific, so without a
     mapping of their own the agent was handed the human's steps as its next call."""
-    from kint.protocol.errors import ARCHIVE_HINT, REORG_HINT
+    from kint.protocol.hints import ARCHIVE_HINT, REORG_HINT
 
     walked = agent_error("memory_pull", pull_error(
         KintError(ErrorCode.RPC_UNAVAILABLE.value, "cannot walk back to epoch 4", ARCHIVE_HINT),
@@ -55,7 +55,7 @@ def test_no_session_key_file_has_the_agent_make_one_and_hand_the_rest_to_the_hum
     from pathlib import Path
 
     from kint.custody.errors import SessionKeyMissing
-    from kint.protocol.errors import SESSION_KEY_MISSING_HINT
+    from kint.protocol.hints import SESSION_KEY_MISSING_HINT
     from kint.tenant_worker.custody_errors import as_protocol_error
 
     err = as_protocol_error(SessionKeyMissing(Path("/home/u/.kint/session.key")))
@@ -188,15 +188,15 @@ def test_a_session_key_that_does_not_open_stops_the_agent_for_the_human():
 
 
 def _worker_hints() -> dict[str, str]:
-    """Every hint kint.protocol.errors names for kint-server to tell apart, by name, and
-    the ones of shared modules a worker or the supervisor sends that name a terminal's step
-    (the open-file limit, a stranger's file, a closed door)."""
-    from kint import protocol
+    """Every hint kint.protocol.errors and kint.protocol.hints name for kint-server to tell
+    apart, by name, and the ones of shared modules a worker or the supervisor sends that
+    name a terminal's step (the open-file limit, a stranger's file, a closed door)."""
     from kint.front_closed import CLOSED_HINT
     from kint.open_files import ROOM_HINT, SYSTEM_FILES_HINT, WORKER_ROOM_HINT
     from kint.pid_file_lock import FOREIGN_FILE_HINT
+    from kint.protocol import errors, hints
 
-    named = {name: value for name, value in vars(protocol.errors).items()
+    named = {name: value for module in (errors, hints) for name, value in vars(module).items()
              if name.endswith("_HINT") and isinstance(value, str)}
     return {**named, "CLOSED_HINT": CLOSED_HINT, "ROOM_HINT": ROOM_HINT,
             "WORKER_ROOM_HINT": WORKER_ROOM_HINT, "SYSTEM_FILES_HINT": SYSTEM_FILES_HINT,
@@ -230,7 +230,7 @@ def test_every_named_hint_reaches_an_agent_as_its_next_call_or_the_humans_step()
     # A journal its unauthorized key left: the owner's authorization comes first (the
     # human's), then a push, the agent's own memory_push, or a rekey, the human's
     # (the worker's own hints, Unauthorized.hint).
-    from kint.protocol.errors import UNAUTHORIZED_HINT
+    from kint.protocol.hints import UNAUTHORIZED_HINT
 
     for kept in (None, "its transaction may still land"):
         journal = Unauthorized(2, "0x" + "ab" * 20, "0x" + "cd" * 20, False, kept=kept)
@@ -273,7 +273,7 @@ def test_the_vaults_maker_without_its_recovery_file_is_told_to_write_it_again_it
     the recovery-code file again on a connected machine: `kint recovery-code`. Tell the human
     where it is. Do not open it"); the agent was told to stop and hand it to the human."""
     from kint.agent_server.results import watcher_failure_hint
-    from kint.protocol.errors import RECOVERY_FILE_HINT
+    from kint.protocol.hints import RECOVERY_FILE_HINT
 
     refusal = KintError("NOT_CONNECTED", "this machine created the vault but its recovery "
                         "code file is missing or empty", RECOVERY_FILE_HINT)
@@ -323,7 +323,7 @@ def test_a_wait_behind_a_nonce_held_elsewhere_gives_the_agent_a_pull_after_the_b
     (former_key_wait.DeferredWait) has its own hint, a step of a terminal (`kint pull` once
     the bound has passed): the agent is given its own pull, and the human's part (passing
     the transaction on), where it was handed the terminal's words as they were."""
-    from kint.protocol.errors import DEFERRED_FILL_HINT
+    from kint.protocol.hints import DEFERRED_FILL_HINT
 
     for tool in ("memory_push", "memory_pull"):
         err = KintError(ErrorCode.RPC_UNAVAILABLE.value, "waits behind a nonce",
@@ -343,7 +343,7 @@ def test_a_push_the_agent_can_make_again_is_its_own_memory_push():
     again": memory_push again is the agent's own call, the human's only what stays so. In
     process: the worker's refusal as it builds it, then kint-server's translation."""
     from kint.chain.calls import SEND_REFUSED, ChainRefused
-    from kint.protocol.errors import STORE_LOCKED_PUSH_HINT, STORE_READ_FAILED_HINT
+    from kint.protocol.hints import STORE_LOCKED_PUSH_HINT, STORE_READ_FAILED_HINT
     from kint.tenant_worker.push_refusals import refused
 
     sent = refused(ChainRefused(SEND_REFUSED, "the endpoint refused the transaction: "
@@ -378,8 +378,8 @@ def test_a_recovery_code_connect_kept_offline_hands_the_setting_over_then_connec
     environment: the agent was sent to kint-server's MCP configuration for all three),
     connecting again with the same code the agent's own (tests/test_recovery_code_offline.py
     has the endpoint that is down, and the file's case through a real kint-server)."""
-    from kint.protocol.errors import (CONNECT_OFFLINE_DAEMON, CONNECT_OFFLINE_FILE,
-                                      CONNECT_UNSET_OFFLINE)
+    from kint.protocol.hints import (CONNECT_OFFLINE_DAEMON, CONNECT_OFFLINE_FILE,
+                                     CONNECT_UNSET_OFFLINE)
 
     then = "the head epoch's header checks the code"
     again = f"; after that, call memory_connect again with the same arguments: {then}"
@@ -407,8 +407,8 @@ def test_the_offline_refusal_names_where_kint_offline_is_in_force(monkeypatch, t
     overlay), config.toml's `offline` (its path), the supervisor's environment. It said
     "unset KINT_OFFLINE" for all three."""
     from kint import settings
-    from kint.protocol.errors import (CONNECT_OFFLINE_DAEMON, CONNECT_OFFLINE_FILE,
-                                      CONNECT_UNSET_OFFLINE)
+    from kint.protocol.hints import (CONNECT_OFFLINE_DAEMON, CONNECT_OFFLINE_FILE,
+                                     CONNECT_UNSET_OFFLINE)
     from kint.settings import loader
     from kint.settings.schema import BY_NAME
     from kint.tenant_worker.recovery_binding import _when_readable

@@ -125,7 +125,7 @@ def _built_at_run_time() -> dict[tuple[str, str], Callable[[], Iterator[tuple[st
     from kint.agent_server.tools import DEV_TOOL_REFUSALS
     from kint.chain.calls import INSUFFICIENT_FUNDS, ChainRefused
     from kint.chain.chain_id import on_other_chain
-    from kint.protocol.errors import FUND_SESSION_KEY_HINT
+    from kint.protocol.hints import FUND_SESSION_KEY_HINT
     from kint.tenant_worker.former_key import FormerKey
     from kint.custody.errors import WrongSigner
     from kint.protocol.errors import UNSETTLED_HINT, ProtocolError as Refused
@@ -421,7 +421,7 @@ def test_a_corrupt_pending_journal_is_the_humans_to_move(tmp_path):
 def test_an_epoch_whose_event_does_not_match_is_re_read_by_the_agents_pull():
     """record_landed's and reanchor's INTERNAL for an Epoch event that does not match what
     was sent: a pull re-reads it. The agent was told to run `kint pull`."""
-    from kint.protocol.errors import REREAD_HINT
+    from kint.protocol.hints import REREAD_HINT
 
     for tool, mapped in (("memory_push", push_error), ("memory_pull", pull_error)):
         said = agent_error(tool, mapped(KintError("INTERNAL", "epoch 3 landed but ...",
@@ -443,8 +443,8 @@ def test_the_guard_reads_all_of_kint_and_builds_the_run_time_hints():
     files = {where for where, *_ in hints}
     assert {"sibyl_client.py", "agent_server/tools.py", "open_files.py"} & files, files
     said = {hint for *_, hint in hints}
-    from kint.protocol.errors import (GAP_NEVER_OPENS_HINT, UNAUTHORIZED_KEPT_HINT,
-                                      UNAUTHORIZED_PUSH_HINT)
+    from kint.protocol.hints import (GAP_NEVER_OPENS_HINT, UNAUTHORIZED_KEPT_HINT,
+                                     UNAUTHORIZED_PUSH_HINT)
 
     assert {GAP_NEVER_OPENS_HINT, UNAUTHORIZED_PUSH_HINT, UNAUTHORIZED_KEPT_HINT} <= said
     assert any("config.toml and that they answer, then try again" in h for h in said), said
@@ -511,7 +511,7 @@ def test_a_former_keys_nonce_and_a_stale_journal_are_the_agents_pull():
     "check KINT_RPC_URL and KINT_RPC_URL_2, then run `kint pull`" stopped the agent where
     its own memory_pull is the step; the ETH and the endpoint settings are the human's."""
     from kint.chain.calls import INSUFFICIENT_FUNDS, ChainRefused
-    from kint.protocol.errors import STALE_JOURNAL_HINT
+    from kint.protocol.hints import STALE_JOURNAL_HINT
     from kint.tenant_worker.former_key import FormerKey
 
     key = SimpleNamespace(anchor=SimpleNamespace(config=SimpleNamespace(chain_id=8453)),
@@ -538,7 +538,7 @@ def test_a_former_keys_unfillable_nonce_and_a_rotated_data_key_end_with_the_agen
     """A previous key's nonce this machine can no longer fill, and an epoch sealed under a
     data key another machine's rekey made, stopped the agent with the human's steps and
     `kint pull` after them, never the agent's own memory_pull once the human is done."""
-    from kint.protocol.errors import ROTATED_DISCARD_HINT
+    from kint.protocol.hints import ROTATED_DISCARD_HINT
     from kint.tenant_worker.push_refusals import gap_hint
 
     for refused in _unfillable():
@@ -563,7 +563,7 @@ def test_a_session_key_short_of_eth_is_the_owners_to_fund():
     """session_sender's "send ETH on chain C to 0x... (`kint status` names it), then try
     again" names no command the catch-all knows, and reached the agent as its step: the
     agent holds no wallet. It stops and tells the human the address."""
-    from kint.protocol.errors import FUND_SESSION_KEY_HINT
+    from kint.protocol.hints import FUND_SESSION_KEY_HINT
 
     hint = FUND_SESSION_KEY_HINT.format(chain_id=31337, address=ADDRESS)
     assert _said_to("memory_push", "NOT_CONNECTED", hint) == (
@@ -617,7 +617,7 @@ def test_a_dropped_journal_the_store_was_pulled_past_names_no_command():
 
 def test_the_archive_hint_sends_every_tool_to_the_pull():
     """ARCHIVE_HINT is a pull's walk's: "call memory_status again" healed nothing."""
-    from kint.protocol.errors import ARCHIVE_HINT
+    from kint.protocol.hints import ARCHIVE_HINT
 
     assert _said_to("memory_status", "RPC_UNAVAILABLE", ARCHIVE_HINT).startswith(
         "call memory_pull in a minute; if it stops at the same epoch")
@@ -675,8 +675,8 @@ def test_a_human_step_no_command_names_is_the_humans():
     next step. A header the endpoint would not serve, and CHAIN_UNREADABLE's own hint for
     the same transport failure, are tried again first."""
     from kint.chain.chain_id import on_other_chain
-    from kint.protocol.errors import (DEFAULT_HINTS, DISK_FULL_PULL_TAIL, HEADER_TRANSPORT_HINT,
-                                      ErrorCode)
+    from kint.protocol.errors import DEFAULT_HINTS, ErrorCode
+    from kint.protocol.hints import DISK_FULL_PULL_TAIL, HEADER_TRANSPORT_HINT
     from kint.settings import BY_NAME
     from kint.settings.loader import THIS_CALL, Value, refusal
 
@@ -785,7 +785,7 @@ def test_a_pull_stopped_at_a_rotated_key_gives_the_agent_its_pull_after_the_conn
     another machine's rekey made ended with the terminal's step (`kint connect` again,
     then `kint pull`): the connect is the human's, the pull after it the agent's."""
     from kint.agent_server.results import pull_result
-    from kint.protocol.errors import ROTATED_GAP_STEP
+    from kint.protocol.hints import ROTATED_GAP_STEP
 
     said = "stopped at epoch 3: sealed under another key; the mirror stays at 2; "
     for warnings in ([], ["a warning"]):

@@ -8,41 +8,39 @@ into "stop and tell the human: " and the human's step. kint-server applies it to
 tool's refusal (kint.agent_server.surface), after v0.3.0's codes and hints
 (kint.agent_server.results: push_error, pull_error). The translation is one table of
 rules (_RULES), asked in order: the hints named word for word, those built from a
-template, then the rules known by a code, a start or a tail, and last the human's steps
-(their words and commands: kint.agent_server.human_steps). A result's lines (every
+template, then the rules known by a code, a start or a tail (each rule's matcher:
+kint.agent_server.hint_matchers), and last the human's steps (their words and commands:
+kint.agent_server.human_steps). A result's lines (every
 tool's notices: a pull's warnings, a push's settled notice, the notices of settings not
 used) go through kint.agent_server.agent_notices' agent_notice.
 """
 
 from __future__ import annotations
 
-import re
-from typing import Callable
-
-from kint.agent_server.human_steps import HANDED_OVER, PULL_STEP, human_only
-from kint.client import EXITED_HINT, NO_ANSWER_HINT, KintError, SupervisorUnavailable
+from kint.agent_server.hint_matchers import (Matcher, built, endpoint_check, humans, named,
+                                             pull_first, unsettled)
+from kint.client import EXITED_HINT, NO_ANSWER_HINT, KintError
 from kint.front_closed import CLOSED_HINT, STOPPING_HINT
 from kint.open_files import ROOM_HINT, SYSTEM_FILES_HINT, WORKER_ROOM_HINT
 from kint.pid_file_lock import FOREIGN_FILE_HINT
-from kint.protocol.errors import (ARCHIVE_HINT, ASIDE_FIRST, ASIDE_THEN, CHECKSUM_HINT,
-                                  CONNECT_OFFLINE_DAEMON, CONNECT_OFFLINE_FILE,
-                                  CONNECT_UNSET_OFFLINE, CONNECT_WHEN_READABLE, CORRUPT_FILE_HINT,
-                                  CORRUPT_JOURNAL_HINT, DEFAULT_HINTS, DEFERRED_FILL_HINT,
-                                  DEVCHAIN_RPC_HINT, DISK_FULL_PULL_TAIL, FILL_AGAIN_HINT,
-                                  FORMER_KEY_ELSEWHERE, FORMER_KEY_FUND, FORMER_KEY_UNFILLABLE,
-                                  FUND_SESSION_KEY_HINT, GAP_NEVER_OPENS_HINT,
-                                  HEADER_TRANSPORT_HINT, NO_DATA_KEY_HINT, NO_LOCAL_SECRET_HINT,
-                                  NOT_A_REKEY_HINT, NOT_CONNECTED_HINT, RECOVERY_CODE_HINT,
-                                  RECOVERY_FILE_HINT, REKEY_JOURNAL_HINT, REKEY_JOURNAL_NEWER_HINT,
-                                  REORG_HINT, REREAD_HINT, RETRY_THEN, ROTATED_DISCARD_HINT,
-                                  ROTATED_GAP_HINT, ROTATED_KEY_PUSH_HINT, SEND_REFUSED_HINT,
-                                  SESSION_KEY_CORRUPT_HINT, SESSION_KEY_LOCKED_HINT,
-                                  SESSION_KEY_MISSING_HINT, SNAPSHOT_TOO_LARGE_HINT,
-                                  STALE_JOURNAL_HINT, STORE_LOCKED_HINT,
-                                  STORE_LOCKED_PULL_HINT, STORE_LOCKED_PUSH_HINT,
-                                  STORE_READ_FAILED_HINT, UNAUTHORIZED_HINT, UNAUTHORIZED_KEPT_HINT,
-                                  UNAUTHORIZED_PUSH_HINT, UNREAD_GAP_HINT, UNSETTLED_THEN,
-                                  WRAPS_ROTATED_HINT, ErrorCode, hint_with_notices, split_notices)
+from kint.protocol.errors import (DEFAULT_HINTS, DEVCHAIN_RPC_HINT, ErrorCode, hint_with_notices,
+                                  split_notices)
+from kint.protocol.hints import (ARCHIVE_HINT, ASIDE_FIRST, ASIDE_THEN, CHECKSUM_HINT,
+                                 CONNECT_OFFLINE_DAEMON, CONNECT_OFFLINE_FILE,
+                                 CONNECT_UNSET_OFFLINE, CONNECT_WHEN_READABLE, CORRUPT_FILE_HINT,
+                                 CORRUPT_JOURNAL_HINT, DEFERRED_FILL_HINT, DISK_FULL_PULL_TAIL,
+                                 FILL_AGAIN_HINT, FORMER_KEY_ELSEWHERE, FORMER_KEY_FUND,
+                                 FORMER_KEY_UNFILLABLE, FUND_SESSION_KEY_HINT, GAP_NEVER_OPENS_HINT,
+                                 HEADER_TRANSPORT_HINT, NO_DATA_KEY_HINT, NO_LOCAL_SECRET_HINT,
+                                 NOT_A_REKEY_HINT, NOT_CONNECTED_HINT, RECOVERY_CODE_HINT,
+                                 RECOVERY_FILE_HINT, REKEY_JOURNAL_HINT, REKEY_JOURNAL_NEWER_HINT,
+                                 REORG_HINT, REREAD_HINT, ROTATED_DISCARD_HINT, ROTATED_GAP_HINT,
+                                 ROTATED_KEY_PUSH_HINT, SEND_REFUSED_HINT, SESSION_KEY_CORRUPT_HINT,
+                                 SESSION_KEY_LOCKED_HINT, SESSION_KEY_MISSING_HINT,
+                                 SNAPSHOT_TOO_LARGE_HINT, STALE_JOURNAL_HINT, STORE_LOCKED_HINT,
+                                 STORE_LOCKED_PULL_HINT, STORE_LOCKED_PUSH_HINT,
+                                 STORE_READ_FAILED_HINT, UNAUTHORIZED_HINT, UNAUTHORIZED_KEPT_HINT,
+                                 UNAUTHORIZED_PUSH_HINT, UNREAD_GAP_HINT, WRAPS_ROTATED_HINT)
 from kint.sibyl_client import LOCKED_HINT, UNREADABLE_HINT
 from kint.spaces import STORE_HINT
 
@@ -280,7 +278,7 @@ _UNFILLED = ("put the previous session key's keystore back as session.key.old un
 # The agent's own connect once the human has let the chain be read.
 _CONNECT_AGAIN = "after that, call {tool} again with the same arguments: {then}"
 # Hints the worker builds at run time (an address, a chain, a nonce, a file), known by their
-# template in kint.protocol.errors, each value carried into the agent's words.
+# template in kint.protocol.hints, each value carried into the agent's words.
 _AGENT_TEMPLATES = (
     # The session key short of ETH: the agent holds no wallet; the owner funds the key.
     (FUND_SESSION_KEY_HINT, "stop and tell the human: this machine's session key {address} "
@@ -332,74 +330,6 @@ _AGENT_HINTS.update({DEFAULT_HINTS[code]: f"stop and tell the human: {DEFAULT_HI
                                   ErrorCode.INTERNAL)})
 
 
-def _pattern(template: str) -> re.Pattern[str]:
-    """`template` with each `{name}` a group that takes the value said in its place (the
-    same value again where a name comes back)."""
-    parts, named = re.split(r"\{(\w+)\}", template), set()
-    out = []
-    for n, part in enumerate(parts):
-        if n % 2 == 0:
-            out.append(re.escape(part))
-        else:
-            out.append(f"(?P={part})" if part in named else f"(?P<{part}>.+?)")
-            named.add(part)
-    return re.compile("".join(out))
-
-
-# A rule's matcher: given a refusal's code and its hint, the values the rule's words take
-# (the hint's own parts), or None when the rule is not the hint's.
-Matcher = Callable[[str, str], "dict[str, str] | None"]
-
-
-def _named(hint: str) -> Matcher:
-    """A hint said word for word (_AGENT_HINTS)."""
-    return lambda code, said: {} if said == hint else None
-
-
-def _built(template: str) -> Matcher:
-    """A hint built from `template` (_AGENT_TEMPLATES), its values taken."""
-    pattern = _pattern(template)
-
-    def matches(code: str, said: str) -> dict[str, str] | None:
-        found = pattern.fullmatch(said)
-        return None if found is None else found.groupdict()
-    return matches
-
-
-def _pull_first(code: str, said: str) -> dict[str, str] | None:
-    """Another machine pushed (push_refusals' head check, an overtaken journal's
-    PULL_THEN): the pull is the agent's next call, as v0.3.0's CHAIN_MOVED says."""
-    return {} if code == ErrorCode.CHAIN_MOVED.value and said.startswith(PULL_STEP) else None
-
-
-def _unsettled(code: str, said: str) -> dict[str, str] | None:
-    """An interrupted push's journal kept while the chain could not be read: known by its
-    tail (UNSETTLED_THEN), since the check before it names the endpoint in force
-    (kint.tenant_worker.rpc_hint), one of several."""
-    return ({"check": said.removesuffix(UNSETTLED_THEN)} if said.endswith(UNSETTLED_THEN)
-            else None)
-
-
-def _endpoint_check(code: str, said: str) -> dict[str, str] | None:
-    """An endpoint to check, whichever (the generic settings, a space's own, a config
-    file's: kint.tenant_worker.rpc_hint), then try again."""
-    checked = (code == ErrorCode.RPC_UNAVAILABLE.value and said.startswith("check ")
-               and said.endswith(RETRY_THEN))
-    return {"said": said} if checked else None
-
-
-def _humans(code: str, said: str) -> dict[str, str] | None:
-    """A supervisor that does not start, or runs stopped or stuck; Sibyl refusing the
-    store or the account (`Run sibyl init in a terminal`, a store's permissions):
-    kint-server cannot put either right, and the hint says what the human does. So does a
-    hint naming a step only the human takes (HUMAN_ONLY_STEPS), or a command of a terminal
-    kint-server has no tool for (TERMINAL_STEP). One that already hands the rest over is
-    left as it is."""
-    theirs = not HANDED_OVER.match(said) and (
-        code in (SupervisorUnavailable.CODE, ErrorCode.SIBYL_ERROR.value) or human_only(said))
-    return {"said": said} if theirs else None
-
-
 # The rules, in the order they are asked, each (matcher, the agent's words): the first
 # whose matcher answers gives the words, filled with its values, `{tool}` (the tool
 # called), `{pull}` (`memory_pull`, or `memory_pull again` from memory_pull) and
@@ -408,17 +338,17 @@ def _humans(code: str, said: str) -> dict[str, str] | None:
 # a hint whose first step is a pull is mapped before any word it holds could make it a
 # stop (the last rule).
 _RULES: tuple[tuple[Matcher, str], ...] = (
-    *((_named(hint), words) for hint, words in _AGENT_HINTS.items()),
-    *((_built(template), words) for template, words in _AGENT_TEMPLATES),
-    (_pull_first, "call {pull_first}"),
+    *((named(hint), words) for hint, words in _AGENT_HINTS.items()),
+    *((built(template), words) for template, words in _AGENT_TEMPLATES),
+    (pull_first, "call {pull_first}"),
     # memory_pull settles it first, whichever tool met it; the endpoint, if it stays so,
     # is the human's.
-    (_unsettled, "call memory_pull in a minute: it settles the interrupted push first; if it "
+    (unsettled, "call memory_pull in a minute: it settles the interrupted push first; if it "
                  "fails again, stop and tell the human to {check}"),
     # A passing fault heals; the setting is the human's.
-    (_endpoint_check, "call {tool} again in a minute; if it fails again, stop and tell the "
+    (endpoint_check, "call {tool} again in a minute; if it fails again, stop and tell the "
                       "human to {said}"),
-    (_humans, "stop and tell the human: {said}"),
+    (humans, "stop and tell the human: {said}"),
 )
 
 

@@ -10,9 +10,8 @@ step is said at their end or inside them, not a refusal's hint.
 
 from __future__ import annotations
 
-from kint.protocol.errors import (OVERTAKEN_NOTICE_TAIL, ROTATED_KEY_NOTICE_TAIL,
-                                  UNAUTHORIZED_HINT, UNAUTHORIZED_PUSH_HINT, WRITE_BACK,
-                                  WRITE_BACK_TAIL)
+from kint.protocol.hints import (OVERTAKEN_NOTICE_TAIL, ROTATED_KEY_NOTICE_TAIL, UNAUTHORIZED_HINT,
+                                 UNAUTHORIZED_PUSH_HINT, WRITE_BACK, WRITE_BACK_TAIL)
 from kint.settings.secret_proof import GIVE_SAME, GIVE_THIS
 from kint.settings.wire import CHANGE_IT
 

@@ -19,8 +19,9 @@ from kint.agent_server.agent_notices import agent_notice
 from kint.client import KintError
 from kint.front_closed import CLOSED_HINT
 from kint.open_files import ROOM_HINT, SYSTEM_FILES_HINT, WORKER_ROOM_HINT
-from kint.protocol.errors import (ASIDE_THEN, DISCARD_FROM_AGENT, ROTATED_GAP_STEP, SAID_BY_NEXT,
-                                  STORE_LOCKED_PUSH_HINT, hint_with_notices, split_notices)
+from kint.protocol.errors import hint_with_notices, split_notices
+from kint.protocol.hints import (ASIDE_THEN, DISCARD_FROM_AGENT, ROTATED_GAP_STEP, SAID_BY_NEXT,
+                                 STORE_LOCKED_PUSH_HINT)
 
 # v0.3.0's hints for a push that the space's running work holds up, and for its data key.
 PUSH_RUNNING = "a push is already running"

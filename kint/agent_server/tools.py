@@ -20,7 +20,7 @@ from kint.agent_server.session import AgentSession
 from kint.agent_server.wrapped_client import STORE_GONE_HINT, SharedClient
 from kint.client import KintError, bounded
 from kint.custody.ids import address_problem
-from kint.protocol.errors import CHECKSUM_HINT
+from kint.protocol.hints import CHECKSUM_HINT
 
 # The longest a kint tool waits for the space's worker (a status waits 30 s, a history
 # 60 s). Inside the 120 s Hermes gives a tool call by default and the 180 s `kint setup`

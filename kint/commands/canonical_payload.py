@@ -12,7 +12,7 @@ import sys
 import click
 
 from kint.custody.ids import NOT_ITS_CHECKSUM, address_problem
-from kint.protocol.errors import CHECKSUM_HINT
+from kint.protocol.hints import CHECKSUM_HINT
 
 
 @click.command("canonical-payload")

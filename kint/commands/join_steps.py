@@ -45,7 +45,7 @@ def session_key_step(home: Path, said: Said) -> str:
     except CustodyError as err:
         # A session.key kint cannot read: join keeps a key that is there and makes one only
         # where there is none, so it never gets past this on its own; the custody hint
-        # (kint.protocol.errors.SESSION_KEY_CORRUPT_HINT) names the way out.
+        # (kint.protocol.hints.SESSION_KEY_CORRUPT_HINT) names the way out.
         found = custody_refusal(err)
         stop(STEP_SESSION_KEY, found.code, found.message,
              f"{found.hint}; then run kint join again")

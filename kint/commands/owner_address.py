@@ -21,7 +21,7 @@ from kint.commands.common import refuse, usage_error
 from kint.custody.ids import NOT_ITS_CHECKSUM, address_problem, checksum_address
 from kint.paths import space_files
 from kint.protocol import ErrorCode
-from kint.protocol.errors import CHECKSUM_HINT
+from kint.protocol.hints import CHECKSUM_HINT
 
 if TYPE_CHECKING:
     from kint.tenant_worker.enrolment import Enrolment

@@ -73,7 +73,7 @@ def refuse_unconnected(obj: Ctx) -> None:
     from kint.commands.owner_address import connected_owner
     from kint.paths import kint_home
     from kint.protocol.errors import ErrorCode
-    from kint.protocol.errors import NOT_CONNECTED_HINT
+    from kint.protocol.hints import NOT_CONNECTED_HINT
     from kint.tenant_worker.enrolment import NOT_CONNECTED_MESSAGE
 
     if connected_owner(obj.tenant, obj.db, kint_home()) is None:

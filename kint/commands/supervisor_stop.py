@@ -4,10 +4,10 @@
 A stop is a few steps, each of which may find another stop's doing: look who holds the
 home; ping it (a stopped or stuck one is said so at once); ask it `sup.stop`, naming it,
 unless it is stopping meanwhile (its door closed, or gone); then wait for its process to
-let go of the home, naming a successor that took it since. Another stop (a second `kint
-supervisor stop`, a signal) may begin between any two: its door turns this one away, or
-the supervisor exits first; it stops all the same, and this one waits for it as for its
-own.
+let go of the home, naming a successor that took it since (kint.commands.stop_wait).
+Another stop (a second `kint supervisor stop`, a signal) may begin between any two: its
+door turns this one away, or the supervisor exits first; it stops all the same, and this
+one waits for it as for its own.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ import click
 
 from kint.client import Client, KintError, SupervisorUnavailable
 from kint.commands.common import Ctx, echo_json, fail, refuse
+from kint.commands.stop_wait import (EXITING_GRACE_S, exits_within, gone_or_replaced,
+                                     read_past_unwritten, same_supervisor, wait_gone)
 from kint.paths import kint_home, log_path, run_dir
 from kint.proc_stat import process_stopped
 from kint.protocol import ErrorCode
@@ -30,12 +32,6 @@ from kint.seconds_text import seconds_text
 STOP_EXIT_WAIT_S = 10.0
 # How long `stop` waits for the supervisor to answer `sup.stop` (its workers stopped).
 STOP_CALL_S = 60.0
-# How long `stop`, once nobody holds the pid lock, looks for a supervisor that was waiting
-# to take it (_wait_gone).
-SUCCESSOR_GRACE_S = 0.5
-# How long an unanswered supervisor is given to exit before it is called silent: the end
-# of another stop (its note and socket gone, its pid lock held until the process ends).
-EXITING_GRACE_S = 2.0
 # How long a pid file that does not read is read again before it is taken for one that
 # never will (corrupt) rather than a new holder's not written yet (written within moments).
 PID_WRITE_GRACE_S = 3.0
@@ -52,9 +48,9 @@ def run(obj: Ctx, as_json: bool) -> None:
         _say_none(home, as_json)
         return
     wait_s, successor, asked, stopping = _ask(obj, client, home, pid)
-    pid = successor if successor is not None else _wait_gone(home, stopping, wait_s)
+    pid = successor if successor is not None else wait_gone(home, stopping, wait_s)
     started = pid if pid is not None and (successor is not None
-                                          or not _same_supervisor(pid, stopping)) else None
+                                          or not same_supervisor(pid, stopping)) else None
     if pid is not None and started is None:
         _refuse_not_gone(obj, home, pid, wait_s, asked)
     if as_json:
@@ -118,13 +114,13 @@ def _asked(obj: Ctx, client: Client, home: Path, pid: int | None,
 
     answered = answer is not None
     meanwhile = not answered and (_stopping_meanwhile(home, pid)
-                                  or _exits_within(home, pid, EXITING_GRACE_S))
+                                  or exits_within(home, pid, EXITING_GRACE_S))
     if not answered and not meanwhile and (pid is None or pid <= 0):
         # Named by neither the pid file's first look nor a ping: one just started
         # writes its pid within moments, and is named by it rather than the stop
         # going to whichever supervisor reads it. Nobody holding the home by then, the
         # one there exited meanwhile (another stop, a crash): stopped, nothing to ask.
-        pid = _read_past_unwritten(home, running_pid(home), PID_WRITE_GRACE_S)
+        pid = read_past_unwritten(home, running_pid(home), PID_WRITE_GRACE_S)
         meanwhile = pid is None
     if not answered and not meanwhile:
         # Stopped (SIGSTOP) or stuck, it would not answer the stop either: said now,
@@ -171,7 +167,7 @@ def _stop_or_meanwhile(obj: Ctx, client: Client, home: Path, pid: int | None,
         # turned it away) or the supervisor is gone or replaced: its own call's
         # failure (no answer in a minute, a supervisor stopped mid-stop) is said as
         # before, not followed by SIGTERM and a wait of 70 s more.
-        meanwhile = _gone_or_replaced(home, pid) or (
+        meanwhile = gone_or_replaced(home, pid) or (
             "(sup.stop was not sent)" in err.message and _stopping_meanwhile(home, pid))
         if not meanwhile:
             fail(err, obj.debug)
@@ -185,19 +181,7 @@ def _successor_named(home: Path, successor: int | None) -> int | None:
     nobody holds it now, and the stop's wait looks for one). One that has just taken the
     lock may not have written its pid yet (-1): read again for up to STOP_EXIT_WAIT_S,
     then -1 still (a successor all the same, its pid unsaid), never the first one's wait."""
-    return _read_past_unwritten(home, successor, STOP_EXIT_WAIT_S)
-
-
-def _read_past_unwritten(home: Path, pid: int | None, wait_s: float) -> int | None:
-    """`pid`, as the pid file read, read again while it reads -1 (its holder has not
-    written its pid yet) for up to `wait_s`: what it reads then."""
-    from kint.supervisor.pidlock import running_pid
-
-    deadline = time.monotonic() + wait_s
-    while pid == -1 and time.monotonic() < deadline:
-        time.sleep(0.02)
-        pid = running_pid(home)
-    return pid
+    return read_past_unwritten(home, successor, STOP_EXIT_WAIT_S)
 
 
 def _refuse_not_gone(obj: Ctx, home: Path, pid: int, wait_s: float, asked: str) -> None:
@@ -336,7 +320,7 @@ def _still_first_asked(client: Client, pid: int, refused_at: float) -> None:
 
     now = running_pid(client.home)
     if now == -1:
-        now = _read_past_unwritten(client.home, now, PID_WRITE_GRACE_S)
+        now = read_past_unwritten(client.home, now, PID_WRITE_GRACE_S)
         if now != -1:
             raise FirstAskedGone(now)
     elif now != pid:
@@ -345,7 +329,7 @@ def _still_first_asked(client: Client, pid: int, refused_at: float) -> None:
     answered_at = time.monotonic()
     uptime = (again or {}).get("uptime_s")
     if again is None and (_stopping_meanwhile(client.home, pid)
-                          or _exits_within(client.home, pid, EXITING_GRACE_S)):
+                          or exits_within(client.home, pid, EXITING_GRACE_S)):
         # Another stop closed its door, or ended it, since the refusal: stopping all the
         # same, and the stop's wait names any successor.
         raise StoppingMeanwhile
@@ -358,30 +342,13 @@ def _still_first_asked(client: Client, pid: int, refused_at: float) -> None:
         raise FirstAskedGone(again.get("pid") if isinstance(again.get("pid"), int) else None)
 
 
-def _gone_or_replaced(home: Path, pid: int | None) -> bool:
-    """Whether the supervisor `pid` no longer holds the home: none does, or another."""
-    from kint.supervisor.pidlock import running_pid
-
-    now = running_pid(home)
-    return now is None or (pid is not None and pid > 0 and now != pid)
-
-
 def _stopping_meanwhile(home: Path, pid: int | None) -> bool:
     """Whether the supervisor `pid`, asked nothing yet by this stop, is gone already or
     has closed its socket to new clients (stopping, or short of open files: then it is
     sent SIGTERM, `_stopped_by_signal`): the stop's wait is all that is left to do."""
-    if _gone_or_replaced(home, pid):
+    if gone_or_replaced(home, pid):
         return True
     return pid is not None and pid > 0 and _stopped_by_signal(home, pid)
-
-
-def _exits_within(home: Path, pid: int | None, grace_s: float) -> bool:
-    """Whether the supervisor `pid` lets go of the home within `grace_s`: one at the very
-    end of another stop has removed its closed-door note and moved socket, and holds its
-    pid lock only until its exit, answering nothing meanwhile (CI saw a stop's ping
-    refused by the note, the note gone at the next look, the supervisor exiting)."""
-    holder = _wait_gone(home, pid, grace_s)
-    return holder is None or not _same_supervisor(holder, pid)
 
 
 def refuse_if_silent(obj: Ctx) -> None:
@@ -394,44 +361,3 @@ def refuse_if_silent(obj: Ctx) -> None:
         fail(SupervisorUnavailable(str(silent), silent.hint), obj.debug)
 
 
-def _same_supervisor(pid: int, stopping: int | None) -> bool:
-    """Whether the pid lock's holder may still be the supervisor that was asked to stop:
-    the same pid, or one of the two unknown (a pid file not readable yet, or none read
-    before the stop), where only its going tells."""
-    return stopping is None or pid in (stopping, -1) or stopping == -1
-
-
-def _wait_gone(home: Path, stopping: int | None, wait_s: float) -> int | None:
-    """Wait up to `wait_s` for the supervisor asked to stop to let go of its pid
-    lock; the holder then (None: nobody). A supervisor started meanwhile (a kint-server's
-    call, a command's autostart) takes the lock once the old one lets go: its pid is
-    another, and the wait ends there. The lock is not handed over, though: its waiter is
-    woken and takes it when it next runs, so a look in between finds nobody. Nobody is
-    looked for again for SUCCESSOR_GRACE_S, so such a successor is named once its pid file
-    reads (on a busy box a woken process can wait tens of milliseconds for a core). One
-    seen stopped (SIGSTOP) at every look for UNREACHABLE_AFTER_S ends the wait too: it
-    exits only once continued, which nobody here can tell."""
-    from kint.supervisor import autostart
-    from kint.supervisor.pidlock import running_pid
-
-    deadline = time.monotonic() + wait_s
-    stopped_since: float | None = None
-    while (pid := running_pid(home)) is not None and _same_supervisor(pid, stopping):
-        now = time.monotonic()
-        if now >= deadline:
-            return pid
-        if pid <= 0 or not process_stopped(pid):
-            stopped_since = None
-        elif stopped_since is None:
-            stopped_since = now
-        elif now - stopped_since >= autostart.UNREACHABLE_AFTER_S:
-            return pid
-        time.sleep(0.05)
-    if pid is not None:
-        return pid
-    settled = time.monotonic() + SUCCESSOR_GRACE_S
-    while time.monotonic() < settled:  # the stopped one is gone: only a successor is named
-        time.sleep(0.02)
-        if (pid := running_pid(home)) is not None and pid != -1:
-            return pid
-    return None

@@ -141,7 +141,7 @@ class SessionKeyMissing(CustodyError):
 
 class SessionKeyCorrupt(CustodyError):
     """A keystore that is truncated, garbled, or not a V3 keystore. Named, never replaced;
-    what to do about it is kint.protocol.errors.SESSION_KEY_CORRUPT_HINT."""
+    what to do about it is kint.protocol.hints.SESSION_KEY_CORRUPT_HINT."""
 
     def __init__(self, path: Path, why: str) -> None:
         super().__init__(f"{path} is not a session key kint can read: it {why}; it was left "

@@ -1,4 +1,5 @@
-"""The wire format between kint's processes: envelopes, ops, error codes, limits.
+"""The wire format between kint's processes: envelopes, ops, error codes (`errors`) and the
+hints named word for word for them (`hints`), limits.
 
 Nothing in this package does I/O or imports the rest of kint (but kint.outcomes, sentences
 that import nothing themselves), so every process (the CLI, the supervisor, a worker, a

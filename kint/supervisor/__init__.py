@@ -8,15 +8,19 @@ answering whatever one space is doing.
 - `spawner`: the forkserver that makes workers cheap to start.
 - `workers`: one `WorkerHandle` per space and the rules of its lifecycle.
 - `daemon`: the event loop over the two sockets, and the state its parts share.
+- `sockets`: the two sockets bound, and bound again when their files are removed.
 - `routing`: clients' requests to their space's worker, and exactly one answer each.
 - `worker_messages`: the workers' hellos, beats and replies, believed only from them.
-- `lifecycle`: a worker's spawn, stop, exit, restart, quarantine and hang.
+- `lifecycle`: a worker's spawn, stop, idle stop, recycle and hang.
+- `worker_exit`: a worker's exit: its requests answered, the restart or quarantine.
 - `last_words`: a worker's reason read after its exit, and its route's memory.
 - `exit_hold`: a worker's exit held, briefly, for the reason it sent just before it.
 - `room`: room for a worker when the open files run short (an idle worker stopped for it,
   or BUSY naming the limit; the count itself is `kint.open_files`).
 - `front_door`: the front socket closed to new clients before they take the last open
   files (libzmq aborts on EMFILE), open again as they leave (the note: `kint.front_closed`).
+- `front_door_stop`: the same door closed for the supervisor's stop, its moved socket and
+  note removed at the end while they are its own.
 - `front_listeners`: the front socket bound again beside its old listener, whose clients
   stay connected (an unbind ended them all at once, and they came back in a burst).
 - `timed`: deadlines, refused forwards and the per-space sweep, between messages.

@@ -7,14 +7,14 @@ workers' hellos, beats and replies in (`worker_messages`), requests and stops ou
 supervisor routes on the back socket's small header (`worker_wire`) and never decodes a
 reply's body. What the loop does between messages (deadlines and refused forwards at
 every turn, the sweep over every space once per tick) is `timed`'s; a worker's spawn,
-stop, exit and hang are `lifecycle`'s; the supervisor's checks on itself (its home, its
-config, its log, an upgrade) are `housekeeping`'s.
+stop and hang are `lifecycle`'s, its exit `worker_exit`'s; the supervisor's checks on
+itself (its home, its config, its log, an upgrade) are `housekeeping`'s.
 
-This module holds what ties those together: the state they share, the sockets (bound at
-start, and again when `housekeeping` finds them removed), the loop, and a clean stop.
-Every request gets exactly one answer: a reply the client's pipe cannot take yet waits in
-the `Outbox` instead of being dropped by the ROUTER. A turn of the loop that came late is
-the supervisor's own pause, not its workers' silence (`pause`).
+This module holds what ties those together: the state they share, the loop, and a clean
+stop (the sockets, bound at start and again when `housekeeping` finds them removed, are
+`sockets`' to bind). Every request gets exactly one answer: a reply the client's pipe
+cannot take yet waits in the `Outbox` instead of being dropped by the ROUTER. A turn of
+the loop that came late is the supervisor's own pause, not its workers' silence (`pause`).
 """
 
 from __future__ import annotations
@@ -32,11 +32,9 @@ from zmq import zmq_poll
 
 from kint import __version__
 from kint import settings as kint_settings
-from kint.front_closed import CLOSED_SOCKET, STOPPING_HINT
-from kint.paths import BACK_SOCKET, FRONT_SOCKET, prepare_socket_dir
+from kint.front_closed import STOPPING_HINT
 from kint.protocol import ErrorCode
 from kint.protocol.envelope import error_reply, ok_reply
-from kint.protocol.limits import SOCKET_MAX_MESSAGE_BYTES
 from kint.supervisor.bindings import Bindings
 from kint.supervisor.code_watch import EXIT_UPGRADED, code_signature
 from kint.supervisor.exits import ExitWatch
@@ -49,9 +47,9 @@ from kint.supervisor.lifecycle import WorkerLifecycle
 from kint.supervisor.outbox import Outbox
 from kint.supervisor.ownership import Ownership
 from kint.supervisor.pause import ScheduleWatch
-from kint.supervisor.peer import admit_only_this_user
 from kint.supervisor.routing import ClientRouting
 from kint.supervisor.settings import Settings
+from kint.supervisor.sockets import SupervisorSockets
 from kint.supervisor.spawner import Spawner
 from kint.supervisor.succession import hand_on, take_up
 from kint.supervisor.timed import TimedWork
@@ -61,7 +59,8 @@ from kint.supervisor.workers import WorkerHandle, live_sessions
 log = logging.getLogger("kint.supervisor")
 
 
-class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Housekeeping):
+class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Housekeeping,
+                 SupervisorSockets):
     def __init__(self, home: Path, settings: Settings, spawner: Spawner | None = None,
                  ownership: Ownership | None = None) -> None:
         self.home = home
@@ -134,100 +133,6 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
         return f"ipc://{self.back_path}"
 
     # -- set-up ----------------------------------------------------------------------------
-
-    def bind(self) -> None:
-        self.front.setsockopt(zmq.LINGER, 0)
-        self.front.setsockopt(zmq.MAXMSGSIZE, SOCKET_MAX_MESSAGE_BYTES)
-        # A reply the client's pipe cannot take raises EAGAIN instead of vanishing; the
-        # outbox keeps it until the pipe drains.
-        self.front.setsockopt(zmq.ROUTER_MANDATORY, 1)
-        self.back.setsockopt(zmq.LINGER, 0)
-        # Any process of the user can connect here too: a frame past what a worker ever
-        # sends ends that connection before ZeroMQ holds it in this process's memory.
-        self.back.setsockopt(zmq.MAXMSGSIZE, SOCKET_MAX_MESSAGE_BYTES)
-        self.back.setsockopt(zmq.ROUTER_MANDATORY, 1)
-        # No handover: a second connection claiming a worker's route is refused, never
-        # handed the route (routes are secret anyway, see worker_wire.route_for).
-        self.back.setsockopt(zmq.ROUTER_HANDOVER, 0)
-        self.door.prepare()
-        for sock, name in ((self.front, FRONT_SOCKET), (self.back, BACK_SOCKET)):
-            if not admit_only_this_user(sock):
-                log.warning("this libzmq cannot check a peer's user on %s; the socket "
-                            "folder's mode alone keeps other users out", name)
-        self._bind_sockets()
-        # The door's monitor first: a turn's events come in this order, and the door
-        # closes before the turn's requests are served.
-        if self.door.monitor is not None:
-            self.poller.register(self.door.monitor, zmq.POLLIN)
-        self.poller.register(self.front, zmq.POLLIN)
-        self.poller.register(self.back, zmq.POLLIN)
-        self.poller.register(self.exits.fileno(), zmq.POLLIN)
-        self.poller.register(self.spawner.ready_fd(), zmq.POLLIN)
-
-    def _bind_sockets(self) -> None:
-        """Bind (or bind again) each socket whose file is not the one this supervisor
-        bound: at start, or after its socket folder or files were removed or replaced. The
-        front socket is bound again beside its old listener, whose clients stay connected
-        (front_listeners.py), and under the moved-aside name while its door stays closed
-        (front_door.FrontDoor.lost)."""
-        folder, refused = prepare_socket_dir(self.home)
-        if refused:
-            log.warning("%s; the sockets are in %s instead", refused, folder)
-        for sock, name, attr in ((self.front, FRONT_SOCKET, "front_path"),
-                                 (self.back, BACK_SOCKET, "back_path")):
-            old: Path | None = getattr(self, attr)
-            front = sock is self.front
-            if front and self.door.closed is not None and not self.door.lost:
-                continue  # moved aside on purpose (front_door): rebinding would drop clients
-            path = folder / name
-            if old == path and self.ownership.socket_is_ours(path) and not (
-                    front and self.door.lost):
-                continue
-            if old is None:
-                # The socket file is 0700 by the process umask (077), set once for the
-                # whole process by run_foreground, the one builder of a Supervisor.
-                if front:
-                    self.listeners.bind(path)
-                else:
-                    sock.bind(f"ipc://{path}")
-            elif front:
-                self._bind_front_again(old, path)
-            else:
-                try:
-                    sock.unbind(f"ipc://{old}")
-                except zmq.ZMQError:
-                    pass
-                self._forget_socket(old)
-                sock.bind(f"ipc://{path}")
-            if old is not None and not (front and self.door.lost):  # else said by the door
-                log.warning("%s was removed or replaced under the running supervisor; "
-                            "bound it again at %s", old, path)
-            setattr(self, attr, path)
-            if front and self.door.lost:
-                self.ownership.bound(path, path.parent / CLOSED_SOCKET)
-                self.door.adopt(path)
-            else:
-                self.ownership.bound(path)
-
-    def _bind_front_again(self, old: Path, path: Path) -> None:
-        """The front socket's new listener, its file at `path` (at the moved-aside name
-        while the door stays closed); the one bound at `old` keeps its clients until they
-        leave (`unbind_idle_listeners`)."""
-        target = path.parent / CLOSED_SOCKET if self.door.lost else path
-        self.listeners.bind_again(path.parent, target)
-        self._forget_socket(old)
-        self.unbind_idle_listeners()
-
-    def _forget_socket(self, old: Path) -> None:
-        if self.ownership.socket_is_ours(old):  # the folder moved: leave no stale file
-            old.unlink(missing_ok=True)
-        self.ownership.forget(old)
-
-    def unbind_idle_listeners(self) -> None:
-        """Unbind the front socket's old listeners that no client uses any more."""
-        door = self.door
-        self.listeners.unbind_idle(door.connections_through if door.monitor is not None
-                                   else None)
 
     def request_stop(self, *_: Any) -> None:
         """Signal handler: begin a clean stop at the next turn of the loop."""
@@ -375,7 +280,7 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
         self.shutting_down = True
         # New clients are told it stops, first: nothing counts them from here on.
         self.door.close_for_stop(self.front_path)
-        monitor = self.door.unwatch()  # a stop counts no clients (front_door.unwatch)
+        monitor = self.door.unwatch()  # a stop counts no clients (front_door_stop.unwatch)
         if monitor is not None:
             self.poller.unregister(monitor)
         now = time.monotonic()

@@ -31,7 +31,7 @@ its home (`run/` removed, another supervisor serving there now) and steps down w
 otherwise move, and at its stop unlink, the next one's socket and note. At its stop it
 closes the door on its own socket file (its identity) whether it holds the lock or not,
 while no other supervisor does: its pid file removed and nobody started since, its socket
-still reaches it alone, and tells its stop's new clients so.
+still reaches it alone, and tells its stop's new clients so (front_door_stop.py).
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ from zmq.utils.monitor import recv_monitor_message
 from kint.front_closed import (CLOSED_SOCKET, FrontClosed, boot_time, remove_own_note,
                                write_note)
 from kint.open_files import WARM_UP_FDS, OpenFiles, open_files
+from kint.supervisor.front_door_stop import FrontDoorStop
 from kint.supervisor.ownership import FileId, Ownership, file_id
 
 log = logging.getLogger("kint.supervisor")
@@ -86,7 +87,7 @@ def reopen_at(files: OpenFiles, warm_up_left: int = 0) -> int:
     return max(margin + 1, min(2 * margin, files.reserve))
 
 
-class FrontDoor:
+class FrontDoor(FrontDoorStop):
     """The door of the supervisor's front socket. While `closed`, the socket's file is
     moved aside on purpose: the rebinding checks leave it so."""
 
@@ -335,95 +336,3 @@ class FrontDoor:
     def as_json(self) -> dict[str, Any]:
         return {"closed": self.closed._asdict() if self.closed is not None else None,
                 "episodes": self.episodes, "clients": self.clients}
-
-    def close_for_stop(self, front_path: Path | None) -> None:
-        """As the supervisor begins to stop, before its monitor goes (`unwatch`): closed
-        to new clients, for the note to tell them it stops (kint/front_closed.py). The
-        stop takes up to a minute with its workers, and with nothing watching the
-        descriptors a crowd could take the last of them (libzmq's abort). The clients
-        connected are served to the end (`kint supervisor stop`'s answer among them).
-        Closed already for want of files, the note says the stop now. A supervisor that
-        steps down touches a socket file there only while it is still the one it bound
-        (its identity, as the ownership checks tell it) and no other supervisor holds the
-        home: its pid file removed and nobody started since, it is still the supervisor
-        every client of that socket reaches, and its stop's new clients must be told it
-        stops; once another holds the home, a file there is that one's (its inode number
-        may be the one this supervisor's unlinked file had), and so is its note."""
-        if front_path is None:
-            return
-        if self.closed is not None and self._moved is None:
-            self._note_stop_lost(front_path)
-            return
-        if not (self._moved_is_own(front_path) if self.closed is not None
-                else self._nobody_else() and (self.ownership is None
-                                              or self.ownership.socket_is_ours(front_path))):
-            if self.closed is not None:
-                self.closed = self.closed._replace(stopping=True)
-            return
-        closed = self._note(open_files(), stopping=True)
-        try:
-            write_note(front_path.parent, closed)
-            if self.closed is None:
-                os.rename(front_path, front_path.parent / CLOSED_SOCKET)
-                self._moved = file_id(front_path.parent / CLOSED_SOCKET)
-        except OSError as err:  # the socket file gone, or a full disk: served as before
-            if self.closed is None:
-                remove_own_note(front_path.parent, closed.pid, closed.started)
-            else:
-                self.closed = self.closed._replace(stopping=True)
-            log.warning("could not close the front socket to new clients as the supervisor "
-                        "stops: %s", err)
-            return
-        self.closed = closed
-
-    def _note_stop_lost(self, front_path: Path) -> None:
-        """Closed for want of files and its moved socket removed, not bound again yet
-        (`lost`): no socket to move, and no rebind during the stop, but the note on disk
-        still says closed for want of files, and for the whole stop its new clients would
-        be told to raise `ulimit -n`, a start beside it refused at once where it should
-        wait. The note says the stop now, while no other supervisor holds the home (else
-        the note there is that one's)."""
-        assert self.closed is not None
-        closed = self._note(open_files(), stopping=True)
-        if self._nobody_else():
-            try:
-                write_note(front_path.parent, closed)
-            except OSError as err:  # the folder gone, or a full disk
-                closed = self.closed._replace(stopping=True)
-                log.warning("could not note that the supervisor stops: %s", err)
-        else:
-            closed = self.closed._replace(stopping=True)
-        self.closed = closed
-
-    def _nobody_else(self) -> bool:
-        """Whether no other supervisor holds the home (ownership.py): the files there are
-        still this one's to write and remove, its pid file removed or not."""
-        return self.ownership is None or self.ownership.nobody_else_holds()
-
-    def unwatch(self) -> zmq.Socket | None:
-        """Stop the monitor, as soon as the supervisor begins to stop (a stop counts no
-        clients), well before its context ends: libzmq can hang ending a context whose
-        socket still has a monitor (zeromq/libzmq#3575). The monitor's socket, for the
-        poller to forget; None when there was none."""
-        monitor, self.monitor = self.monitor, None
-        if monitor is not None:
-            self.front.disable_monitor()
-            monitor.close(linger=0)
-        return monitor
-
-    def shut(self, front_path: Path | None) -> None:
-        """At the supervisor's stop: the moved socket and the note go with it, while they
-        are its own: it holds its home, or the door closed for this stop on its own socket
-        file (`close_for_stop`), still the one at the path (else they may be the next
-        supervisor's)."""
-        self.unwatch()
-        if self.closed is not None and front_path is not None and self._moved is None:
-            if self._nobody_else():  # its moved socket removed, not bound again (`lost`)
-                remove_own_note(front_path.parent, self.closed.pid, self.closed.started)
-        elif self.closed is not None and front_path is not None:
-            if (self._moved_is_own(front_path) if self.closed.stopping
-                    else self._moved_is_ours(front_path)):
-                (front_path.parent / CLOSED_SOCKET).unlink(missing_ok=True)
-                remove_own_note(front_path.parent, self.closed.pid, self.closed.started)
-            self.closed = None
-            self._moved = None

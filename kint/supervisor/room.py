@@ -26,7 +26,7 @@ a retry's backoff or a held push, not on an answer.
 The spaces waiting for room are served in the order they asked, and the room a stop made
 is theirs: while any waits, a request that needs a new worker for another space waits
 behind them (`_room_for`), the space whose worker was stopped for room included, when a
-request came for it during the stop (lifecycle's `_on_exit`). Started at once, that space
+request came for it during the stop (worker_exit's `_on_exit`). Started at once, that space
 took the room back from the one it was stopped for, which was then refused BUSY or
 stopped yet another worker: with two spaces asked in turn at the limit, the space asked
 first could be refused at every turn while the other's worker was stopped and started
@@ -143,7 +143,7 @@ class WorkerRoom:
         """A worker other than `handle`'s already stopping as idle, or recycled with no
         session to hand to a successor: its exit frees its room within its stop grace,
         and nothing starts in its place unless a request for it comes meanwhile (which
-        then waits in the queue, as for a worker stopped for room: lifecycle's
+        then waits in the queue, as for a worker stopped for room: worker_exit's
         `_on_exit`). A space refused BUSY while it left was refused for nothing."""
         return next((h for h in self.handles.values()
                      if h.alive and h.space_id != handle.space_id and h.state == "stopping"
@@ -202,7 +202,7 @@ class WorkerRoom:
                     handle.no_room_seen = None
 
     def _files_refusals_sweep(self) -> None:
-        """A worker's start refused for want of open files (lifecycle.py: EXIT_NO_FILES,
+        """A worker's start refused for want of open files (worker_exit.py: EXIT_NO_FILES,
         EXIT_NO_SYSTEM_FILES) is forgotten once its cause is gone: the supervisor's limit,
         which a worker inherits, rose above the one it began under, or the system's table
         has room again (ENFILE is often brief). Kept until the next request, it left a

@@ -19,7 +19,7 @@ from __future__ import annotations
 from kint.chain.anchor import Anchor, Head
 from kint.chain.rpc import RpcUnavailable
 from kint.protocol import ErrorCode, ProtocolError
-from kint.protocol.errors import REORG_HINT
+from kint.protocol.hints import REORG_HINT
 
 
 def reorganised_at(anchor: Anchor, seen_block: int | None) -> int | None:

@@ -19,7 +19,7 @@ from kint.custody.vault_message import check_derive_signature, parse_signature_t
 from kint.custody.wraps import (KIND_PASSPHRASE, KIND_SIGNATURE, Wrap, WrapsFile, find_wrap,
                                 unwrap, wrap_data_key)
 from kint.protocol import ErrorCode, ProtocolError
-from kint.protocol.errors import NOT_A_REKEY_HINT
+from kint.protocol.hints import NOT_A_REKEY_HINT
 from kint.tenant_worker.head_header import ReadableHeader
 from kint.tenant_worker.recovery_binding import HeldHere, bind_recovery_code
 from kint.tenant_worker.space import SpaceContext

@@ -18,7 +18,7 @@ from kint.custody.ids import NOT_ITS_CHECKSUM, address_problem, checksum_address
 from kint.custody.recovery_code import recovery_file_path
 from kint.custody.wraps import read_wraps
 from kint.protocol import ErrorCode, ProtocolError
-from kint.protocol.errors import CHECKSUM_HINT
+from kint.protocol.hints import CHECKSUM_HINT
 from kint.tenant_worker import dev_owner
 from kint.tenant_worker.enrolled_chain import other_chain
 from kint.tenant_worker.enrolment import Enrolment

@@ -12,7 +12,7 @@ from kint.chain.anchor import Anchor
 from kint.chain.config import ChainConfig
 from kint.chain.nonces import NonceBook
 from kint.protocol import ErrorCode, ProtocolError
-from kint.protocol.errors import NOT_CONNECTED_HINT
+from kint.protocol.hints import NOT_CONNECTED_HINT
 from kint.tenant_worker.enrolled_chain import other_chain
 from kint.tenant_worker.enrolment import NOT_CONNECTED_MESSAGE, Enrolment
 from kint.tenant_worker.session_sender import SessionSender

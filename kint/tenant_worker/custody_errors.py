@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from kint.custody import errors as e
 from kint.protocol import ErrorCode, ProtocolError
-from kint.protocol.errors import (RECOVERY_CODE_HINT, REKEY_JOURNAL_HINT,
-                                  REKEY_JOURNAL_NEWER_HINT,
-                                  SESSION_KEY_CORRUPT_HINT, SESSION_KEY_LOCKED_HINT,
-                                  SESSION_KEY_MISSING_HINT)
+from kint.protocol.hints import (RECOVERY_CODE_HINT, REKEY_JOURNAL_HINT, REKEY_JOURNAL_NEWER_HINT,
+                                 SESSION_KEY_CORRUPT_HINT, SESSION_KEY_LOCKED_HINT,
+                                 SESSION_KEY_MISSING_HINT)
 
 _CODES: tuple[tuple[type[e.CustodyError], ErrorCode], ...] = (
     (e.SessionKeyMissing, ErrorCode.NO_SESSION_KEY),

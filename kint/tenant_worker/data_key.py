@@ -13,7 +13,7 @@ from kint.custody.vault_cache import (SESSION as IN_MEMORY, TTL_ENV, CachedKey, 
                                       read_cached_key)
 from kint.custody.wraps import Wrap, read_wraps
 from kint.protocol import ErrorCode, ProtocolError
-from kint.protocol.errors import NO_DATA_KEY_HINT, NO_LOCAL_SECRET_HINT
+from kint.protocol.hints import NO_DATA_KEY_HINT, NO_LOCAL_SECRET_HINT
 from kint.tenant_worker.custody_errors import as_protocol_error
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.state_health import disk_full

@@ -24,7 +24,7 @@ from typing import Callable
 from urllib.parse import quote
 
 from kint.protocol import ErrorCode, ProtocolError
-from kint.protocol.errors import DISCARD_FROM_AGENT, STORE_LOCKED_PULL_HINT
+from kint.protocol.hints import DISCARD_FROM_AGENT, STORE_LOCKED_PULL_HINT
 from kint.sibyl_client import account_gate
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.store import (StoreDenied, StoreLocked, StoreUnreadable,

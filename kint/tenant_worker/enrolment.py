@@ -22,7 +22,7 @@ from kint.tenant_worker.state_format import CorruptStateFile, load_json
 
 ENROL_VERSION = 2
 # A space with no enrolment here: what push, pull and rekey refuse with (NOT_CONNECTED, its
-# hint kint.protocol.errors.NOT_CONNECTED_HINT).
+# hint kint.protocol.hints.NOT_CONNECTED_HINT).
 NOT_CONNECTED_MESSAGE = "this machine is not connected for this space"
 AccountKind = Literal["eoa", "smart"]
 # A kek tag as connect writes it: 16 bytes (kint.custody.wraps.TAG_LEN, not imported: the

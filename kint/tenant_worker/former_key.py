@@ -52,8 +52,8 @@ from kint.chain.config import same_endpoint
 from kint.chain.nonces import retry_seconds
 from kint.chain.rpc import ReceiptTimedOut, RpcUnavailable
 from kint.protocol import ErrorCode, ProtocolError
-from kint.protocol.errors import (FILL_AGAIN_HINT, FORMER_KEY_ELSEWHERE, FORMER_KEY_FUND,
-                                  FORMER_KEY_UNFILLABLE)
+from kint.protocol.hints import (FILL_AGAIN_HINT, FORMER_KEY_ELSEWHERE, FORMER_KEY_FUND,
+                                 FORMER_KEY_UNFILLABLE)
 from kint.paths import space_files
 from kint.settings.urls import redact_url
 from kint.tenant_worker import former_key_wait

@@ -29,7 +29,7 @@ from kint.boot import boot_id
 from kint.chain.nonces import retry_seconds
 from kint.chain.rpc import RpcUnavailable
 from kint.protocol import ProtocolError
-from kint.protocol.errors import DEFERRED_FILL_HINT
+from kint.protocol.hints import DEFERRED_FILL_HINT
 from kint.seconds_text import seconds_text
 from kint.tenant_worker.pending_journal import PendingEpoch, Sighting
 

@@ -16,7 +16,8 @@ from sibyl_memory_client.exceptions import SibylMemoryError
 
 from kint import settings
 from kint.protocol import ErrorCode, ProtocolError
-from kint.protocol.errors import STORE_LOCKED_HINT, hint_with_notices
+from kint.protocol.errors import hint_with_notices
+from kint.protocol.hints import STORE_LOCKED_HINT
 from kint.rows.canon import VERSIONED_TIERS
 from kint.settings.wire import apply as apply_settings, refusal_notices
 from kint.sibyl_client import store_file_id

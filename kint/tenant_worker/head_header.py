@@ -20,7 +20,7 @@ from kint.chain.anchor import Anchor, CalldataRefused, Head
 from kint.chain.rpc import RpcUnavailable
 from kint.epochs.envelope import Header, MalformedHeader, parse_header
 from kint.protocol import ErrorCode, ProtocolError
-from kint.protocol.errors import HEADER_TRANSPORT_HINT
+from kint.protocol.hints import HEADER_TRANSPORT_HINT
 
 log = logging.getLogger("kint.worker")
 

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from kint.chain.anchor import Anchor, EpochLog, Head
 from kint.chain.rpc import RpcUnavailable
 from kint.protocol import ErrorCode, ProtocolError
-from kint.protocol.errors import (ASIDE_THEN, OVERTAKEN_NOTICE_TAIL, UNSETTLED_HINT,
-                                  WRITE_BACK_TAIL)
+from kint.protocol.errors import UNSETTLED_HINT
+from kint.protocol.hints import ASIDE_THEN, OVERTAKEN_NOTICE_TAIL, WRITE_BACK_TAIL
 
 UNSETTLED = "the journal is kept until the chain can be read"
 # What became of a dropped journal's transaction that the endpoint held, waiting to be

@@ -46,7 +46,8 @@ from kint.protocol import ErrorCode, ProtocolError
 from kint.tenant_worker.epoch_send import RESEND_WORDS, endpoint_failed
 from kint.tenant_worker.former_key import FormerKey, signer_of
 from kint.tenant_worker.dropped_nonce import release_nonce, signed_by
-from kint.protocol.errors import REREAD_HINT, STALE_JOURNAL_HINT, UNSETTLED_HINT
+from kint.protocol.errors import UNSETTLED_HINT
+from kint.protocol.hints import REREAD_HINT, STALE_JOURNAL_HINT
 from kint.tenant_worker.overtaken import UNSETTLED, Overtaken, epoch_at
 from kint.tenant_worker.pending_journal import PendingEpoch
 from kint.tenant_worker.unauthorized_journal import Unauthorized

@@ -15,7 +15,7 @@ from eth_hash.auto import keccak
 
 from kint.paths import atomic_write
 from kint.protocol import ErrorCode, ProtocolError
-from kint.protocol.errors import CORRUPT_JOURNAL_HINT
+from kint.protocol.hints import CORRUPT_JOURNAL_HINT
 
 PENDING_VERSION = 2
 

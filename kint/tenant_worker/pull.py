@@ -59,7 +59,7 @@ from kint.chain.config import ChainConfig
 from kint.chain.rpc import RpcUnavailable
 from kint.custody import errors as custody_errors
 from kint.protocol import ErrorCode, ProtocolError
-from kint.protocol.errors import ROTATED_DISCARD_HINT, ROTATED_GAP_STEP
+from kint.protocol.hints import ROTATED_DISCARD_HINT, ROTATED_GAP_STEP
 from kint.rows.canon import Row
 from kint.rows.merkle import merkle_root
 from kint.tenant_worker import apply_journal, lost_restore, settled_notice

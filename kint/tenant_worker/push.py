@@ -40,7 +40,8 @@ from kint.epochs.split import (Chunk, MerkleState, SnapshotTooLarge, plan_snapsh
 from kint.outcomes import NOTHING_DROPPED
 from kint.paths import remove_file
 from kint.protocol import ErrorCode, ProtocolError
-from kint.protocol.errors import NOTICE_PREFIX, SNAPSHOT_TOO_LARGE_HINT, hint_with_notices
+from kint.protocol.errors import NOTICE_PREFIX, hint_with_notices
+from kint.protocol.hints import SNAPSHOT_TOO_LARGE_HINT
 from kint.tenant_worker.changes import Changes, diff, snapshot
 from kint.tenant_worker.connected import connected, sender_for
 from kint.tenant_worker.custody_errors import as_protocol_error

@@ -19,10 +19,9 @@ from kint.custody.recovery_code import recovery_file_present
 from kint.custody.wraps import Wrap, read_wraps
 from kint.outcomes import NOTHING_ANCHORED_OR_DROPPED, NOTHING_DROPPED
 from kint.protocol import ErrorCode, ProtocolError
-from kint.protocol.errors import (GAP_NEVER_OPENS_HINT, RECOVERY_FILE_HINT, ROTATED_GAP_HINT,
-                                  SEND_REFUSED_HINT, STORE_LOCKED_PUSH_HINT,
-                                  STORE_READ_FAILED_HINT, UNAUTHORIZED_HINT, UNREAD_GAP_HINT,
-                                  WRAPS_ROTATED_HINT)
+from kint.protocol.hints import (GAP_NEVER_OPENS_HINT, RECOVERY_FILE_HINT, ROTATED_GAP_HINT,
+                                 SEND_REFUSED_HINT, STORE_LOCKED_PUSH_HINT, STORE_READ_FAILED_HINT,
+                                 UNAUTHORIZED_HINT, UNREAD_GAP_HINT, WRAPS_ROTATED_HINT)
 from kint.rows.canon import Row
 from kint.tenant_worker.behind_head import behind_refusal
 from kint.tenant_worker.data_key import current_data_key

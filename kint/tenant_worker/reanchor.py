@@ -45,7 +45,7 @@ from kint.chain.units import receipt_cost
 from kint.custody.data_key import dek_id
 from kint.outcomes import NOTHING_DROPPED
 from kint.protocol import ErrorCode, ProtocolError
-from kint.protocol.errors import REREAD_HINT
+from kint.protocol.hints import REREAD_HINT
 from kint.tenant_worker.behind_head import reorganised_at
 from kint.tenant_worker.cache_check import rebuilt_envelope
 from kint.tenant_worker.epoch_cache import EpochMeta

@@ -39,8 +39,8 @@ from kint.custody.vault_cache import CachedKey, read_cached_key
 from kint.custody.wraps import Wrap, WrapsFile, read_wraps
 from kint.epochs.envelope import Header
 from kint.protocol import ErrorCode, ProtocolError
-from kint.protocol.errors import (CONNECT_OFFLINE_DAEMON, CONNECT_OFFLINE_FILE,
-                                  CONNECT_UNSET_OFFLINE, CONNECT_WHEN_READABLE)
+from kint.protocol.hints import (CONNECT_OFFLINE_DAEMON, CONNECT_OFFLINE_FILE,
+                                 CONNECT_UNSET_OFFLINE, CONNECT_WHEN_READABLE)
 from kint.settings.wire import source_text
 from kint.tenant_worker.head_header import ReadableHeader
 

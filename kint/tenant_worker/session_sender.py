@@ -22,7 +22,7 @@ from kint.chain.nonces import NonceBook, retry_seconds, unstick
 from kint.chain.rpc import RpcUnavailable
 from kint.chain.units import eth_text
 from kint.protocol import ErrorCode, ProtocolError
-from kint.protocol.errors import FUND_SESSION_KEY_HINT
+from kint.protocol.hints import FUND_SESSION_KEY_HINT
 
 log = logging.getLogger("kint.worker")
 

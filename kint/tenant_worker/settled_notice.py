@@ -52,7 +52,7 @@ import orjson
 
 from kint.paths import atomic_write, read_small_file, settled_notice_path
 from kint.protocol import ProtocolError
-from kint.protocol.errors import SAID_BY_NEXT
+from kint.protocol.hints import SAID_BY_NEXT
 from kint.taken_once import removed
 from kint.tenant_worker.overtaken import Overtaken
 from kint.tenant_worker.space import SpaceContext

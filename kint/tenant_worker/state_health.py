@@ -16,9 +16,9 @@ from sibyl_memory_client.exceptions import SibylMemoryError
 from kint.open_files import causes
 from kint.pid_file_lock import FOREIGN_FILE_HINT, NotOwnFile
 from kint.protocol import ErrorCode, ProtocolError
-from kint.protocol.errors import (CORRUPT_FILE_HINT, DEFAULT_HINTS, DISK_FULL_PULL_TAIL,
-                                  STORE_LOCKED_HINT, STORE_LOCKED_PULL_HINT,
-                                  STORE_LOCKED_PUSH_HINT)
+from kint.protocol.errors import DEFAULT_HINTS
+from kint.protocol.hints import (CORRUPT_FILE_HINT, DISK_FULL_PULL_TAIL, STORE_LOCKED_HINT,
+                                 STORE_LOCKED_PULL_HINT, STORE_LOCKED_PUSH_HINT)
 from kint.tenant_worker.statefiles import CorruptStateFile
 from kint.tenant_worker.store import StoreLocked, is_locked
 

@@ -19,9 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kint.protocol import ErrorCode, ProtocolError
-from kint.protocol.errors import (ASIDE_FIRST, ROTATED_KEY_NOTICE_TAIL, ROTATED_KEY_PUSH_HINT,
-                                  UNAUTHORIZED_HINT, UNAUTHORIZED_KEPT_HINT,
-                                  UNAUTHORIZED_PUSH_HINT, UNSETTLED_HINT, WRITE_BACK)
+from kint.protocol.errors import UNSETTLED_HINT
+from kint.protocol.hints import (ASIDE_FIRST, ROTATED_KEY_NOTICE_TAIL, ROTATED_KEY_PUSH_HINT,
+                                 UNAUTHORIZED_HINT, UNAUTHORIZED_KEPT_HINT, UNAUTHORIZED_PUSH_HINT,
+                                 WRITE_BACK)
 from kint.tenant_worker.overtaken import carried_where
 
 

@@ -36,7 +36,7 @@ import time
 from kint.chain.anchor import Anchor, EpochLog, Head
 from kint.chain.rpc import RpcErrorAnswer
 from kint.protocol import ErrorCode, ProtocolError
-from kint.protocol.errors import ARCHIVE_HINT
+from kint.protocol.hints import ARCHIVE_HINT
 
 log = logging.getLogger("kint.worker")
 

@@ -17,12 +17,12 @@ the one serving the home now) from the serving supervisor's own
 (kint.agent_server.old_worker), on any system: no /proc walk.
 
 A worker that finds the lock held waits for it: a recycled, restarted or upgraded worker's
-successor is started only once its predecessor has exited (kint.supervisor.lifecycle), so
-it finds the lock free or free within a moment, and an orphan exits within ORPHAN_EXIT_S of
+successor is started only once its predecessor has exited (kint.supervisor.worker_exit),
+so it finds the lock free or free within a moment, and an orphan exits within ORPHAN_EXIT_S of
 its supervisor's death. Past that bound, or once the holder has been seen stopped for
 STOPPED_FOR_S (it lets go of nothing until continued; Linux only, /proc), the start is
 refused with `WorkerLockHeld`, which names the holder and the way out; the supervisor
-answers the space's requests with it (kint.supervisor.lifecycle) and starts no other worker
+answers the space's requests with it (kint.supervisor.worker_exit) and starts no other worker
 until the next request. A request whose deadline comes first is answered TIMEOUT naming the
 holder too: the supervisor reads the lock then (`waited_for`, `waiting_words`), without
 blocking on whatever is at its path (`open_to_look`). The file is opened as every lock file
@@ -100,7 +100,7 @@ def holder_hint(path: Path, pid: int | None) -> str:
 def unnamed_holder_hint(path: Path) -> str:
     """The way out when the lock at `path` is held by a process nobody can name: the lock
     file does not, or the refusal's own message never reached the supervisor
-    (kint.supervisor.lifecycle)."""
+    (kint.supervisor.worker_exit)."""
     return (f"find the process with `lsof {path}` (or `fuser {path}`) and end it, then run "
             f"the command again")
 

@@ -294,7 +294,7 @@ def _logged(home: str, pattern: str) -> bool:
 
 def _exit_logged(home: str, pid: int) -> bool:
     """Whether the supervisor's log says it handled worker `pid`'s exit (its line names
-    the worker's pid and the exit's reason: `WorkerLifecycle._exited`)."""
+    the worker's pid and the exit's reason: `WorkerExit._exited`)."""
     return _logged(home, rf": worker {pid} (?!spawned)")
 
 

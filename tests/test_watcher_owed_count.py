@@ -1,0 +1,128 @@
+"""The start's count once it is owed (kint/tenant_worker/watcher.py, `_start_count`) and the
+mirror that does not read at a count (kint/tenant_worker/sessions.py, `_changes_to_push`).
+
+- An owed count that answers None (the space can no longer push: not connected, no data
+  key, no mirror) leaves the store clean and says so (the worker beats at once): a dirty
+  mark nothing can clear kept the worker from its idle exit and recycle for good.
+- An owed count that answers (0, 0) (nothing left to push) leaves the store clean once its
+  signature tells every later commit, with nothing pushed.
+- The mirror that does not read (a corrupt mirror file) is a count that failed for good,
+  naming the mirror, not "cannot push": the store stays dirty while the worker serves a
+  session, and once the mirror reads again the owed count finds nothing left and the store
+  is clean, with no write to it.
+
+Real parts: a real Watcher over a real store (stand-ins: the count, which answers as the
+space's would, and the push, which records), and for the mirror the devchain's anvil, the
+test supervisor and the space's worker, its watcher started by a session's `attach`, the
+mirror file garbled and put back for real.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from chain_machines import anchored, new_machine
+from conftest import dated_back, write_store
+
+from kint.tenant_worker.watcher import SIZE_CHECK_INTERVAL_S
+
+WAIT = {"timeout": 60, "interval": 0.2}
+
+
+def _owed_watcher(tmp_path, monkeypatch, *then: tuple[int, int] | None):
+    """A real Watcher whose start's count failed as a lock would (so the count is owed),
+    and whose next counts answer `then`, the last one from there on: (the watcher, the
+    pushes it asked for, the times it said the store was clean again, the counts made)."""
+    from kint.tenant_worker.unanchored import CountFailed
+    from kint.tenant_worker.watcher import Watcher
+
+    db = str(write_store(tmp_path / "memory.db"))
+    dated_back(db)  # a signature that tells: no look owed for its age
+    monkeypatch.setenv("KINT_QUIET_SECONDS", "3600")  # no quiet trigger: the owed count alone
+    monkeypatch.setenv("KINT_POLL_SECONDS", "3600")  # the watcher's own ticks: none here
+    failed = [CountFailed("the store is locked by another process", False)]
+    answers = list(then)
+    counts: list[int] = []
+
+    def count() -> tuple[int, int] | None:
+        counts.append(1)
+        if failed:
+            raise failed.pop()
+        return answers.pop(0) if len(answers) > 1 else answers[0]
+
+    pushed: list[str] = []
+    settled: list[int] = []
+    watcher = Watcher(db, count, lambda reason: pushed.append(reason) or {},
+                      generation=lambda: 0, settled=lambda: settled.append(1))
+    watcher.start()
+    assert watcher.dirty and watcher.work_left(0), "the failed start count left no work"
+    return watcher, pushed, settled, counts
+
+
+def test_an_owed_start_count_that_cannot_push_leaves_the_store_clean(tmp_path, monkeypatch):
+    watcher, pushed, settled, counts = _owed_watcher(tmp_path, monkeypatch, None)
+    try:
+        watcher.tick(time.monotonic())
+        assert len(counts) == 2, counts  # the owed count, made in the tick
+        assert not watcher.dirty and not watcher.work_left(0), "a mark nothing can clear"
+        assert settled == [1] and pushed == []
+        watcher.tick(time.monotonic())  # no longer owed: no count without a change
+        assert len(counts) == 2 and not watcher.dirty
+    finally:
+        watcher.stop()
+
+
+def test_an_owed_start_count_with_nothing_left_leaves_the_store_as_a_start_does(
+        tmp_path, monkeypatch):
+    """Clean, nothing pushed, and no size check of its own made in that tick: the owed
+    count is the start's, so the first change after it has its size checked at once, as
+    after a start that counted (the once-a-minute rule runs from the last check, and the
+    start made none). Taken as a tick's size check, it put off the next change's for a
+    minute, and a change past KINT_SIZE_TRIGGER_BYTES waited for the quiet period."""
+    assert time.monotonic() > 2 * SIZE_CHECK_INTERVAL_S  # a start's first check is due at once
+    watcher, pushed, settled, counts = _owed_watcher(tmp_path, monkeypatch, (0, 0), (100, 0))
+    try:
+        watcher.tick(time.monotonic())
+        assert len(counts) == 2, counts  # the owed count, not a second diff after it
+        assert not watcher.dirty and not watcher.work_left(0)
+        assert settled == [1] and pushed == []
+        assert watcher.counting.uncounted is None
+        write_store(Path(watcher.db), {"more": {"rule": "a change"}})  # a real write
+        watcher.tick(time.monotonic())
+        assert pushed == ["watcher"], "the change's size was not checked at its first tick"
+    finally:
+        watcher.stop()
+
+
+def test_a_mirror_that_does_not_read_is_a_count_that_failed_for_good(tmp_path, chain_home):
+    """The space anchored and clean; the mirror garbled before the watcher's start: its
+    count fails for good naming the mirror (CORRUPT_STATE is a file to mend), not "cannot
+    push", which would have left the store clean over a mirror nothing read. Put back, the
+    owed count finds nothing left and the store is clean again, with no write to it."""
+    sb = new_machine(tmp_path / "machine", chain_home, KINT_POLL_SECONDS="1",
+                     KINT_QUIET_SECONDS="3600")
+    with anchored(sb, first="pushed before"):
+        db = sb.sibyl_db
+        # The drift baseline is the first attach's read: made while the mirror reads.
+        sb.call("attach", db, timeout_s=30, args={"session": "no-watcher", "watcher": False})
+        dated_back(db)  # a signature that tells: no look owed for its age
+        mirror = sb.kint_home / f"mirror-{sb.row(db)['space']}.json.gz"
+        original = mirror.read_bytes()
+        mirror.write_bytes(original[: len(original) // 2])
+        try:
+            attached = sb.call("attach", db, timeout_s=60,
+                               args={"session": "watching", "watcher": True})
+            assert attached["watcher"] is True
+            row = sb.wait_for(lambda: (r := sb.row(db))["watcher_uncounted"] and r,
+                              what="the watcher's count failing", **WAIT)
+            uncounted = row["watcher_uncounted"]
+            assert str(mirror) in uncounted["message"], uncounted
+            assert uncounted["lasting"] is True, uncounted
+            assert row["work_left"] is True, row  # a session is attached
+        finally:
+            mirror.write_bytes(original)
+        row = sb.wait_for(lambda: (r := sb.row(db))["watcher_uncounted"] is None
+                          and r["work_left"] is False and r,
+                          what="the owed count finding nothing left", **WAIT)
+        assert (row["head"] or {}).get("seq") == 1, row  # nothing pushed: nothing was left
