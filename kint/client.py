@@ -376,11 +376,12 @@ class Client(ClosedDoorChecks):
         supervisor gives a worker's line as of its last beat and keeps it until the next,
         so without the check the first line shown for a call could be the last one of the
         op before it, or of another op the space ran meanwhile."""
+        from kint.space_row import space_row  # not on `kint supervisor status`'s path
+
         try:
-            rows = self.call("sup.status", timeout_s=2)["spaces"]
+            row = space_row(self, space16)
         except KintError:
             return None
-        row = next((r for r in rows if r["space"] == space16), None)
         if row is None or not row.get("progress") or row.get("progress_op") != op:
             return None
         age = row.get("progress_age_s")

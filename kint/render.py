@@ -254,9 +254,16 @@ def supervisor_status_text(status: dict[str, Any]) -> str:
 
 
 def parked_text(parked: list[dict[str, Any]], space: str) -> str:
-    """A space's requests waiting for an exited worker's last replies (`kint supervisor
-    status`, under its table): how many, for which ops, of which worker, and when they
-    are answered without them (WORKER_DOWN, or TIMEOUT at a request's own deadline)."""
+    """A space's requests waiting for an exited worker's last replies, as `kint supervisor
+    status` says them under its table, the space first (`parked_words`)."""
+    return f"{space}: {parked_words(parked)}"
+
+
+def parked_words(parked: list[dict[str, Any]]) -> str:
+    """Requests waiting for an exited worker's last replies (`kint supervisor status`, and
+    `kint status`'s `parked:` line): how many, for which ops, of which worker, and when
+    they are answered without them (WORKER_DOWN, or TIMEOUT at a request's own
+    deadline)."""
     ops = ", ".join(sorted({printable(str(p["op"])) for p in parked}))
     # Two exits of the space within the grace (a second restart) leave two workers' requests.
     pids = sorted({int(p["pid"]) for p in parked if p.get("pid") is not None})
@@ -264,8 +271,8 @@ def parked_text(parked: list[dict[str, Any]], space: str) -> str:
     workers = (f"workers (pids {named})" if len(pids) > 1
                else f"worker (pid {named})" if pids else "worker")
     left = max(float(p["left_s"]) for p in parked)
-    return (f"{space}: {len(parked)} request(s) ({ops}) wait for the last replies of its "
-            f"exited {workers}, answered without them within {age_text(left)}")
+    return (f"{len(parked)} request(s) ({ops}) wait for the last replies of its exited "
+            f"{workers}, answered without them within {age_text(left)}")
 
 
 def started_with_text(entries: list[dict[str, Any]]) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kint.render import (age_text, printable, utc_time, watcher_failure_text,
+from kint.render import (age_text, parked_words, printable, utc_time, watcher_failure_text,
                          watcher_settings_text, watcher_uncounted_text)
 
 
@@ -141,6 +141,8 @@ def space_status_text(result: dict[str, Any]) -> str:
     shared = result.get("store_shared")
     if shared:
         chain_lines.append(f"WARNING: {printable(shared['message'])}; {shared['hint']}")
+    if result.get("parked"):  # the supervisor's, read beside the worker's answer (space_row)
+        chain_lines.append(f"parked:  {parked_words(result['parked'])}")
     cap = result.get("cap")
     # The cap block ends the output (15-sibyl.md: "The last four lines of `kint status`"),
     # so the worker's line, kint's own, goes before it.

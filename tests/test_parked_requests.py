@@ -5,7 +5,8 @@ retired route for its replies (kint/supervisor/last_words.py). They were in no s
 (`waiting` 0, nothing named), and outside the space's bound: a stop or restart with
 requests in flight let the space take MAX_WAITING_PER_SPACE more on top of them. Now
 `kint supervisor status` (text and --json, `sup.status`) names them (`parked`: each op, the
-exited worker's pid, the seconds left), `waiting` counts them, and so does the bound.
+exited worker's pid, the seconds left), `waiting` counts them, and so does the bound; `kint status` and memory_status, which the
+next worker answers, show them too, from the supervisor's row.
 
 The supervisor and the workers are real: a space's worker restarted (`sup.restart`) with
 an `attach` in flight, held on its pool (KINT_TEST_HOLD_ATTACH) until the restart reached
@@ -33,6 +34,7 @@ import pytest
 import zmq
 
 from conftest import make_sandbox, write_store
+from mcp_session import AgentProcess
 from support.attach_in_flight import attach_in_flight
 from kint.client import KintError
 from kint.paths import front_address
@@ -111,6 +113,34 @@ def test_status_shows_the_requests_parked_on_an_exited_workers_reply(parked):
     row = sb.row(sb.sibyl_db)
     assert row["parked"] == [] and row["waiting"] == 0, row
     assert "answered without them" not in sb.kint("supervisor", "status").stdout
+
+
+def test_kint_status_and_memory_status_show_the_parked_requests(parked):
+    """`kint status` (text and --json) and an agent's memory_status (a real kint-server
+    over MCP) show the space's parked request as `kint supervisor status` does: the worker
+    that answers them is the next one, which knows nothing of it, so they read the
+    supervisor's row. Once the late reply is read, nothing is shown."""
+    sb, first, outcome, reply_held, caller = parked
+    said = json.loads(sb.kint("status", "--json").stdout)
+    assert said["worker"]["pid"] != first, said["worker"]  # the next worker answered
+    [shown] = said["parked"]
+    assert shown["op"] == "attach" and shown["pid"] == first, said["parked"]
+    assert 0 < shown["left_s"] <= float(LONG_GRACE_S), shown
+    text = sb.kint("status").stdout
+    assert (f"\nparked:  1 request(s) (attach) wait for the last replies of its exited "
+            f"worker (pid {first}), answered without them within ") in text, text
+    agent = AgentProcess(sb.env).start()
+    try:
+        status = agent.call("memory_status")
+        assert [(p["op"], p["pid"]) for p in status["parked"]] == [("attach", first)], status
+        reply_held.unlink()  # the late reply goes: the client gets it, nothing is parked
+        caller.join(60)
+        assert outcome.get("reply", {}).get("sessions") == 1, outcome
+        assert agent.call("memory_status")["parked"] == []
+    finally:
+        agent.close()
+    assert json.loads(sb.kint("status", "--json").stdout)["parked"] == []
+    assert "parked:" not in sb.kint("status").stdout
 
 
 def test_parked_requests_count_in_the_spaces_bound(parked):

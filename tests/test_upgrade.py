@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -98,3 +99,60 @@ def test_the_signature_is_every_file_of_the_package_and_none_python_or_an_editor
     assert code_signature(root) == first
     (root / "tenant_worker" / "added.py").write_text("")
     assert code_signature(root) != first
+
+
+def test_a_sigterm_during_an_upgrades_drain_answers_the_request_in_flight(sandbox):
+    """kint was upgraded while a request ran (an agent's attach, held on the worker's pool:
+    KINT_TEST_HOLD_ATTACH), so the supervisor waits for it before it stops for the
+    upgrade; a SIGTERM meanwhile (systemd's stop, a user's kill) stops it at once, for a
+    stop. The request still gets its worker's real reply, not WORKER_DOWN: the worker
+    finishes it within its stop grace and the supervisor passes the answer on before it
+    exits. Nothing is handed to a next supervisor, and the exit is a stop's."""
+    from support.attach_in_flight import attach_in_flight
+    from kint.supervisor.succession import succession_path
+
+    sb = sandbox
+    copy = kint_copy(sb.root / "code")
+    hold = sb.root / "hold-attach"
+    # The test launcher (its faults preloaded into the worker forkserver) over the copy.
+    sb.env.update(PYTHONPATH=os.pathsep.join([str(SUPPORT), str(copy.parent)]),
+                  KINT_TEST_HOLD_ATTACH=str(hold), KINT_TEST_HOUSEKEEPING_S="0.25",
+                  KINT_WORKER_HEARTBEAT_TIMEOUT="60")
+    write_store(sb.sibyl_db)
+    sb.kint_home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    proc = subprocess.Popen([sys.executable, str(SUPPORT / "run_supervisor.py"), "--home",
+                             str(sb.kint_home)], env=sb.env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    target = copy / "protocol" / "envelope.py"
+    st = target.stat()
+    log = sb.kint_home / "supervisor.log"
+    outcome: dict = {}
+    try:
+        sb.wait_for(lambda: sb.client().ping(0.5), what="the test supervisor")
+        sb.call("status", sb.sibyl_db, timeout_s=60)
+        hold.touch()
+        caller = attach_in_flight(sb, outcome, timeout_s=90)
+        os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+        sb.wait_for(lambda: "kint's installed files changed (an upgrade)"
+                    in log.read_text(errors="replace"), what="the upgrade seen")
+        assert "nothing in flight" not in log.read_text(errors="replace")  # it waits
+        proc.send_signal(signal.SIGTERM)
+        sb.wait_for(lambda: "stop requested (stop)" in log.read_text(errors="replace"),
+                    what="the stop read by the worker")
+        hold.unlink()  # the attach ends, and the worker exits
+        caller.join(60)
+        code = proc.wait(timeout=60)
+    finally:
+        if hold.exists():
+            hold.unlink()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
+    said = log.read_text(errors="replace")
+    assert "error" not in outcome, (outcome["error"], said[-3000:])
+    assert outcome["reply"]["sessions"] == 1, outcome
+    assert "WORKER_DOWN" not in said, said[-3000:]
+    assert "(commanded: stop)" in said and "(commanded: upgrade)" not in said, said[-3000:]
+    assert not succession_path(sb.kint_home).exists()
+    assert code == 0, (code, said[-3000:])

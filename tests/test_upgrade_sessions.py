@@ -261,7 +261,9 @@ def test_a_stop_during_an_upgrades_drain_hands_nothing_on(tmp_path, how):
     """kint was upgraded, and the supervisor waits for the requests in flight before it
     stops its workers for the upgrade; a `kint supervisor stop` (or SIGTERM, as systemd's
     stop sends) meanwhile ends the sessions: the workers are stopped for a "stop" and no
-    run id is left to the next supervisor."""
+    run id is left to the next supervisor; and the process exits 0, as a stop does, not
+    the upgrade's 75 that the units in deploy/ restart (tests/test_upgrade.py sends the
+    signal to a real one)."""
     from types import SimpleNamespace
 
     from kint.supervisor.code_watch import EXIT_UPGRADED
@@ -274,11 +276,12 @@ def test_a_stop_during_an_upgrades_drain_hands_nothing_on(tmp_path, how):
     sup = Supervisor(home, Settings.load())
     try:
         sup.upgraded, sup.exit_code = True, EXIT_UPGRADED
-        assert sup._handing_on()
+        assert sup._handing_on() and sup.process_exit_code == EXIT_UPGRADED
         if how == "signal":
             sup.request_stop()
         else:
             COMMANDS["sup.stop"](sup, b"client", SimpleNamespace(id="r1", args={}))
         assert not sup._handing_on()
+        assert sup.process_exit_code == 0
     finally:
         sup.close()

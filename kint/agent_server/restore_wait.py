@@ -65,6 +65,7 @@ from kint.client import PROGRESS_AGE_SLACK_S, Client, KintError, SupervisorUnava
 from kint.agent_server.old_worker import head_lock_free, old_worker
 from kint.protocol import ErrorCode
 from kint.seconds_text import seconds_text
+from kint.space_row import space_row
 from kint.tenant_worker.lock_table import TableReader
 from kint.tenant_worker.stop_grace import ORPHAN_EXIT_S
 
@@ -319,10 +320,9 @@ class RestoreUnderWay:
         supervisor's status (the worker's last beat), which never waits on the worker. A
         status that cannot be read says yes: the caller looks again."""
         try:
-            rows = look.call("sup.status", timeout_s=2)["spaces"]
+            row = space_row(look, self.space16)
         except KintError:
             return True
-        row = next((r for r in rows if r["space"] == self.space16), None)
         return row is not None and self._pulls(row)
 
     def _pulls(self, row: dict[str, Any]) -> bool:

@@ -47,6 +47,7 @@ from kint import settings
 from kint.client import Client, KintError
 from kint.protocol.errors import split_notices
 from kint.settings.wire import outgoing
+from kint.space_row import parked_requests
 from kint.spaces import SpaceRef
 
 log = logging.getLogger("kint.server")
@@ -92,6 +93,13 @@ class AgentSession:
             # The call may have started the supervisor (the one before was gone).
             self._attach_if_new(self._client)
             return result
+
+    def parked(self) -> list[dict[str, Any]] | None:
+        """The space's requests waiting for its exited worker's last replies, from the
+        supervisor's status (kint.space_row.parked_requests), on the tool calls' socket:
+        memory_status shows them beside the worker's status, which cannot say them."""
+        with self._lock:
+            return parked_requests(self._client, self.ref.space16)
 
     def _attach_if_new(self, client: Client) -> None:
         """Attach again when the supervisor holding the home is not the one that took this

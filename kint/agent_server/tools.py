@@ -166,6 +166,9 @@ def kint_tools(session: AgentSession, shared: SharedClient) -> list[KintTool]:
         # kint's own: whether the worker counts this session (its watcher on, its exit push
         # asked for); false while a start whose attach failed is still retrying.
         out["attached"] = session.attached
+        # The supervisor's: requests waiting for the last replies of the space's worker that
+        # exited ([] when none; null when its status could not be read).
+        out["parked"] = session.parked()
         if shared.gone is not None:
             out["store_gone"] = {"message": shared.gone, "hint": STORE_GONE_HINT}
         # kint's own: a restore memory_pull stopped waiting for, still running (the call's

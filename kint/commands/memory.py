@@ -12,6 +12,7 @@ from kint import render_space, render_verify
 from kint.commands.common import Ctx, echo_json, json_option, space_call, usage_error
 from kint.commands.tx_text import with_tx_0x
 from kint.rows.canon import VERSIONED_TIERS, row_label
+from kint.space_row import parked_requests
 
 
 @click.command("status")
@@ -21,9 +22,13 @@ def status_cmd(obj: Ctx, as_json: bool) -> None:
     """The space of this store: tenant, store, row counts per tier, kint's files; once
     connected, the owner, the data key, the last epoch anchored here, unanchored changes,
     the chain head (in step or not) and the session key; the push settings the space's
-    watcher takes from a kint-server session; then its worker and the storage cap Sibyl
-    enforces."""
+    watcher takes from a kint-server session; the requests waiting for the last replies of
+    its worker that exited; then its worker and the storage cap Sibyl enforces."""
     result = space_call(obj, "status", {"chain": True}, timeout_s=30)
+    # The supervisor's, not the worker's: the worker that answered is not the one they
+    # wait for. Read after its answer, as the supervisor holds them then.
+    with obj.client(autostart=False) as client:
+        result["parked"] = parked_requests(client, result["space"])
     if as_json:
         echo_json(with_tx_0x(result))
     else:

@@ -166,7 +166,7 @@ def _serve(home: Path, pid_fd: int, extra_preload: tuple[str, ...]) -> int:
         sup.run()
     finally:
         sup.close()
-    return sup.exit_code
+    return sup.process_exit_code
 
 
 DAEMON_STDERR = "supervisor.stderr"

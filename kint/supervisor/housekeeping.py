@@ -47,6 +47,8 @@ class Housekeeping:
     handles: dict[str, WorkerHandle]
     shutting_down: bool
     upgraded: bool
+    # Set by `kint supervisor stop` or a signal (SIGTERM, SIGINT, SIGHUP).
+    stop_commanded: bool
     exit_code: int
     front_path: Path | None
     back_path: Path | None
@@ -131,6 +133,19 @@ class Housekeeping:
         self.exit_code = EXIT_UPGRADED
         log.warning("kint's installed files changed (an upgrade): stopping once the requests "
                     "in flight finish, so that the next call starts the new version")
+
+    @property
+    def process_exit_code(self) -> int:
+        """The code the supervisor's process exits with: `exit_code`, but 0 for a stop
+        commanded (`kint supervisor stop`, SIGTERM) while an upgrade's drain waited for the
+        requests in flight. Such a stop ends the sessions as any stop does (daemon.py's
+        `_handing_on`), yet it exited 75 ("start me again"), so the units in deploy/, which
+        restart a non-zero exit, started again a supervisor stopped with `kint supervisor
+        stop`, and systemd's own stop ended the unit failed. The next command starts the
+        new version anyway."""
+        if self.upgraded and self.stop_commanded and self.exit_code == EXIT_UPGRADED:
+            return 0
+        return self.exit_code
 
     def _rotate_log(self) -> None:
         """The supervisor alone rotates the shared log; every process reopens it itself."""

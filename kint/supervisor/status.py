@@ -41,23 +41,24 @@ def _unanchored(handle: WorkerHandle, since: float) -> dict[str, Any]:
             "unanchored_age_s": round(float(beat.get("unanchored_age_s") or 0.0) + since, 3)}
 
 
+def _aged_now(handle: WorkerHandle, key: str, since: float) -> dict[str, Any] | None:
+    """The beat's fact `key` (a dict with an `age_s` as of the beat) with its `age_s` moved
+    to now, `since` seconds after the beat. Null when the beat has none, or no worker runs:
+    a gone worker's watcher fails or counts nothing."""
+    fact = handle.beat.get(key)
+    if not fact or not handle.alive:
+        return None
+    return {**fact, "age_s": round(float(fact.get("age_s") or 0.0) + since, 3)}
+
+
 def _watcher_failure(handle: WorkerHandle, since: float) -> dict[str, Any] | None:
     """The store watcher's failed push, as of now: code, message, attempts, age_s and
     retry_in_s (0: at its next tick). Null when none, or no worker runs."""
-    failure = handle.beat.get("watcher_failure")
-    if not failure or not handle.alive:
+    failure = _aged_now(handle, "watcher_failure", since)
+    if failure is None:
         return None
-    return {**failure, "age_s": round(float(failure.get("age_s") or 0.0) + since, 3),
+    return {**failure,
             "retry_in_s": round(max(0.0, float(failure.get("retry_in_s") or 0.0) - since), 3)}
-
-
-def _watcher_uncounted(handle: WorkerHandle, since: float) -> dict[str, Any] | None:
-    """Why the store watcher cannot count the store (`message`, naming the file), and for
-    how long as of now (`age_s`). Null when it can, or no worker runs."""
-    uncounted = handle.beat.get("watcher_uncounted")
-    if not uncounted or not handle.alive:
-        return None
-    return {**uncounted, "age_s": round(float(uncounted.get("age_s") or 0.0) + since, 3)}
 
 
 def _progress_origin(beat: dict[str, Any], since: float) -> dict[str, Any]:
@@ -115,8 +116,9 @@ def space_row(handle: WorkerHandle, now: float, home: Path,
         **_unanchored(handle, since),
         "held": beat.get("held"),
         "watcher_failure": _watcher_failure(handle, since),
-        # Why the watcher cannot count the store (`message` naming the file, `age_s`).
-        "watcher_uncounted": _watcher_uncounted(handle, since),
+        # Why the watcher cannot count the store (`message` naming the file), and for how
+        # long as of now (`age_s`); null when it can, or no worker runs.
+        "watcher_uncounted": _aged_now(handle, "watcher_uncounted", since),
         # The push settings the watcher's pushes take from a kint-server session where
         # they are not the supervisor's own (null when none, no watcher or no worker runs).
         "watcher_settings": beat.get("watcher_settings") if handle.alive else None,
