@@ -86,10 +86,14 @@ def test_sessions_are_counted_apart_from_the_work_that_blocks_any_stop(tmp_path)
 
 
 def _attached(ctx, sid: str, seen_ago: float, first_ago: float | None = None,
-              poll: str | None = None) -> None:
+              poll: str | None = None, watching: bool = True) -> None:
+    """Session `sid` as attach leaves it; with `watching`, one that asked for the watcher
+    (without: a KINT_NO_WATCHER=1 kint-server, whose values no watcher takes)."""
     now = time.monotonic()
     with ctx.sessions_lock:
         ctx.sessions[sid] = now - seen_ago
+        if watching:
+            ctx.watching.add(sid)
         if first_ago is not None:
             values = ({"KINT_POLL_SECONDS": Value(BY_NAME["KINT_POLL_SECONDS"], float(poll),
                                                   SESSION, raw=poll)} if poll else {})
@@ -106,6 +110,7 @@ def test_the_sessions_their_settings_and_the_drift_baseline_pass_to_the_successo
         ctx = old.ctx
         _attached(ctx, "older", seen_ago=30, first_ago=100, poll="7")
         _attached(ctx, "newer", seen_ago=5, first_ago=50, poll="3")
+        _attached(ctx, "nowatch", seen_ago=4, first_ago=40, poll="9", watching=False)
         _attached(ctx, "gone", seen_ago=500)  # killed without a word: not handed over
         _attached(ctx, "left", seen_ago=2, first_ago=60)
         sessions.detach(ctx, {"session": "left"})  # said goodbye: its late keepalive is not
@@ -113,8 +118,9 @@ def test_the_sessions_their_settings_and_the_drift_baseline_pass_to_the_successo
         ctx.drift.note("entity:rules:noted", "ab" * 32)
         ctx.drift.take_over(ctx.drift.handed()["leaves"],
                             Hold("refusing to anchor: test", "watcher", "2026-12-04T00:00:00Z"))
-        assert ctx.watcher_setting("KINT_POLL_SECONDS").value == 3  # the newest session's
-        assert hand_over(ctx) == 2
+        # The newest session's that asked for the watcher, not the KINT_NO_WATCHER=1 one's.
+        assert ctx.watcher_setting("KINT_POLL_SECONDS").value == 3
+        assert hand_over(ctx) == 3
         handed = ctx.drift.handed()
     finally:
         old.close()
@@ -126,15 +132,16 @@ def test_the_sessions_their_settings_and_the_drift_baseline_pass_to_the_successo
         ctx = new.ctx
         assert take_over(ctx) is None  # no session ran the watcher: none is started
         assert not path.exists()  # taken once
-        assert sorted(ctx.sessions) == ["newer", "older"]
+        assert sorted(ctx.sessions) == ["newer", "nowatch", "older"]
         assert 25 < time.monotonic() - ctx.sessions["older"] < 60  # last seen as it was
         poll = ctx.watcher_setting("KINT_POLL_SECONDS")
-        assert (poll.value, poll.source, poll.raw) == (3, SESSION, "3")  # newest still wins
+        assert (poll.value, poll.source, poll.raw) == (3, SESSION, "3")  # it still wins
+        assert ctx.kept_settings("KINT_POLL_SECONDS", watching=False)[0].raw == "9"
         assert ctx.drift.handed() == handed and ctx.drift.active
         assert ctx.drift.held is not None and ctx.drift.held.reason == "watcher"
-        assert _beat(new)["sessions"] == 2
+        assert _beat(new)["sessions"] == 3
         late = sessions.attach(ctx, {"session": "left", "watcher": False})
-        assert late.get("ended") is True and late["sessions"] == 2
+        assert late.get("ended") is True and late["sessions"] == 3
     finally:
         new.close()
 
@@ -208,11 +215,11 @@ def _planted(store: str, **changes: Any) -> dict:
     """A handoff as a worker of this supervisor over `store` writes it, one session in it,
     with `changes` (a path of keys joined by "." to a new value)."""
     data: dict[str, Any] = {
-        "version": 2, "written_mono": time.monotonic(), "boot_id": boot_id(), "db": store,
+        "version": 3, "written_mono": time.monotonic(), "boot_id": boot_id(), "db": store,
         "supervisor_run": "this-start",
         "watcher": False, "ended": {"bye": 1.0}, "held": None,
         "leaves": {"entity:rules:gate": "ab" * 32, "entity:rules:gone": None},
-        "sessions": [{"id": "s1", "seen_s_ago": 1.0, "first_s_ago": 2.0,
+        "sessions": [{"id": "s1", "seen_s_ago": 1.0, "first_s_ago": 2.0, "watcher": True,
                       "settings": {"KINT_POLL_SECONDS": "5"}}]}
     for where, value in changes.items():
         *parents, key = where.split(".")
@@ -236,6 +243,8 @@ def _planted(store: str, **changes: Any) -> dict:
     {"ended": {"bye": -1e9}},
     {"held": {"message": 1, "reason": "watcher", "at": "2026-12-04T00:00:00Z"}},
     {"watcher": "yes"},
+    {"sessions.0.watcher": "yes"},
+    {"version": 2},  # no session's `watcher`: which asked for one is not known
     {"leaves": {"entity:rules:gate": "not a leaf"}},  # matches no row: held as drift
     {"written_mono": FromNow(0, text=True)},
     {"written_mono": FromNow(60)},  # written in the future

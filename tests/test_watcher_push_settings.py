@@ -39,8 +39,15 @@ def _context(tmp_path: Path) -> SpaceContext:
     return SpaceContext(config=cfg, store=StoreReader(str(db), "t"))
 
 
-def _attach(ctx: SpaceContext, sid: str, sent: dict[str, str]) -> list[str]:
-    said = HANDLERS["attach"](ctx, {"session": sid, "watcher": False, "settings": dict(sent)})
+def _attach(ctx: SpaceContext, sid: str, sent: dict[str, str], watcher: bool = True
+            ) -> list[str]:
+    """Attach session `sid`, asking for the watcher unless `watcher` is false (a
+    KINT_NO_WATCHER=1 kint-server): one asked for is made here and not started (no thread,
+    no store to count), so attach retimes it rather than starting one."""
+    if watcher and ctx.watcher is None:
+        sessions.new_watcher(ctx)
+    said = HANDLERS["attach"](ctx, {"session": sid, "watcher": watcher,
+                                    "settings": dict(sent)})
     return said.get("notices", [])
 
 
@@ -125,22 +132,32 @@ def _config_watcher(ctx: SpaceContext) -> dict[str, Any]:
     return {e["name"]: e["watcher"] for e in rows if e["name"] in PUSH_SETTINGS}
 
 
-def test_no_push_settings_are_shown_for_a_watcher_that_does_not_run(tmp_path):
+def test_no_push_settings_are_shown_for_a_watcher_that_does_not_run(tmp_path,
+                                                                    monkeypatch):
     """A KINT_NO_WATCHER=1 kint-server attaches with `watcher: false`, and its values are
     kept all the same: the beat and `kint config show` named them as what "the watcher's
-    pushes" run with while no watcher existed to push. They are shown once one does."""
+    pushes" run with while no watcher existed to push. No watcher takes them: one a later
+    session asks for runs with that session's, or the space's (its pushes too), where it
+    ran with the newest session's, this one's included."""
     ctx = _context(tmp_path)
-    assert _attach(ctx, "nowatcher", OLDER) == []
+    assert _attach(ctx, "nowatcher", OLDER, watcher=False) == []
     assert ctx.watcher is None
     assert differing(ctx, _own) == []
     assert set(_config_watcher(ctx).values()) == {None}
 
-    sessions.new_watcher(ctx)  # a later session asks for it (made, not started: no thread)
+    assert _attach(ctx, "watching", {}) == []  # asks for the watcher, gives none of its own
+    assert ctx.watcher is not None
+    assert differing(ctx, _own) == []
+    assert set(_config_watcher(ctx).values()) == {None}
+    assert all(v.source != settings.SESSION for v in _pushed_with(ctx, monkeypatch).values())
+    assert _attach(ctx, "newer", NEWER) == []
+    assert _attach(ctx, "latest", OLDER, watcher=False) == []  # attached last: not taken
     assert {e["name"]: (e["value"], e["source"]) for e in differing(ctx, _own)} == {
-        "KINT_RPC_TIMEOUT": (60.0, settings.SESSION), "KINT_KEY_TTL": ("30d", settings.SESSION),
-        "KINT_NONCE_RETRY_SECONDS": (40.0, settings.SESSION)}
-    assert _config_watcher(ctx)["KINT_RPC_TIMEOUT"] == {"value": 60.0,
+        "KINT_RPC_TIMEOUT": (5.0, settings.SESSION), "KINT_KEY_TTL": ("1h", settings.SESSION),
+        "KINT_NONCE_RETRY_SECONDS": (3.0, settings.SESSION)}
+    assert _config_watcher(ctx)["KINT_RPC_TIMEOUT"] == {"value": 5.0,
                                                         "source": settings.SESSION}
+    assert _pushed_with(ctx, monkeypatch)["KINT_RPC_TIMEOUT"].raw == "5"
 
 
 def test_the_beat_leaves_out_a_sessions_value_equal_to_the_workers_own(tmp_path,
@@ -152,7 +169,6 @@ def test_the_beat_leaves_out_a_sessions_value_equal_to_the_workers_own(tmp_path,
     ctx = _context(tmp_path)
     _attach(ctx, "s", {"KINT_RPC_TIMEOUT": "10", "KINT_KEY_TTL": "1d",
                        "KINT_NONCE_RETRY_SECONDS": "40"})
-    sessions.new_watcher(ctx)
     assert differing(ctx, _own) == [{"name": "KINT_NONCE_RETRY_SECONDS", "value": 40.0,
                                      "source": settings.SESSION, "own": 15.0,
                                      "own_source": settings.DEFAULT}]

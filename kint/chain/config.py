@@ -106,6 +106,11 @@ class ChainConfig:
     rpc_where: str | None = None
     contract_source: str = "default"
     contract_where: str | None = None
+    # Where `rpc_timeout_s` came from, as for the endpoints: a command whose chain settings
+    # came from the space's worker (`space_chain`) names the worker's KINT_RPC_TIMEOUT and
+    # its source when a call times out, not what its own environment would say.
+    rpc_timeout_source: str = "default"
+    rpc_timeout_where: str | None = None
 
     @property
     def second_is_same_endpoint(self) -> bool:
@@ -178,7 +183,8 @@ def load_chain_config(home: Path, space_rpc_urls: list[str] | None = None) -> Ch
     in config.toml, change how the space reaches its chain, never which chain it is.
     A chain setting whose value was refused stops it (RefusedChainSetting)."""
     check_chain_settings()
-    timeout = settings.value("KINT_RPC_TIMEOUT")
+    timeout_value = settings.lookup("KINT_RPC_TIMEOUT")
+    timeout = timeout_value.value
     single = bool(settings.value("KINT_ALLOW_SINGLE_RPC"))
     machine = settings.machine_lookup("KINT_RPC_URL")
     primary = settings.lookup("KINT_RPC_URL")
@@ -208,7 +214,9 @@ def load_chain_config(home: Path, space_rpc_urls: list[str] | None = None) -> Ch
         source = _source(primary)
     elif space_rpc_urls:
         urls, source = tuple(space_rpc_urls), (SPACE_URLS_SOURCE, None)
-    sources = {"rpc_source": source[0], "rpc_where": source[1]}
+    timeout_source = _source(timeout_value)
+    sources = {"rpc_source": source[0], "rpc_where": source[1],
+               "rpc_timeout_source": timeout_source[0], "rpc_timeout_where": timeout_source[1]}
     if on_devchain:
         assert dev is not None
         anchor, (csource, cwhere) = dev.anchor, (DEVCHAIN_SOURCE, str(devchain_record(home)))

@@ -77,6 +77,10 @@ class _EndpointRecord:
     last_ok_at: float | None = None
     last_failure_at: float | None = None
     last_failure: str | None = None
+    # The bound the last failure ran out of, when it was a timeout of a read its caller
+    # bounds (one try; None: any other failure): a read that waits longer is not skipped
+    # for it (`unavailable`).
+    last_failure_bound_s: float | None = None
 
 
 # The most endpoints a tracker keeps records of beyond the space's own: `connect
@@ -113,7 +117,9 @@ class RpcTracker:
             self._inflight[token] = (endpoint, method, time.monotonic())
             return token
 
-    def end(self, token: int, ok: bool, error: str | None = None) -> None:
+    def end(self, token: int, ok: bool, error: str | None = None,
+            bound_s: float | None = None) -> None:
+        """The call `token` ended; a failure's `bound_s` is the timeout it ran out of."""
         now = time.monotonic()
         with self._lock:
             endpoint = self._inflight.pop(token, ("", "", now))[0]
@@ -124,6 +130,7 @@ class RpcTracker:
             else:
                 record.last_failure_at = now
                 record.last_failure = error
+                record.last_failure_bound_s = bound_s
             others = [url for url in self._records if url not in self._own]
             for url in others[:max(0, len(others) - MAX_OTHER_RECORDS)]:
                 del self._records[url]
@@ -142,6 +149,7 @@ class RpcTracker:
             for record in self._records.values():
                 record.last_failure_at = None
                 record.last_failure = None
+                record.last_failure_bound_s = None
 
     def _seen(self, endpoint: str) -> tuple[float | None, _EndpointRecord]:
         """The age of the oldest call in flight to `endpoint` (None: none) and a copy of
@@ -165,16 +173,23 @@ class RpcTracker:
         where, method, started = min(calls, key=lambda call: call[2])
         return where, method, time.monotonic() - started
 
-    def unavailable(self, endpoint: str, stuck_after_s: float = STUCK_AFTER_S) -> str | None:
+    def unavailable(self, endpoint: str, stuck_after_s: float = STUCK_AFTER_S,
+                    bound_s: float | None = None) -> str | None:
         """Why `endpoint` counts as unresponsive now, in unavailable_words' terms, or None
         when it does not: a call to it stuck past `stuck_after_s`, or a failure of it in the
         last 30 s with no success since. Verify asks before each head read, so this reads
-        the tracker once."""
+        the tracker once. A read that may wait `bound_s` does not count a caller-bounded
+        read's timeout of a shorter bound: `kint status` with KINT_VERIFY_HEAD_SECONDS=0.5
+        read the session key's balance from an endpoint that takes a second, and every
+        verify of the next 30 s, whose head read waits 2 s, skipped an endpoint that would
+        have answered. A KINT_RPC_TIMEOUT call that ran out three times counts for all."""
         age, record = self._seen(endpoint)
         stuck = age is not None and age > stuck_after_s
         failed, ok = record.last_failure_at, record.last_ok_at
+        shorter = (bound_s is not None and record.last_failure_bound_s is not None
+                   and record.last_failure_bound_s < bound_s)
         if stuck or (failed is not None and time.monotonic() - failed < UNRESPONSIVE_WINDOW_S
-                     and (ok is None or ok < failed)):
+                     and (ok is None or ok < failed) and not shorter):
             return _words(age, record)
         return None
 
@@ -220,6 +235,7 @@ class TrackedHTTPProvider(HTTPProvider):
         super().__init__(url, request_kwargs={"timeout": timeout_s},
                          exception_retry_configuration=None)
         self._tracker = tracker
+        self._timeout_s = timeout_s
         self._url = url  # the tracker's key for this endpoint; never shown
         self._secrets = url_secrets(url)
         # The pauses before each further try; () for a read whose caller bounds its whole
@@ -242,8 +258,13 @@ class TrackedHTTPProvider(HTTPProvider):
             if never_connected(err):
                 setattr(err, NEVER_CONNECTED, True)
             status = getattr(getattr(err, "response", None), "status_code", None)
+            # A read its caller bounds (one try: a head budget) that ran out says only that
+            # the endpoint is slower than that bound; three tries of KINT_RPC_TIMEOUT say
+            # it does not answer, for any bound (RpcTracker.unavailable).
+            bounded = not self.retry_pauses and isinstance(err, requests.exceptions.Timeout)
             self._tracker.end(token, False,
-                              RATE_LIMITED if status == 429 else type(err).__name__)
+                              RATE_LIMITED if status == 429 else type(err).__name__,
+                              self._timeout_s if bounded else None)
             if self._secrets:
                 _scrub_exception(err, self._secrets)
             raise

@@ -137,6 +137,7 @@ def _poll_can_write(anchor: Anchor, owner: str, key: str, interval: float,
     """canWrite(owner, key) up to `count` times, `interval` apart. A check the chain does
     not answer counts as a miss, not as the end: the transaction may land meanwhile."""
     from kint.chain.rpc import RpcUnavailable
+    from kint.commands.onchain import said
 
     last_error = None
     for attempt in range(count):
@@ -144,7 +145,7 @@ def _poll_can_write(anchor: Anchor, owner: str, key: str, interval: float,
             if anchor.can_write(owner, key):
                 return True, None
         except RpcUnavailable as err:
-            last_error = str(err)
+            last_error = said(err, anchor)
         if attempt + 1 < count:
             time.sleep(interval)
     return False, last_error

@@ -45,8 +45,8 @@ def config_show(obj: Ctx, as_json: bool) -> None:
     `daemon environment` (the supervisor's), or `this call` (this command's environment).
     The daemon's settings are this space's; a push setting's row also names the value the
     watcher's pushes take from a kint-server session, where it is not the row's, and a
-    watcher timing's or push setting's, while no watcher runs, the value a session gave
-    that is kept for one. Secrets show only as set or unset."""
+    watcher timing's or push setting's, while no watcher runs, the value a KINT_NO_WATCHER=1
+    session gave, which no watcher takes. Secrets show only as set or unset."""
     daemon = space_call(obj, "config", {}, timeout_s=30)
     found = {e["name"]: e for e in daemon["settings"]}
     found.update({e["name"]: e for e in _local_entries()})

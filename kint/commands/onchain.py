@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -30,7 +31,7 @@ from kint import spaces
 from kint.chain.anchor import Anchor
 from kint.chain.calls import answer_int, bounded
 from kint.chain.chain_id import on_other_chain
-from kint.chain.config import ChainConfigError, load_chain_config
+from kint.chain.config import ChainConfig, ChainConfigError, load_chain_config
 from kint.chain.rpc import RpcTracker, RpcUnavailable
 from kint.chain import units
 from kint.chain.units import eth_text
@@ -43,6 +44,11 @@ from kint.paths import UnsafePathError
 from kint.protocol import ErrorCode
 from kint.protocol.errors import DEFAULT_HINTS
 from kint.settings.urls import redact_url
+
+# The chain settings this command's last `open_anchor` gave it: `chain_errors` wraps the
+# open as well as the calls, so it has no Anchor in hand when a call times out, yet names
+# the KINT_RPC_TIMEOUT that call waited (the worker's, when the space's worker gave it).
+_opened: ContextVar[ChainConfig | None] = ContextVar("kint_opened_chain", default=None)
 
 
 def open_anchor(obj: Ctx, home: Path, owner_given: str | None = None,
@@ -72,6 +78,7 @@ def open_anchor(obj: Ctx, home: Path, owner_given: str | None = None,
         except ChainConfigError as err:
             refuse_config(err)
         anchor = Anchor(chain, RpcTracker())
+        _opened.set(chain)
         if say_endpoint:
             click.echo(f"kint: no space is connected here for this store ({ref.space16}): "
                        f"the chain is read through {endpoint_said(anchor)}", err=True)
@@ -81,6 +88,7 @@ def open_anchor(obj: Ctx, home: Path, owner_given: str | None = None,
 
     chain = chain_config(space_call(obj, "space_chain", {}, timeout_s=30))
     check_enrolled_contract(found, chain, home, owner_given)
+    _opened.set(chain)
     return Anchor(chain, RpcTracker())
 
 
@@ -129,11 +137,12 @@ def refuse_other_chain(anchor: Anchor) -> None:
 
 @contextlib.contextmanager
 def chain_errors(what: str) -> Iterator[None]:
-    """Turn the chain's and the custody's failures into one-line refusals."""
+    """Turn the chain's and the custody's failures into one-line refusals; a timeout names
+    the KINT_RPC_TIMEOUT it waited and whose it was (`said`)."""
     try:
         yield
     except RpcUnavailable as err:
-        refuse(ErrorCode.RPC_UNAVAILABLE, f"{what}: the chain did not answer ({err})",
+        refuse(ErrorCode.RPC_UNAVAILABLE, f"{what}: the chain did not answer ({said(err)})",
                "check KINT_RPC_URL (or the devchain: kint devchain status) and the "
                "endpoint, then run the command again")
     except ChainConfigError as err:
@@ -146,6 +155,15 @@ def chain_errors(what: str) -> Iterator[None]:
                f"{str(err)[:200]})",
                "check KINT_CONTRACT and KINT_RPC_URL: they must name kint's EpochAnchor and "
                "an endpoint of the chain it is deployed on")
+
+
+def said(err: RpcUnavailable, anchor: Anchor | None = None) -> str:
+    """A failed chain call of this command in words, a timeout naming the KINT_RPC_TIMEOUT
+    it waited and whose it was: `anchor`'s, else the chain the last `open_anchor` gave."""
+    from kint.tenant_worker.rpc_hint import chain_timeout_named  # the worker's phrasing
+
+    chain = anchor.config if anchor is not None else _opened.get()
+    return str(err) if chain is None else chain_timeout_named(str(err), chain)
 
 
 def chain_now(anchor: Anchor) -> int:

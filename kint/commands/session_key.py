@@ -161,7 +161,7 @@ def _from_chain(obj: Ctx, home: Path, address: str, owner: str | None,
     from kint.chain.calls import ChainRefused
     from kint.chain.key_facts import read_key_facts
     from kint.chain.rpc import RpcUnavailable
-    from kint.commands.onchain import chain_shown, endpoint_on_other_chain, open_anchor
+    from kint.commands.onchain import chain_shown, endpoint_on_other_chain, open_anchor, said
 
     anchor = open_anchor(obj, home, owner_given)
     shown = {"chain": chain_shown(anchor)}
@@ -173,6 +173,7 @@ def _from_chain(obj: Ctx, home: Path, address: str, owner: str | None,
             return shown
         return {**shown, **read_key_facts(anchor, address, owner).as_json()}
     except (RpcUnavailable, ChainRefused) as err:
-        click.echo(f"kint: warning: the chain did not answer ({err}); showing the local "
+        words = said(err, anchor) if isinstance(err, RpcUnavailable) else str(err)
+        click.echo(f"kint: warning: the chain did not answer ({words}); showing the local "
                    f"half only", err=True)
         return shown

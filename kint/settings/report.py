@@ -13,6 +13,7 @@ from typing import Any
 from kint.render import value_text
 from kint.settings.loader import Value
 from kint.settings.schema import GROUPS, SETTINGS, Setting, shown
+from kint.settings.wire import NONE_TAKE
 
 SCHEMA_VERSION = 1
 
@@ -68,10 +69,10 @@ def text_lines(shown_entries: list[dict[str, Any]]) -> list[str]:
             if e.get("watcher"):  # a session's value the watcher's pushes take instead
                 source += (f"; the watcher's pushes use {value_text(e['watcher']['value'])} "
                            f"({e['watcher']['source']})")
-            kept = e.get("kept_for_watcher")  # a session's timing, for a watcher none runs
+            kept = e.get("kept_for_watcher")  # a KINT_NO_WATCHER=1 session's, none runs
             if kept:
                 source += (f"; no watcher runs (a {kept['source']}'s "
-                           f"{value_text(kept['value'])} is kept for one)")
+                           f"{value_text(kept['value'])} is {NONE_TAKE})")
             rows.append((s.name, text, source))
     width = [max(len(r[i]) for r in rows) for i in range(2)] if rows else [0, 0]
     return [f"{r[0]:<{width[0]}}  {r[1]:<{width[1]}}  {r[2]}".rstrip() for r in rows]

@@ -160,7 +160,8 @@ SETTINGS: tuple[Setting, ...] = (
     _s("KINT_RPC_TIMEOUT", "float", 10.0, "call", CLI_DAEMON, CHAIN,
        "seconds for any one try of an RPC call; a read that times out or cannot connect is "
        "tried twice more, a send never. The watcher's pushes take the newest kint-server "
-       "session's value, as v0.3.0's kint-server pushes with its own", minimum=0.1),
+       "session's value (of those that ask for a watcher), as v0.3.0's kint-server pushes "
+       "with its own", minimum=0.1),
     _s("KINT_VERIFY_HEAD_SECONDS", "float", 2.0, "call", DAEMON, CHAIN,
        "how long verify's head read may wait", minimum=0.1),
     _s("KINT_OFFLINE", "flag", False, "call", CLI_DAEMON, CHAIN,
@@ -173,7 +174,7 @@ SETTINGS: tuple[Setting, ...] = (
        "of the space is waited for before it is filled (a kint extension); a previous "
        "session key's receipt wait looks for such a nonce by half the wait at the latest, "
        "whatever the setting. The watcher's pushes take the newest kint-server session's "
-       "value", minimum=0.5),
+       "value (of those that ask for a watcher)", minimum=0.5),
     _s("KINT_ANVIL", "path", None, "call", CLI, CHAIN,
        "the anvil binary `kint devchain start` runs",
        "the checkout's pinned npm package, then `anvil` on `PATH`, then "
@@ -191,10 +192,11 @@ SETTINGS: tuple[Setting, ...] = (
     _s("KINT_KEY_TTL", "ttl", "24h", "call", DAEMON, KEYS,
        "how long the unwrapped data key stays cached: seconds, or `30d`, `12h`, `15m`; "
        "`session` keeps it in the worker's memory only. Each pull and push renews it; the "
-       "watcher's pushes with the newest kint-server session's value, as v0.3.0's "
-       "kint-server renews with its own. A key held in memory stays there, and a `kint "
-       "rekey`'s new key takes its place there, unless the pull, push or rekey itself "
-       "sets it (the caller's, or that session's, environment)"),
+       "watcher's pushes with the newest kint-server session's value (of those that ask "
+       "for a watcher), as v0.3.0's kint-server renews with its own. A key held in "
+       "memory stays there, and a `kint rekey`'s new key takes its place there, unless "
+       "the pull, push or rekey itself sets it (the caller's, or that session's, "
+       "environment)"),
     _s("KINT_OWNER_KEY", "text", None, "call", CLI, KEYS,
        "the owner's private key, for `kint authorize direct` and `burn-nonce` only; from "
        "the environment only, never argv; unset it afterwards", "unset", secret=True,
@@ -267,7 +269,7 @@ _SPACE_NOT_CALL = (
     "environment too): it never gives way to the default, Base mainnet's EpochAnchor "
     "([Chain settings that do not parse](#chain-settings-that-do-not-parse))")
 _NEWEST_SESSION = ("one watcher, in the space's worker, serves every session: the newest "
-                   "kint-server session's value applies while it runs")
+                   "value of a kint-server session that asks for it applies while it runs")
 V030_DEPARTURES: dict[str, str] = {
     "KINT_HOME": "v0.3.0 takes an empty value as a path (the current folder) and a relative "
                  "one as given; here an empty or blank one counts as unset and a relative one "

@@ -31,19 +31,24 @@ MAX_SENT_CHARS = 4096
 
 @dataclass(frozen=True)
 class Kept:
-    """What a watcher timing is compared with while no watcher runs (the worker's
-    SpaceContext.compared_setting): the values kint-server sessions gave, kept for a
-    watcher a later session may ask for, the newest first. A caller's value that is one of
-    them is not reported (an older KINT_NO_WATCHER=1 session's own calls, whose value
-    counts again once the newer detaches); another is told no watcher runs, as `kint
-    config show` says, never that the space "runs with" a value nothing runs on."""
+    """What a watcher timing is compared with (the worker's SpaceContext.compared_setting)
+    where KINT_NO_WATCHER=1 kint-server sessions gave one: their values, kept though no
+    watcher takes them, the newest first, and the watcher's value (`running`) when one
+    runs. A caller's value that is one of them is not reported (such a session's own
+    calls, an older one's too); another is told what the watcher runs with, or that no
+    watcher runs, as `kint config show` says, never that the space "runs with" a value
+    nothing runs on."""
 
     values: tuple[Value, ...]
+    running: Value | None = None
 
 
 Effective = Callable[[str, Value], "Value | Kept"]
 # Where a report's way to change the value begins (kint-server hands it to the human).
 CHANGE_IT = "; to change it, "
+# What becomes of a KINT_NO_WATCHER=1 session's watcher timing or push setting: kept, so its
+# own calls are not told on each that it is unused, and taken by no watcher.
+NONE_TAKE = "kept, unused: that session asked for no watcher"
 
 
 def outgoing(environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -134,12 +139,14 @@ def report(setting: Setting, raw: str, running: Value, label: str, path: str) ->
 
 def kept_report(setting: Setting, raw: str, kept: Kept, running: Value, label: str,
                 path: str) -> str:
-    """The one line for a watcher timing a caller gave while no watcher runs, which is none
-    of those kept for one (`Kept`)."""
+    """The one line for a watcher timing a caller gave that is none of those `kept` holds:
+    what the watcher runs with, or, while none runs, that none does."""
+    if kept.running is not None:
+        return report(setting, raw, kept.running, label, path)
     newest = kept.values[0]
     return (f"kint: {setting.name}={raw} in this environment is not used: no watcher runs in "
-            f"space {label} (a {newest.source}'s {shown(setting, newest.value)} is kept for "
-            f"one){CHANGE_IT}{_how(setting, running, label, path)}")
+            f"space {label} (a {newest.source}'s {shown(setting, newest.value)} is {NONE_TAKE})"
+            f"{CHANGE_IT}{_how(setting, running, label, path)}")
 
 
 def apply(op: str, sent: Mapping[str, str], *, label: str,
@@ -186,7 +193,8 @@ def apply(op: str, sent: Mapping[str, str], *, label: str,
         if setting.applies(op):
             values[name] = Value(setting, theirs, THIS_CALL, raw=raw)
         elif kept is not None:
-            if not any(same(setting, theirs, v.value) for v in kept.values):
+            held = kept.values + ((kept.running,) if kept.running is not None else ())
+            if not any(same(setting, theirs, v.value) for v in held):
                 notices.append(kept_report(setting, raw, kept, running, label, path))
         elif not same(setting, theirs, running.value):
             notices.append(report(setting, raw, running, label, path))

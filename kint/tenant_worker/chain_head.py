@@ -58,7 +58,8 @@ class ChainHeadSource:
     """The head of (owner, space) on the configured chain. Reads through its own
     connection whose timeout is verify's head budget, and not at all while this space's
     primary endpoint is stuck or failed in the last 30 s (another endpoint's failure, a
-    cold start's second opinion or one `connect --rpc-urls` tried, says nothing of it)."""
+    cold start's second opinion or one `connect --rpc-urls` tried, says nothing of it, nor
+    does a timeout of a shorter budget than this read's: RpcTracker.unavailable)."""
 
     def __init__(self, chain: Any, tracker: Any, anchor_for: Callable[[Any], Any], owner: str,
                  space_id: str) -> None:
@@ -73,7 +74,7 @@ class ChainHeadSource:
         from kint.chain.rpc import RpcUnavailable
 
         primary = self.chain.rpc_urls[0]  # the tracker's record of this endpoint only
-        unavailable = self.tracker.unavailable(primary)
+        unavailable = self.tracker.unavailable(primary, bound_s=timeout_s)
         if unavailable is not None:
             return HeadReading(None, unavailable)
         try:

@@ -341,7 +341,8 @@ def config(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     as it runs, the space's own while none runs), and the config file in force. A push
     setting's row also carries the value the watcher's pushes take from a kint-server
     session, where it is not the row's; a watcher timing's or push setting's, with no
-    watcher running, the value a session gave that is kept for one (`kept_for_watcher`)."""
+    watcher running, the value a KINT_NO_WATCHER=1 session gave, which no watcher takes
+    (`kept_for_watcher`)."""
     from kint.settings import report
     from kint.settings.schema import SETTINGS
 

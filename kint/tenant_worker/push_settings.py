@@ -79,16 +79,19 @@ def watcher_value(ctx: SpaceContext, row: Value) -> dict[str, Any] | None:
 def kept_value(ctx: SpaceContext, row: Value) -> dict[str, Any] | None:
     """For `kint config show`'s row of a watcher timing or push setting while no watcher
     runs (a timing's row is then the space's own: SpaceContext.effective_setting): the
-    value a kint-server session gave, kept for a watcher it did not ask for
-    (KINT_NO_WATCHER=1), when it is not the row's; None otherwise. Shown as the timing in
-    force, it said a watcher pushed on a quiet period nobody was counting; a push setting's
-    was said nowhere, while a later session's watcher pushes with it (its KINT_KEY_TTL the
-    data key's renewal)."""
+    value the newest KINT_NO_WATCHER=1 kint-server session gave, kept though no watcher
+    takes it (SpaceContext.watcher_setting), when it is not the row's; None otherwise.
+    Shown as the timing in force, it said a watcher pushed on a quiet period nobody was
+    counting; said nowhere, a user who set it in the harness could not tell why it did
+    nothing."""
     name = row.setting.name
     if (name not in WATCHER_SETTINGS and name not in PUSH_SETTINGS) or ctx.watcher is not None \
             or not _held(ctx, name):
         return None
-    kept = ctx.watcher_setting(name, row)
-    if kept.source != SESSION or same(kept.setting, kept.value, row.value):
+    found = ctx.kept_settings(name, watching=False)
+    if not found:
+        return None
+    kept = found[0]
+    if same(kept.setting, kept.value, row.value):
         return None
     return {"value": json_value(kept.setting, kept.value), "source": kept.source}

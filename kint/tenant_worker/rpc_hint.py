@@ -1,7 +1,7 @@
 """RPC_UNAVAILABLE's hint, and an unsettled push journal's (UNSETTLED_HINT), naming what
 set the endpoint that did not answer; a timeout's message, naming the KINT_RPC_TIMEOUT
-it waited and whose it was (`timeout_named`), or the other bound a read waited
-(`bound_named`).
+it waited and whose it was (`timeout_named`; a command's own chain call:
+`chain_timeout_named`), or the other bound a read waited (`bound_named`).
 
 The generic hint sends the user to KINT_RPC_URL and KINT_RPC_URL_2. On the devchain no such
 setting is in force: the endpoint is the one the devchain's record names, and the fix is
@@ -18,8 +18,8 @@ was, which is what kint-server knows it by to send an agent to memory_pull.
 A chain call that timed out said "the endpoint did not answer within KINT_RPC_TIMEOUT"
 with neither the value nor whose it was: a user who set 30 in a harness's entry, or in
 config.toml, and saw a push give up could not tell which value it had waited, nor where
-to change it. A request's (handlers.with_settings) and a watcher push's
-(sessions._watcher_push) name both.
+to change it. A request's (handlers.with_settings), a watcher push's
+(sessions._watcher_push) and a command's own chain call (kint.commands.onchain) name both.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from kint.chain.config import DEVCHAIN_SOURCE, SPACE_URLS_SOURCE, ChainConfig
 from kint.protocol.errors import (DEFAULT_HINTS, DEVCHAIN_RPC_CHECK, DEVCHAIN_RPC_HINT,
                                   FILE_RPC_CHECK, RETRY_THEN, RPC_CHECK, SPACE_RPC_CHECK,
                                   UNSETTLED_HINT, UNSETTLED_THEN, ErrorCode, ProtocolError)
-from kint.settings.schema import shown
+from kint.settings.schema import BY_NAME, shown
 from kint.settings.wire import source_text
 from kint.tenant_worker.space import SpaceContext
 
@@ -93,9 +93,25 @@ def bound_named(text: str, name: str) -> str:
     a read made with another bound (status's session key facts wait at most
     KINT_VERIFY_HEAD_SECONDS) sent the user to a setting that changes nothing. Called
     under the settings the read ran with; any other text is returned as it is."""
+    value = settings.lookup(name)
+    return _bound_said(text, name, shown(value.setting, value.value), source_text(value))
+
+
+def chain_timeout_named(text: str, chain: ChainConfig) -> str:
+    """`text`, the failure of a chain call a command made itself (kint.commands.onchain:
+    `authorize`, `session-key show`), with a timeout naming the KINT_RPC_TIMEOUT `chain`
+    waited and whose it was. Not looked up here: the value and its source are the ones
+    `chain` was loaded with, the space's worker's when it handed them over (`space_chain`:
+    the supervisor's environment or the space's table in config.toml, which this
+    process does not read)."""
+    value = settings.Value(BY_NAME["KINT_RPC_TIMEOUT"], chain.rpc_timeout_s,
+                           chain.rpc_timeout_source, chain.rpc_timeout_where)
+    return _bound_said(text, value.name, shown(value.setting, value.value), source_text(value))
+
+
+def _bound_said(text: str, name: str, value: str, whose: str) -> str:
+    """`text` with "within KINT_RPC_TIMEOUT (" said as "within NAME=VALUEs (WHOSE; "."""
     if RPC_TIMEOUT_WORDS + " (" not in text:
         return text
-    value = settings.lookup(name)
-    named = (f"{RPC_TIMEOUT_WORDS.removesuffix('KINT_RPC_TIMEOUT')}{name}="
-             f"{shown(value.setting, value.value)}s ({source_text(value)}; ")
+    named = f"{RPC_TIMEOUT_WORDS.removesuffix('KINT_RPC_TIMEOUT')}{name}={value}s ({whose}; "
     return text.replace(RPC_TIMEOUT_WORDS + " (", named, 1)

@@ -67,7 +67,8 @@ from kint.tenant_worker.state_format import is_hex64
 log = logging.getLogger("kint.worker")
 
 # 2: written_mono and boot_id in place of the wall clock's written_at; the store's path
-VERSION = 2
+# 3: each session's `watcher`, whether it asked for one (only theirs run it)
+VERSION = 3
 
 def _path(ctx: SpaceContext) -> Path:
     return session_handoff_path(ctx.config.home, ctx.config.space16)
@@ -88,6 +89,7 @@ def hand_over(ctx: SpaceContext) -> int:
             sessions.append({
                 "id": sid, "seen_s_ago": now - seen,
                 "first_s_ago": now - first if first is not None else None,
+                "watcher": sid in ctx.watching,
                 "settings": {name: v.raw for name, v in values.items() if v.raw is not None}})
     atomic_write(_path(ctx), orjson.dumps({
         "version": VERSION, "written_mono": now, "boot_id": boot_id(), "db": ctx.config.db,
@@ -162,6 +164,7 @@ def _apply(ctx: SpaceContext, data: dict[str, Any]) -> Any:
         return None
     now = time.monotonic()
     sessions: dict[str, float] = {}
+    watching: set[str] = set()
     settings: dict[str, tuple[float, dict[str, Value]]] = {}
     # Every field is checked before any is taken: a file that does not hold what a
     # worker writes is dropped whole, never half applied.
@@ -170,6 +173,10 @@ def _apply(ctx: SpaceContext, data: dict[str, Any]) -> Any:
         if seen_ago + elapsed > SESSION_TTL_S:
             continue
         sessions[sid] = now - seen_ago - elapsed
+        if not isinstance(entry["watcher"], bool):
+            raise TypeError(f"watcher {entry['watcher']!r} is not true or false")
+        if entry["watcher"]:
+            watching.add(sid)
         if entry["first_s_ago"] is not None:
             settings[sid] = (now - _ago(entry["first_s_ago"]) - elapsed, {
                 name: Value(BY_NAME[name], parse_sent(BY_NAME[name], _text(raw)), SESSION,
@@ -191,6 +198,7 @@ def _apply(ctx: SpaceContext, data: dict[str, Any]) -> Any:
     with ctx.sessions_lock:
         ctx.sessions.update(sessions)
         ctx.session_settings.update(settings)
+        ctx.watching.update(watching)
         ctx.ended_sessions.update(ended)
     log.info("space %s: %d session(s) taken over from the worker before this one", space16,
              len(sessions))

@@ -71,7 +71,8 @@ def server_push(ctx: SpaceContext, reason: str) -> dict[str, Any]:
 
 def _watcher_push(ctx: SpaceContext, reason: str) -> dict[str, Any]:
     """The watcher's push, outside any request: it runs with the newest session's value
-    of each call-scope setting a push reads (space.PUSH_SETTINGS, from its kint-server's
+    (of those that asked for the watcher: SpaceContext.watcher_setting) of each call-scope
+    setting a push reads (space.PUSH_SETTINGS, from its kint-server's
     environment), else the space's, as v0.3.0's kint-server pushes with its own. Without
     it a harness's KINT_KEY_TTL=30d was cut to the space's 24 h by the first automatic
     push, and its KINT_RPC_TIMEOUT and KINT_NONCE_RETRY_SECONDS went unused, unsaid. Its
@@ -91,15 +92,16 @@ def _watcher_push(ctx: SpaceContext, reason: str) -> dict[str, Any]:
 def _session_timings(ctx: SpaceContext, sid: str) -> list[str]:
     """Keep the watcher timings and push settings a session's kint-server sent when it
     first attached (its own environment: the harness's MCP configuration); the newest live
-    session's are the ones the watcher runs with. A line for each of this session's that
-    is not used."""
+    session's that asked for the watcher are the ones it runs with. A line for each of
+    this session's that is not used; none for a KINT_NO_WATCHER=1 session's, which no
+    watcher takes (kept so that its calls are not told so on each: compared_setting)."""
     now = time.monotonic()
     with ctx.sessions_lock:
         if sid not in ctx.session_settings:
             given = {name: replace(value, source=SESSION) for name in SESSION_SETTINGS
                      if (value := settings.lookup(name)).source == settings.THIS_CALL}
             ctx.session_settings[sid] = (now, given)
-        own = ctx.session_settings[sid][1]
+        own = ctx.session_settings[sid][1] if sid in ctx.watching else {}
     notices = []
     for name, mine in own.items():
         running = ctx.watcher_setting(name)
@@ -136,6 +138,8 @@ def attach(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         first = not ctx.sessions
         if not ended:
             ctx.sessions[sid] = time.monotonic()
+            if args.get("watcher"):  # its values are the watcher's (watcher_setting)
+                ctx.watching.add(sid)
     if ended:  # a keepalive sent before its session's goodbye, run after it
         return {"sessions": ctx.live_sessions(), "watcher": ctx.watcher is not None,
                 "ended": True}
@@ -159,6 +163,7 @@ def _end(ctx: SpaceContext, sid: str) -> None:
     with ctx.sessions_lock:
         ctx.sessions.pop(sid, None)
         ctx.session_settings.pop(sid, None)
+        ctx.watching.discard(sid)
         ctx.ended_sessions[sid] = time.monotonic()
 
 

@@ -93,6 +93,8 @@ class SpaceContext:
     # The watcher's timings each session sent when it first attached (its kint-server's
     # environment): id -> (first attach, values). The newest live session's win.
     session_settings: dict[str, tuple[float, dict[str, Any]]] = field(default_factory=dict)
+    # The sessions that asked for the watcher: only theirs run it (`watcher_setting`).
+    watching: set[str] = field(default_factory=set)
     drift: DriftBaseline = field(default_factory=DriftBaseline)
     watcher: Any = None
     # Asks the worker's loop for a beat now, from any thread (the worker sets it: work
@@ -246,6 +248,7 @@ class SpaceContext:
                 del self.sessions[sid]
             for sid in [s for s in self.session_settings if s not in self.sessions]:
                 del self.session_settings[sid]
+            self.watching &= self.sessions.keys()
             for sid in [s for s, at in self.ended_sessions.items() if now - at > SESSION_TTL_S]:
                 del self.ended_sessions[sid]
             return len(self.sessions)
@@ -254,20 +257,25 @@ class SpaceContext:
 
     def watcher_setting(self, name: str, running: "settings.Value | None" = None
                         ) -> "settings.Value":
-        """A watcher timing: the newest live session's (its kint-server's environment,
-        sent on attach), else this space's settings."""
-        kept = self.kept_settings(name)
+        """A watcher timing: the newest live session's that asked for the watcher (its
+        kint-server's environment, sent on attach), else this space's settings. A
+        KINT_NO_WATCHER=1 session's are for no watcher: attached last, it set the timings
+        and push settings of a watcher another session asked for."""
+        kept = self.kept_settings(name, watching=True)
         if kept:
             return kept[0]
         return running if running is not None else settings.lookup(name)
 
-    def kept_settings(self, name: str) -> list["settings.Value"]:
+    def kept_settings(self, name: str, watching: bool | None = None
+                      ) -> list["settings.Value"]:
         """The values of `name` the live sessions gave when they attached, the newest
-        first: the first is the one a watcher takes."""
+        first; with `watching`, only those of the sessions that did (True) or did not
+        (False) ask for the watcher."""
         self.live_sessions()  # forget sessions that went away without a word
         found = [(first, values[name])
                  for sid, (first, values) in list(self.session_settings.items())
-                 if sid in self.sessions and name in values]
+                 if sid in self.sessions and name in values
+                 and (watching is None or (sid in self.watching) == watching)]
         found.sort(key=lambda pair: pair[0], reverse=True)
         return [value for _, value in found]
 
@@ -285,18 +293,20 @@ class SpaceContext:
     def compared_setting(self, name: str, running: "settings.Value"
                          ) -> "settings.Value | Kept":
         """What a caller's value of `name` is compared with (handlers.with_settings), where
-        `effective_setting` differs in one thing: with no watcher running, a watcher timing
-        sessions gave is compared with each of their kept values (`Kept`). A
-        KINT_NO_WATCHER=1 kint-server sends its environment's on every call, and compared
-        with the space's own it would be told on each that they are not used and to set
-        them in the harness's configuration, where they already are; compared with the
-        newest session's alone, an older such session was told so on each, and any other
-        caller that the space "runs with" a value nothing ran on."""
+        `effective_setting` differs in one thing: a watcher timing KINT_NO_WATCHER=1
+        sessions gave is compared with each of their kept values too (`Kept`, beside the
+        watcher's when one runs). Such a kint-server sends its environment's on every call,
+        and compared with the space's own or the watcher's it would be told on each that
+        they are not used and to set them in the harness's configuration, where they
+        already are; compared with the newest session's alone, an older such session was
+        told so on each, and any other caller that the space "runs with" a value nothing
+        ran on."""
         if name in WATCHER_SETTINGS:
-            if self.watcher is not None:
-                return self.watcher_setting(name, running)
-            kept = self.kept_settings(name)
-            return Kept(tuple(kept)) if kept else running
+            watcher = self.watcher_setting(name, running) if self.watcher is not None else None
+            kept = self.kept_settings(name, watching=False)
+            if not kept:
+                return watcher or running
+            return Kept(tuple(kept), watcher)
         return self.chain_setting(name, running)
 
     def chain_setting(self, name: str, running: "settings.Value") -> "settings.Value":

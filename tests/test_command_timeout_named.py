@@ -1,0 +1,47 @@
+"""A chain call a command makes itself (kint.commands.onchain: `session-key show`,
+`authorize`) that times out names the KINT_RPC_TIMEOUT it waited and whose it was, as a
+worker's request and a watcher's push name it (kint.tenant_worker.rpc_hint).
+
+Such a call said "the endpoint did not answer within KINT_RPC_TIMEOUT" with neither the
+value nor where it was set. The value is the one the chain settings were loaded with: for a
+connected space, the worker's (`space_chain`), so its source is the worker's too.
+
+Real parts: the session's devchain (anvil), the test supervisor and its worker, the real
+CLI; a loopback RPC proxy (tests/rpc_proxy.py) that holds the chain id and newest block reads
+unanswered.
+"""
+
+from __future__ import annotations
+
+from chain_machines import machine_behind_proxy, ok
+from kint.chain.calls import RPC_TIMEOUT_WORDS
+
+
+def test_session_key_show_and_authorize_name_the_rpc_timeout_they_waited_and_whose(
+        tmp_path, chain_home):
+    """The space is connected through a proxy that never answers eth_chainId nor
+    eth_getBlockByNumber (the first read of each command): `session-key show` warns, `authorize payload` refuses, each
+    naming KINT_RPC_TIMEOUT's value and source, given by the caller's environment, then
+    by config.toml, which the space's worker reads."""
+    with machine_behind_proxy(tmp_path, chain_home) as (sb, proxy):
+        proxy.set_mode("hang_methods", methods=["eth_chainId", "eth_getBlockByNumber"])
+        shown = ok(sb.kint("session-key", "show", env={"KINT_RPC_TIMEOUT": "0.5"}))
+        assert f"{RPC_TIMEOUT_WORDS}=0.5s (from this call; ReadTimeout)" in shown.stderr, \
+            shown.stderr
+        assert "showing the local half only" in shown.stderr, shown.stderr
+        # `authorize`'s refusal (onchain.chain_errors, which opened the anchor itself).
+        refused = sb.kint("authorize", "payload", env={"KINT_RPC_TIMEOUT": "0.5"})
+        assert refused.returncode == 2 and "[RPC_UNAVAILABLE]" in refused.stderr, \
+            refused.stderr
+        assert (f"authorize payload: the chain did not answer (reading the newest block: "
+                f"{RPC_TIMEOUT_WORDS}=0.5s (from this call; ReadTimeout))") in refused.stderr, \
+            refused.stderr
+        config = sb.kint_home / "config.toml"
+        config.write_text("rpc_timeout = 0.25\n")
+        config.chmod(0o600)
+        shown = ok(sb.kint("session-key", "show"))
+        assert (f"{RPC_TIMEOUT_WORDS}=0.25s (from file {config}; ReadTimeout)"
+                in shown.stderr), shown.stderr
+        refused = sb.kint("authorize", "payload")
+        assert (f"{RPC_TIMEOUT_WORDS}=0.25s (from file {config}; ReadTimeout)"
+                in refused.stderr), refused.stderr
