@@ -35,23 +35,27 @@ from test_pending_rotated import Space
 
 from kint.tenant_worker.head_lock import SETTLEMENT
 
-# KINT_NONCE_RETRY_SECONDS for machine A: the fill waits for a nonce at the other endpoint
-# at most former_key.DEFER_STEPS of them (10 s here), after which the bound's tests fill it
-# or refuse.
-RETRY_S = 5
+# KINT_NONCE_RETRY_SECONDS for machine A in the bound's tests: the fill waits for a nonce at
+# the other endpoint at most former_key.DEFER_STEPS of them (4 s here), after which they fill
+# it or refuse. Nothing races the bound there (the transaction is never passed on before
+# it), so it is short: each of those tests waits it out once.
+RETRY_S = 2
 # The first test's: its settlement never reaches the bound, whatever the box's load. Its
 # receipt wait (KINT_TEST_RECEIPT_WAIT) ends after the wait's first look, by half the wait
-# (7.5 s), which logs the line the test waits for, and before its second, WAITING_RETRY_S
-# after the first (17.5 s); the bound is counted from the first sighting, which is that
-# look (one rotate) or the check before the re-send (two), only one send earlier. What the test does after the line (pass the
-# transaction on, then `kint pull` to settle what the settlement left, if its wait ran out)
-# races nothing: it raced the bound, 5-10 s after the line, on a loaded box.
+# (6 s), which logs the line the test waits for, and before its second, WAITING_RETRY_S
+# after the first ends (16 s on); the bound (20 s) is counted from the first sighting, which
+# is that look (one rotate) or the check before the re-send (two), only one send earlier.
+# What the test does after the line (pass the transaction on, then `kint pull` to settle
+# what the settlement left, if its wait ran out) races nothing: it raced the bound, 5-10 s
+# after the line, on a loaded box.
 WAITING_RETRY_S = 10
-RECEIPT_WAIT_S = 15
-# The restart test's receipt wait, at RETRY_S: past the wait's first look (4 s: by half the
-# wait at the latest), which defers, and short of its second (9 s), where the bound (10 s)
-# would end the deferral.
-SHORT_WAIT_S = 8
+RECEIPT_WAIT_S = 12
+# The restart test's KINT_NONCE_RETRY_SECONDS and receipt wait: the wait's first look (by
+# half the wait: 2.5 s) defers, its second comes SHORT_RETRY_S after the first has ended, so
+# past the wait's end (5 s), and the bound (6 s) is not yet over at the first look: the wait
+# runs out with the nonce deferred, inside the bound, at any load.
+SHORT_RETRY_S = 3
+SHORT_WAIT_S = 5
 # A KINT_NONCE_RETRY_SECONDS as long as kint's 60 s receipt wait: the wait's first look comes
 # by half the wait all the same (SHORT_WAIT_S here).
 LONG_RETRY_S = 60
@@ -79,8 +83,8 @@ def waiting_box(tmp_path, chain_home):
 
 @pytest.fixture
 def short_box(tmp_path, chain_home):
-    """`box` with a receipt wait shorter than the bound (SHORT_WAIT_S)."""
-    yield from _waiting(tmp_path, chain_home, RETRY_S, SHORT_WAIT_S)
+    """`box` with SHORT_RETRY_S and a receipt wait shorter than the bound (SHORT_WAIT_S)."""
+    yield from _waiting(tmp_path, chain_home, SHORT_RETRY_S, SHORT_WAIT_S)
 
 
 @pytest.fixture
@@ -294,7 +298,7 @@ def test_the_bound_is_the_journals_and_a_wait_it_outlives_says_so(short_box, nod
     # it (it said "resolve_pending").
     s.a.wait_for(lambda: (s.a.row(s.db)["op"] or {}).get("name") == SETTLEMENT, timeout=30,
                  what="the held settlement in flight, by its name")
-    time.sleep(max(0.0, ended + 2 * RETRY_S - time.monotonic()))  # the bound has passed
+    time.sleep(max(0.0, ended + 2 * SHORT_RETRY_S - time.monotonic()))  # the bound has passed
     out = kdb(s.a, s.db, "pull")
     assert out.returncode != 0 and "[RPC_UNAVAILABLE]" in out.stderr, out.stdout + out.stderr
     assert waited in out.stderr and (f"hint: send the transaction waiting at {url} through "

@@ -161,7 +161,8 @@ def test_a_push_that_times_out_names_the_rpc_timeout_it_waited_and_whose(tmp_pat
     value, and so does a closing server's exit push in the log, the one place its failure
     is read. A read status makes within its head budget names that budget, not
     KINT_RPC_TIMEOUT, which changes nothing there."""
-    with machine_behind_proxy(tmp_path, chain_home) as (sb, proxy):
+    with machine_behind_proxy(tmp_path, chain_home,
+                              KINT_TEST_POLL_MINIMUM_S="0.25") as (sb, proxy):
         # The session key's balance, read by status within KINT_VERIFY_HEAD_SECONDS (one
         # status: the endpoint's timeout marks it failed for the next 30 s' head reads).
         proxy.set_mode("delay_methods", methods=["eth_getBalance"], seconds=2)
@@ -184,8 +185,8 @@ def test_a_push_that_times_out_names_the_rpc_timeout_it_waited_and_whose(tmp_pat
         assert (f"{RPC_TIMEOUT_WORDS}=0.5s (from file {config}; ReadTimeout)"
                 in late.stderr), late.stderr
         config.unlink()
-        agent = AgentProcess({**sb.env, "KINT_RPC_TIMEOUT": "0.5", "KINT_QUIET_SECONDS": "1",
-                              "KINT_POLL_SECONDS": "1"}).start()
+        # The session's watcher pushes at its first tick after the write (PROMPT).
+        agent = AgentProcess({**sb.env, "KINT_RPC_TIMEOUT": "0.5", **PROMPT}).start()
         try:
             assert agent.call("memory_remember", category="notes", name="slow-balance",
                               body={"text": "pushed by the watcher"})["ok"] is True

@@ -79,8 +79,12 @@ def test_a_start_count_that_meets_a_lock_pushes_the_rows_once_it_is_let_go(tmp_p
     all of them unanchored. The store is in rollback-journal mode, where another process's
     exclusive lock keeps out even the worker's connections already open (in WAL mode an
     open reader's shared lock refuses the lock itself); nothing of kint's changes the
-    mode (it opens the store read-only; Sibyl's client would set WAL, and none writes)."""
-    with _left_unanchored(tmp_path, chain_home, KINT_QUIET_SECONDS="0") as (sb, db):
+    mode (it opens the store read-only; Sibyl's client would set WAL, and none writes).
+    The worker's reads wait half a second on the lock, not SQLite's 2 s busy timeout
+    (KINT_TEST_STORE_BUSY_WAIT_S, tests/support/kint_test_timings.py): the start's count
+    that meets it fails all the same, sooner."""
+    with _left_unanchored(tmp_path, chain_home, KINT_QUIET_SECONDS="0",
+                          KINT_TEST_STORE_BUSY_WAIT_S="0.5") as (sb, db):
         dated_back(db)  # a signature that tells: no look owed for its age
         sb.call("connect", db, args={"dev": True}, timeout_s=300)
         # The drift baseline is the first attach's read of the store: made before the lock.
