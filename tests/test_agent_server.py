@@ -80,6 +80,10 @@ def box(machines):
 
 # Chain pushes and the watcher's quiet period are slower than Sandbox.wait_for's defaults.
 WAIT = {"timeout": 60, "interval": 0.25}
+# A kint-server's check of a locked store (before its client is built, at start and at a
+# tool call) waits half a second on the lock, not 2 s (KINT_TEST_LOCK_PROBE_S,
+# tests/support/run_kint_server.py): the locks held here outlast any wait.
+LOCK_PROBE = {"KINT_TEST_LOCK_PROBE_S": "0.5"}
 
 
 def _status(sb) -> dict:
@@ -535,7 +539,7 @@ def test_a_store_another_process_holds_locked_is_busy_not_held(box, tmp_path):
         # its own, then the human: it was told "call memory_push again in a minute" at every
         # call, for as long as the holder lived.
         agent = AgentProcess({**box.env, "KINT_TENANT": tenant, "SIBYL_MEMORY_DB": str(db),
-                              "KINT_QUIET_SECONDS": "3600"}).start()
+                              "KINT_QUIET_SECONDS": "3600", **LOCK_PROBE}).start()
         try:
             refused = agent.failed("memory_push")
         finally:
@@ -599,7 +603,7 @@ def test_a_pull_over_a_store_another_process_holds_locked_is_busy_and_changes_no
         log = box.kint_home / "kint.log"
         start = log.stat().st_size if log.exists() else 0
         agent = AgentProcess({**box.env, "KINT_TENANT": tenant, "SIBYL_MEMORY_DB": str(db),
-                              "KINT_QUIET_SECONDS": "3600"}).start()
+                              "KINT_QUIET_SECONDS": "3600", **LOCK_PROBE}).start()
         try:
             def bootstrap() -> list[str]:
                 with log.open("rb") as f:

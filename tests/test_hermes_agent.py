@@ -72,8 +72,15 @@ class HermesSession:
         self.proc.stdin.flush()
         return self._read()
 
-    def close(self) -> None:
-        assert self.send("close") == {"closed": True}
+    def closing(self) -> None:
+        """The session told to end (Hermes' shutdown of its memory provider), its answer
+        read by `closed`: both profiles' sessions end at once, as they were started."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps({"op": "close"}) + "\n")
+        self.proc.stdin.flush()
+
+    def closed(self) -> None:
+        assert self._read() == {"closed": True}
         assert self.proc.wait(120) == 0
         self.stderr.close()
 
@@ -141,23 +148,26 @@ def _run(sb, hermes: Path, work: Path) -> None:
     assert found == {str(stores[p]): labels[p] for p in PROFILES}
 
     # `kint --db <store>` from other shells: another cwd, and HERMES_HOME the other
-    # profile's folder, or unset.
+    # profile's folder, or unset. Both at once (two spaces, two workers).
     shells = {"alpha": {"HERMES_HOME": str(root / "profiles" / "beta")}, "beta": {}}
-    for p in PROFILES:
-        shell = {k: v for k, v in sb.env.items() if k != "HERMES_HOME"} | shells[p]
-        connected = subprocess.run([KINT, "--db", str(stores[p]), "connect", "--dev", "--json"],
-                                   env=shell, cwd=work, text=True, capture_output=True,
-                                   timeout=300, stdin=subprocess.DEVNULL)
-        assert connected.returncode == 0, connected.stdout + connected.stderr
-        assert json.loads(connected.stdout)["space"] == space_id(labels[p])[:16]
+    connects = {p: subprocess.Popen(
+        [KINT, "--db", str(stores[p]), "connect", "--dev", "--json"],
+        env={k: v for k, v in sb.env.items() if k != "HERMES_HOME"} | shells[p], cwd=work,
+        text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        for p in PROFILES}
+    for p, proc in connects.items():
+        stdout, stderr = proc.communicate(timeout=300)
+        assert proc.returncode == 0, stdout + stderr
+        assert json.loads(stdout)["space"] == space_id(labels[p])[:16]
 
-    # First sessions: a tool call and a turn, then the end of the session.
+    # First sessions: a tool call and a turn, then the end of the session (both at once).
     for p, session in sessions.items():
         assert session.send("remember", category="rules", name="release-gate",
                             body={"rule": f"{p}: never ship on a Friday"})["ok"] is True
         assert session.send("turn", user="what is the release rule?",
                             assistant="never ship on a Friday")["ok"] is True
-        session.close()
+        session.closing()
+    _closed(sessions)
     heads = {p: _landed(sb, stores[p], 0) for p in PROFILES}
 
     # Second sessions rewrite the anchored rule through Hermes' tool hook: noted by kint's
@@ -168,7 +178,8 @@ def _run(sb, hermes: Path, work: Path) -> None:
     for p, session in sessions.items():
         assert session.send("remember", category="rules", name="release-gate",
                             body={"rule": f"{p}: never ship on a Friday or a Monday"})["ok"]
-        session.close()
+        session.closing()
+    _closed(sessions)
     for p in PROFILES:
         _landed(sb, stores[p], heads[p])
     log = (sb.kint_home / "supervisor.log").read_text(errors="replace")
@@ -181,6 +192,12 @@ def _run(sb, hermes: Path, work: Path) -> None:
 def _started(sessions: dict[str, HermesSession]) -> dict[str, HermesSession]:
     """Each session once it has loaded its provider (all of them started already)."""
     return {p: session.started() for p, session in sessions.items()}
+
+
+def _closed(sessions: dict[str, HermesSession]) -> None:
+    """Each session, told to end already (`closing`), ended."""
+    for session in sessions.values():
+        session.closed()
 
 
 def _in_parallel(argvs: list[list[str]], env: dict[str, str], cwd: Path
@@ -261,9 +278,11 @@ def _every_profile(sb, hermes: Path, env: dict[str, str], work: Path,
 
 
 def _landed(sb, store: Path, before: int) -> int:
-    """Wait for the store's exit push on chain: head past `before`, nothing unanchored."""
+    """Wait for the store's exit push on chain: head past `before`, nothing unanchored. Each
+    look is the status op `kint --db <store> status --json` sends, asked from this process
+    (a command per look cost its start; `kint --db` is checked above)."""
     def pushed():
-        status = kjson(sb, "--db", str(store), "status")
+        status = sb.call("status", store, args={"chain": True}, timeout_s=30)
         return status if status["head"]["seq"] > before and status["unanchored"] == 0 else None
 
     return sb.wait_for(pushed, what=f"the exit push of {store}", **WAIT)["head"]["seq"]
