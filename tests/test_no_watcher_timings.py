@@ -44,16 +44,23 @@ def _timing_notices(said: dict) -> list[str]:
     return [n for n in said.get("notices") or [] if "KINT_QUIET_SECONDS" in n]
 
 
+def _attached(sb, agents: list[AgentProcess], env: dict[str, str], sessions: int,
+              what: str) -> AgentProcess:
+    """A real kint-server with `env` over the sandbox's, started, kept in `agents` for the
+    test's clean-up, once the space's row counts `sessions` attached."""
+    agent = AgentProcess({**sb.env, **env}).start()
+    agents.append(agent)
+    sb.wait_for(lambda: sb.row(sb.sibyl_db)["sessions"] == sessions, what=what, **WAIT)
+    return agent
+
+
 def test_a_no_watcher_sessions_timings_are_kept_not_shown_as_in_force(tmp_path):
     sb = make_sandbox(tmp_path / "m")
     sb.start_entitled()
     agents: list[AgentProcess] = []
     try:
-        quiet = AgentProcess({**sb.env, "KINT_NO_WATCHER": "1", "KINT_QUIET_SECONDS": "7",
-                              "KINT_RPC_TIMEOUT": "60"}).start()
-        agents.append(quiet)
-        sb.wait_for(lambda: sb.row(sb.sibyl_db)["sessions"] == 1,
-                    what="the session attached", **WAIT)
+        quiet = _attached(sb, agents, {"KINT_NO_WATCHER": "1", "KINT_QUIET_SECONDS": "7",
+                                       "KINT_RPC_TIMEOUT": "60"}, 1, "the session attached")
 
         rows = _rows(sb)
         assert (rows["KINT_QUIET_SECONDS"]["value"],
@@ -96,11 +103,8 @@ def test_a_no_watcher_sessions_timings_are_kept_not_shown_as_in_force(tmp_path):
 
         # A second such session: its 9 is the one kept now, and the first, whose 7 counts
         # again once the second goes, is not told on every call that its 7 is unused.
-        later = AgentProcess({**sb.env, "KINT_NO_WATCHER": "1",
-                              "KINT_QUIET_SECONDS": "9"}).start()
-        agents.append(later)
-        sb.wait_for(lambda: sb.row(sb.sibyl_db)["sessions"] == 2,
-                    what="the second session attached", **WAIT)
+        later = _attached(sb, agents, {"KINT_NO_WATCHER": "1", "KINT_QUIET_SECONDS": "9"}, 2,
+                          "the second session attached")
         assert _rows(sb)["KINT_QUIET_SECONDS"]["kept_for_watcher"] == {
             "value": 9.0, "source": "kint-server session"}
         said = quiet.call("memory_status")
@@ -115,9 +119,7 @@ def test_a_no_watcher_sessions_timings_are_kept_not_shown_as_in_force(tmp_path):
 
         # A session that asks for a watcher and gives no timings of its own: the watcher
         # runs with the space's, not the kept ones, and shows no session's push settings.
-        agents.append(AgentProcess(dict(sb.env)).start())
-        sb.wait_for(lambda: sb.row(sb.sibyl_db)["sessions"] == 2,
-                    what="the session with a watcher attached", **WAIT)
+        _attached(sb, agents, {}, 2, "the session with a watcher attached")
         rows = _rows(sb)
         quiet_row = rows["KINT_QUIET_SECONDS"]
         assert (quiet_row["value"], quiet_row["source"], quiet_row["kept_for_watcher"]) == (
@@ -144,19 +146,14 @@ def test_a_no_watcher_session_attached_last_does_not_set_the_watchers_values(tmp
     sb.start_entitled()
     agents: list[AgentProcess] = []
     try:
-        watching = AgentProcess({**sb.env, "KINT_QUIET_SECONDS": "7",
-                                 "KINT_RPC_TIMEOUT": "60"}).start()
-        agents.append(watching)
-        sb.wait_for(lambda: sb.row(sb.sibyl_db)["sessions"] == 1,
-                    what="the session with a watcher attached", **WAIT)
+        watching = _attached(sb, agents, {"KINT_QUIET_SECONDS": "7", "KINT_RPC_TIMEOUT": "60"},
+                             1, "the session with a watcher attached")
         log = sb.kint_home / "supervisor.log"
         sb.wait_for(lambda: "watcher: quiet 7s (kint-server session)" in log.read_text(),
                     what="the watcher's timings in the log", **WAIT)
-        quiet = AgentProcess({**sb.env, "KINT_NO_WATCHER": "1", "KINT_QUIET_SECONDS": "9",
-                              "KINT_RPC_TIMEOUT": "45"}).start()
-        agents.append(quiet)
-        sb.wait_for(lambda: sb.row(sb.sibyl_db)["sessions"] == 2,
-                    what="the KINT_NO_WATCHER=1 session attached", **WAIT)
+        quiet = _attached(sb, agents, {"KINT_NO_WATCHER": "1", "KINT_QUIET_SECONDS": "9",
+                                       "KINT_RPC_TIMEOUT": "45"}, 2,
+                          "the KINT_NO_WATCHER=1 session attached")
 
         rows = _rows(sb)
         assert (rows["KINT_QUIET_SECONDS"]["value"], rows["KINT_QUIET_SECONDS"]["source"]) == (
