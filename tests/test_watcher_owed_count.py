@@ -21,11 +21,10 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 from chain_machines import anchored, new_machine
 from conftest import dated_back, write_store
-
-from kint.tenant_worker.watcher import SIZE_CHECK_INTERVAL_S
 
 WAIT = {"timeout": 60, "interval": 0.2}
 
@@ -80,7 +79,6 @@ def test_an_owed_start_count_with_nothing_left_leaves_the_store_as_a_start_does(
     after a start that counted (the once-a-minute rule runs from the last check, and the
     start made none). Taken as a tick's size check, it put off the next change's for a
     minute, and a change past KINT_SIZE_TRIGGER_BYTES waited for the quiet period."""
-    assert time.monotonic() > 2 * SIZE_CHECK_INTERVAL_S  # a start's first check is due at once
     watcher, pushed, settled, counts = _owed_watcher(tmp_path, monkeypatch, (0, 0), (100, 0))
     try:
         watcher.tick(time.monotonic())
@@ -91,6 +89,47 @@ def test_an_owed_start_count_with_nothing_left_leaves_the_store_as_a_start_does(
         write_store(Path(watcher.db), {"more": {"rule": "a change"}})  # a real write
         watcher.tick(time.monotonic())
         assert pushed == ["watcher"], "the change's size was not checked at its first tick"
+    finally:
+        watcher.stop()
+
+
+def test_a_watchers_first_size_check_is_due_at_once_whatever_the_clock_reads(
+        tmp_path, monkeypatch):
+    """The watcher's clock reads 5 s, as the monotonic clock does on a box booted 5 s ago (a
+    CI machine, a supervisor the deploy units start at boot): the first change after a start
+    that found nothing left has its size checked at its first tick, and one past
+    KINT_SIZE_TRIGGER_BYTES is pushed. With "no check yet" taken as a check at 0 s, every
+    worker started in the box's first minute put that check off to the clock's 60 s, and the
+    change waited for the quiet period. The stand-in is the watcher module's clock alone (its
+    `time`), not the process's, which pytest and the threads' waits keep reading."""
+    from kint.tenant_worker import watcher as watcher_module
+    from kint.tenant_worker.watcher import Watcher
+
+    clock = [5.0]
+    monkeypatch.setattr(watcher_module, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    monkeypatch.setenv("KINT_QUIET_SECONDS", "3600")  # no quiet trigger: the size check alone
+    monkeypatch.setenv("KINT_POLL_SECONDS", "3600")  # the watcher's own ticks: none here
+    monkeypatch.setenv("KINT_SIZE_TRIGGER_BYTES", "32768")  # 100 rows (400 B each) pass it
+    monkeypatch.delenv("KINT_PUSH_RETRY_SECONDS", raising=False)  # read at every tick
+    db = str(write_store(tmp_path / "memory.db"))
+    dated_back(db)  # a signature that tells: the start's count is kept
+    counts: list[tuple[int, int]] = []  # nothing left at the start, 100 rows from there on
+
+    def count() -> tuple[int, int]:
+        counts.append((100, 0) if counts else (0, 0))
+        return counts[-1]
+
+    pushed: list[str] = []
+    watcher = Watcher(db, count, lambda reason: pushed.append(reason) or {},
+                      generation=lambda: 0)
+    watcher.start()
+    try:
+        assert not watcher.dirty and counts == [(0, 0)]  # the start found nothing left
+        write_store(Path(db), {"more": {"rule": "a change"}})  # a real write
+        clock[0] = 6.0
+        watcher.tick(watcher_module.time.monotonic())
+        assert len(counts) > 1, "the change's size was not checked at its first tick"
+        assert pushed == ["watcher"]
     finally:
         watcher.stop()
 
