@@ -125,7 +125,6 @@ class FrontDoorStop:
             self.closed = None
             self._moved = None
 
-
     def _nobody_else(self) -> bool:
         """Whether no other supervisor holds the home (ownership.py): the files there are
         still this one's to write and remove, its pid file removed or not."""
