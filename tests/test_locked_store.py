@@ -242,8 +242,9 @@ def test_any_op_that_meets_the_lock_is_busy_naming_the_store_never_internal(
     read came out of the worker as INTERNAL, "a bug in kint". The worker's wrapper round
     every op (state_health.guarded) says BUSY, naming the store and the lock, with the op's
     own words to run it again, whether SQLite's error comes bare, inside Sibyl's
-    StorageError (its writes) or as a count's StoreLocked. Real lock, real read; the ops are stood in for by handlers
-    that read the store as the real ones do (tests/test_agent_server.py runs a real pull)."""
+    StorageError (its writes) or as a count's StoreLocked. Real lock, real read; the ops
+    are stood in for by handlers that read the store as the real ones do
+    (tests/test_agent_server.py runs a real pull)."""
     from sibyl_memory_client.exceptions import StorageError
 
     from kint.protocol.hints import (STORE_LOCKED_HINT, STORE_LOCKED_PULL_HINT,

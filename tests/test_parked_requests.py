@@ -5,8 +5,9 @@ retired route for its replies (kint/supervisor/last_words.py). They were in no s
 (`waiting` 0, nothing named), and outside the space's bound: a stop or restart with
 requests in flight let the space take MAX_WAITING_PER_SPACE more on top of them. Now
 `kint supervisor status` (text and --json, `sup.status`) names them (`parked`: each op, the
-exited worker's pid, the seconds left), `waiting` counts them, and so does the bound; `kint status` and memory_status, which the
-next worker answers, show them too, from the supervisor's row.
+exited worker's pid, the seconds left), `waiting` counts them, and so does the bound;
+`kint status` and memory_status, which the next worker answers, show them too, from the
+supervisor's row.
 
 The supervisor and the workers are real: a space's worker restarted (`sup.restart`) with
 an `attach` in flight, held on its pool (KINT_TEST_HOLD_ATTACH) until the restart reached

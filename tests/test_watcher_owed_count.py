@@ -6,28 +6,51 @@ mirror that does not read at a count (kint/tenant_worker/sessions.py, `_changes_
   mark nothing can clear kept the worker from its idle exit and recycle for good.
 - An owed count that answers (0, 0) (nothing left to push) leaves the store clean once its
   signature tells every later commit, with nothing pushed.
+- A worker's first size check is due at its first dirty tick whatever the monotonic clock
+  reads (it counts from the box's boot): measured from 0 s, a worker started in the box's
+  first minute put it off to the clock's 60 s.
 - The mirror that does not read (a corrupt mirror file) is a count that failed for good,
   naming the mirror, not "cannot push": the store stays dirty while the worker serves a
   session, and once the mirror reads again the owed count finds nothing left and the store
   is clean, with no write to it.
 
-Real parts: a real Watcher over a real store (stand-ins: the count, which answers as the
-space's would, and the push, which records), and for the mirror the devchain's anvil, the
+Real parts: a real Watcher over a real store, and for the mirror the devchain's anvil, the
 test supervisor and the space's worker, its watcher started by a session's `attach`, the
-mirror file garbled and put back for real.
+mirror file garbled and put back for real. Stand-ins, in the first three tests: the count,
+which answers as the space's would, and the push, which records. What they test is which
+answer comes at which tick (a count that fails as a lock would, then None or (0, 0), then
+rows), and a real space gives no such sequence in-process: its count needs a connected
+space's worker with its data key, a lock held past the read's busy wait, and a disconnect
+between two ticks. The real runs are tests/test_watcher_uncounted.py's (a real lock held
+by another process: the owed count pushes once it is let go) and
+tests/test_watcher_size_trigger.py's (a real push past the size trigger). The third test
+also stands in for the watcher module's clock (it reads 5 s): no test can boot the box
+again, and the process's own clock is left alone.
 """
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 from chain_machines import anchored, new_machine
 from conftest import dated_back, write_store
 
-from kint.tenant_worker.watcher import SIZE_CHECK_INTERVAL_S
-
 WAIT = {"timeout": 60, "interval": 0.2}
+
+
+def _watcher_settings(monkeypatch) -> None:
+    """The watcher's timings as these tests mean them, whatever the developer's environment
+    holds: a Watcher built here reads the pytest process's (settings.lookup), which
+    conftest scrubs of only a few variables. No quiet trigger (the owed count, or the size
+    check, alone), no ticks of the watcher's own (the test's are the only ones), the size
+    trigger at its default, which 100 rows (400 B each) pass and none do not, and the push
+    retry at its default (no push fails here, but every tick reads it)."""
+    monkeypatch.setenv("KINT_QUIET_SECONDS", "3600")
+    monkeypatch.setenv("KINT_POLL_SECONDS", "3600")
+    monkeypatch.setenv("KINT_SIZE_TRIGGER_BYTES", "32768")
+    monkeypatch.delenv("KINT_PUSH_RETRY_SECONDS", raising=False)
 
 
 def _owed_watcher(tmp_path, monkeypatch, *then: tuple[int, int] | None):
@@ -39,8 +62,7 @@ def _owed_watcher(tmp_path, monkeypatch, *then: tuple[int, int] | None):
 
     db = str(write_store(tmp_path / "memory.db"))
     dated_back(db)  # a signature that tells: no look owed for its age
-    monkeypatch.setenv("KINT_QUIET_SECONDS", "3600")  # no quiet trigger: the owed count alone
-    monkeypatch.setenv("KINT_POLL_SECONDS", "3600")  # the watcher's own ticks: none here
+    _watcher_settings(monkeypatch)
     failed = [CountFailed("the store is locked by another process", False)]
     answers = list(then)
     counts: list[int] = []
@@ -61,6 +83,10 @@ def _owed_watcher(tmp_path, monkeypatch, *then: tuple[int, int] | None):
 
 
 def test_an_owed_start_count_that_cannot_push_leaves_the_store_clean(tmp_path, monkeypatch):
+    """The start's count failed (owed); at the next tick it answers None (the space can no
+    longer push): the store is clean and the worker told so (`settled`), with nothing
+    pushed, and a tick after it counts nothing more. Left dirty, no count could ever clear
+    the mark, and the worker kept off its idle exit and recycle for good."""
     watcher, pushed, settled, counts = _owed_watcher(tmp_path, monkeypatch, None)
     try:
         watcher.tick(time.monotonic())
@@ -80,7 +106,6 @@ def test_an_owed_start_count_with_nothing_left_leaves_the_store_as_a_start_does(
     after a start that counted (the once-a-minute rule runs from the last check, and the
     start made none). Taken as a tick's size check, it put off the next change's for a
     minute, and a change past KINT_SIZE_TRIGGER_BYTES waited for the quiet period."""
-    assert time.monotonic() > 2 * SIZE_CHECK_INTERVAL_S  # a start's first check is due at once
     watcher, pushed, settled, counts = _owed_watcher(tmp_path, monkeypatch, (0, 0), (100, 0))
     try:
         watcher.tick(time.monotonic())
@@ -91,6 +116,44 @@ def test_an_owed_start_count_with_nothing_left_leaves_the_store_as_a_start_does(
         write_store(Path(watcher.db), {"more": {"rule": "a change"}})  # a real write
         watcher.tick(time.monotonic())
         assert pushed == ["watcher"], "the change's size was not checked at its first tick"
+    finally:
+        watcher.stop()
+
+
+def test_a_watchers_first_size_check_is_due_at_once_whatever_the_clock_reads(
+        tmp_path, monkeypatch):
+    """The watcher's clock reads 5 s, as the monotonic clock does on a box booted 5 s ago (a
+    CI machine, a supervisor the deploy units start at boot): the first change after a start
+    that found nothing left has its size checked at its first tick, and one past
+    KINT_SIZE_TRIGGER_BYTES is pushed. With "no check yet" taken as a check at 0 s, every
+    worker started in the box's first minute put that check off to the clock's 60 s, and the
+    change waited for the quiet period. The stand-in is the watcher module's clock alone (its
+    `time`), not the process's, which pytest and the threads' waits keep reading."""
+    from kint.tenant_worker import watcher as watcher_module
+    from kint.tenant_worker.watcher import Watcher
+
+    clock = [5.0]
+    monkeypatch.setattr(watcher_module, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    _watcher_settings(monkeypatch)
+    db = str(write_store(tmp_path / "memory.db"))
+    dated_back(db)  # a signature that tells: the start's count is kept
+    counts: list[tuple[int, int]] = []  # nothing left at the start, 100 rows from there on
+
+    def count() -> tuple[int, int]:
+        counts.append((100, 0) if counts else (0, 0))
+        return counts[-1]
+
+    pushed: list[str] = []
+    watcher = Watcher(db, count, lambda reason: pushed.append(reason) or {},
+                      generation=lambda: 0)
+    watcher.start()
+    try:
+        assert not watcher.dirty and counts == [(0, 0)]  # the start found nothing left
+        write_store(Path(db), {"more": {"rule": "a change"}})  # a real write
+        clock[0] = 6.0
+        watcher.tick(watcher_module.time.monotonic())
+        assert len(counts) > 1, "the change's size was not checked at its first tick"
+        assert pushed == ["watcher"]
     finally:
         watcher.stop()
 

@@ -23,7 +23,8 @@ restart's starts the next worker with the requests waiting. Neither writes a las
 counts a crash: the restart cleared the space's crash history, its reason is in the log
 line, and the next worker's own exit says what it meets.
 
-A mixin of `Supervisor`, a base of `WorkerLifecycle`; `WorkerMessages` hands it the reason.
+A mixin of `Supervisor`, a base of `WorkerExit` (worker_exit.py); `WorkerMessages` hands it
+the reason.
 """
 
 from __future__ import annotations

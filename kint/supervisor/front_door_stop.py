@@ -7,8 +7,10 @@ Apart from the door's count and margin: a stop counts no clients, and what it ma
 decided by whose home it is, not by the descriptors free. A supervisor that steps down
 touches a socket file there only while it is still the one it bound and no other
 supervisor holds the home (its pid file removed and nobody started since); once another
-holds it, the file and the note there are that one's. A base of `FrontDoor`, which keeps
-the state these methods read.
+holds it, the file and the note there are that one's. That test (`_nobody_else`) is the
+door's too: it asks it before it puts back the socket it moved aside for want of open
+files (`FrontDoor._moved_is_own`). A base of `FrontDoor`, which keeps the state these
+methods read.
 """
 
 from __future__ import annotations
@@ -124,7 +126,6 @@ class FrontDoorStop:
                 remove_own_note(front_path.parent, self.closed.pid, self.closed.started)
             self.closed = None
             self._moved = None
-
 
     def _nobody_else(self) -> bool:
         """Whether no other supervisor holds the home (ownership.py): the files there are

@@ -56,9 +56,10 @@ class Housekeeping:
     _housekeeping_at: float
     _ownership_at: float
     _log_rotate_failed: bool
-    # Supervisor's own methods, declared for the type checker.
+    # SupervisorSockets' methods (sockets.py), declared for the type checker.
     _bind_sockets: Callable[[], None]
     unbind_idle_listeners: Callable[[], None]
+    # Supervisor's own (daemon.py), likewise.
     door: FrontDoor
     begin_shutdown: Callable[[], None]
 

@@ -4,9 +4,9 @@ one_for_one, or the quarantine after too many crashes) is its base `WorkerExit`'
 (worker_exit.py). A mixin of `Supervisor` (kint/supervisor/daemon.py), which owns the
 sockets, the poller and the handles these methods act on: `home`, `settings`, `spawner`,
 `poller`, `handles`, `back`, `back_address`, `shutting_down`, `_by_route`,
-`_retired_routes` (which its base `LastWords` keeps: last_words.py), `_held_exits` (its
-base `ExitHold`'s: exit_hold.py) and `exits`; `_answer` and `_quarantine_message` are
-`ClientRouting`'s (kint/supervisor/routing.py).
+`_retired_routes` (which `LastWords` keeps, a base through WorkerExit: last_words.py),
+`_held_exits` (`ExitHold`'s, a base through WorkerExit: exit_hold.py) and `exits`;
+`_answer` is `ClientRouting`'s (kint/supervisor/routing.py, declared in WorkerExit).
 """
 
 from __future__ import annotations

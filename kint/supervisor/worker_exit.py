@@ -3,8 +3,11 @@ then restart the space (one_for_one), quarantine it after too many crashes, leav
 or stopped as the commands said, or hold it idle with the refusal of a worker that would
 not start (another worker's lock, no open files). A mixin of `Supervisor`
 (kint/supervisor/daemon.py) through `WorkerLifecycle` (lifecycle.py: spawn, stop, the
-hung judgement), apart from it: an exit is read from the exit watch (`_on_exit`), never
-from the spawn or the sweep. Its bases keep what an exit reads: the routes and late
+hung judgement), apart from it. An exit is noticed by the exit watch (`_on_exit`) and
+handled then, or, held for the reason its worker sent (exit_hold.py), once that reason is
+read (`_reason_heard`, from worker_messages.py) or its hold ends at the loop's timed work
+(`_release_due`, timed.py); `_crashed` also takes a spawn that failed (`spawn`,
+lifecycle.py), counted as a crash. Its bases keep what an exit reads: the routes and late
 replies (`LastWords`: last_words.py), the exit held for its reason (`ExitHold`:
 exit_hold.py), the spaces waiting for room (`WorkerRoom`: room.py).
 """

@@ -104,7 +104,7 @@ class Watcher:
         self._retimed = threading.Event()
         self.dirty = False
         self._last_change = time.monotonic()
-        self._last_size_check = 0.0
+        self._last_size_check = float("-inf")  # none yet: due at once, whenever the box booted
         self._held_at_signature: tuple[int, ...] | None = None
         # A signature at which a count found nothing left, a push went through or was
         # held, before it told every later commit (`_rule`): the store stays dirty, and is
