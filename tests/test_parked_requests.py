@@ -243,3 +243,24 @@ def test_an_idle_stop_parks_nothing_and_a_request_meanwhile_gets_a_real_reply(tm
             with contextlib.suppress(ProcessLookupError):
                 os.kill(first, signal.SIGCONT)
         sb.shutdown()
+
+
+def test_memory_status_names_the_parked_requests_and_their_fields():
+    """The tool's description names `parked` and each field of its entries, as the
+    supervisor's row builds them from a retired route's unanswered request: the agent
+    reads what a field means there (test_watcher_uncounted does so for another field)."""
+    from kint.agent_server.tools import STATUS
+    from kint.supervisor.last_words import RetiredRoute, Unreplied
+    from kint.supervisor.status import parked_requests
+    from kint.supervisor.workers import Pending, WorkerHandle
+
+    handle = WorkerHandle(space_id="ab" * 32, label="t", tenant="t", db="/nowhere.db")
+    pending = Pending("i1", b"client", "c1", "push", deadline=10.0, timeout_ms=10_000,
+                      body=b"")
+    waiting = Unreplied({"i1": pending}, reply_by=2.0, reason="exited", hint=None,
+                        handle=handle)
+    record = RetiredRoute(handle, b"route", b"token", 4242, None, unreplied=waiting)
+    [entry] = parked_requests([record], 1.0)[handle.space_id]
+    assert "`parked`" in STATUS
+    for field in entry:
+        assert f"`{field}`" in STATUS, field

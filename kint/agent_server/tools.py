@@ -275,7 +275,10 @@ they are not the supervisor's own: `name`, `value`, `source`, `own`, `own_source
 null), `watcher_uncounted` (why the watcher cannot count the unanchored rows: `message`, \
 `age_s`, `lasting`, true when it cannot until someone mends the file; or null), \
 `attached` (whether the space's worker counts this server's session: false while it \
-retries an attach that failed, and until then its watcher does not push), \
+retries an attach that failed, and until then its watcher does not push), `parked` \
+(requests the space's worker had not answered when it exited cleanly, waiting a second at \
+most for its last replies: `op`, `pid`, `left_s`; [] when none, null when the supervisor's \
+status could not be read), \
 `interrupted_pull` (a pull stopped half-way through an epoch, which memory_pull finishes, or \
 null), `restore_in_progress` (a lost store's restore a pull began, which memory_pull \
 finishes, or null), `settled_notice` (what settling an interrupted push found that no \
