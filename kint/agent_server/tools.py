@@ -161,14 +161,18 @@ def kint_tools(session: AgentSession, shared: SharedClient) -> list[KintTool]:
             return False
 
     def status(_args: tool_args.StatusArgs) -> dict[str, Any]:
-        out = results.status_result(session.call("status", {"chain": True},
-                                                 timeout_s=STATUS_WAIT_S))
+        # The worker's status and the supervisor's row in one bound: a status that used it
+        # up leaves the row unread (null), not read past it.
+        with bounded(STATUS_WAIT_S):
+            worker = session.call("status", {"chain": True}, timeout_s=STATUS_WAIT_S)
+            # The supervisor's: requests waiting for the last replies of the space's worker
+            # that exited ([] when none; null when its status could not be read).
+            parked = session.parked()
+        out = results.status_result(worker)
         # kint's own: whether the worker counts this session (its watcher on, its exit push
         # asked for); false while a start whose attach failed is still retrying.
         out["attached"] = session.attached
-        # The supervisor's: requests waiting for the last replies of the space's worker that
-        # exited ([] when none; null when its status could not be read).
-        out["parked"] = session.parked()
+        out["parked"] = parked
         if shared.gone is not None:
             out["store_gone"] = {"message": shared.gone, "hint": STORE_GONE_HINT}
         # kint's own: a restore memory_pull stopped waiting for, still running (the call's
