@@ -47,7 +47,7 @@ from kint import settings
 from kint.client import Client, KintError
 from kint.protocol.errors import split_notices
 from kint.settings.wire import outgoing
-from kint.space_row import parked_requests
+from kint.space_row import read_parked
 from kint.spaces import SpaceRef
 
 log = logging.getLogger("kint.server")
@@ -96,10 +96,10 @@ class AgentSession:
 
     def parked(self) -> list[dict[str, Any]] | None:
         """The space's requests waiting for its exited worker's last replies, from the
-        supervisor's status (kint.space_row.parked_requests), on the tool calls' socket:
+        supervisor's status (kint.space_row.read_parked), on the tool calls' socket:
         memory_status shows them beside the worker's status, which cannot say them."""
         with self._lock:
-            return parked_requests(self._client, self.ref.space16)
+            return read_parked(self._client, self.ref.space16)
 
     def _attach_if_new(self, client: Client) -> None:
         """Attach again when the supervisor holding the home is not the one that took this
