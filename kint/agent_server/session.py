@@ -97,7 +97,13 @@ class AgentSession:
     def parked(self) -> list[dict[str, Any]] | None:
         """The space's requests waiting for its exited worker's last replies, from the
         supervisor's status (kint.space_row.read_parked), on the tool calls' socket:
-        memory_status shows them beside the worker's status, which cannot say them."""
+        memory_status shows them beside the worker's status, which cannot say them.
+        That client starts a supervisor when none runs, so a supervisor that exited just
+        after answering the status (an upgrade's drain ending) has this read start the
+        next one, which answers [], true of it. Left so, not read on a client that starts
+        none (as `kint status` does): the status call before it starts one the same way,
+        as does every call of this session's, its keepalive's included, which keeps a
+        supervisor serving the space while the session lives."""
         with self._lock:
             return read_parked(self._client, self.ref.space16)
 
