@@ -264,3 +264,18 @@ def test_memory_status_names_the_parked_requests_and_their_fields():
     assert "`parked`" in STATUS
     for field in entry:
         assert f"`{field}`" in STATUS, field
+
+
+def test_parked_is_null_when_the_supervisors_status_cannot_be_read(tmp_path):
+    """`parked` is null, not [], when no supervisor's row could be read: here none runs
+    for the home, and the look, on a client that starts none (as `kint status` reads it),
+    says so at once and starts nothing. An empty list would say that nothing waits."""
+    from kint.client import Client
+    from kint.paths import run_dir
+    from kint.space_row import read_parked
+
+    home = tmp_path / "kint"
+    home.mkdir(mode=0o700)
+    with Client(home, autostart=False) as client:
+        assert read_parked(client, "ab" * 8) is None
+    assert not (run_dir(home) / "supervisor.pid").exists()
