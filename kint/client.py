@@ -376,10 +376,10 @@ class Client(ClosedDoorChecks):
         supervisor gives a worker's line as of its last beat and keeps it until the next,
         so without the check the first line shown for a call could be the last one of the
         op before it, or of another op the space ran meanwhile."""
-        from kint.space_row import space_row  # not on `kint supervisor status`'s path
+        from kint.space_row import read_space_row  # not on `kint supervisor status`'s path
 
         try:
-            row = space_row(self, space16)
+            row = read_space_row(self, space16)
         except KintError:
             return None
         if row is None or not row.get("progress") or row.get("progress_op") != op:

@@ -141,7 +141,7 @@ def space_status_text(result: dict[str, Any]) -> str:
     shared = result.get("store_shared")
     if shared:
         chain_lines.append(f"WARNING: {printable(shared['message'])}; {shared['hint']}")
-    if result.get("parked"):  # the supervisor's, read beside the worker's answer (space_row)
+    if result.get("parked"):  # the supervisor's, read beside the worker's answer (read_parked)
         chain_lines.append(f"parked:  {parked_words(result['parked'])}")
     cap = result.get("cap")
     # The cap block ends the output (15-sibyl.md: "The last four lines of `kint status`"),

@@ -244,3 +244,39 @@ def test_an_idle_stop_parks_nothing_and_a_request_meanwhile_gets_a_real_reply(tm
             with contextlib.suppress(ProcessLookupError):
                 os.kill(first, signal.SIGCONT)
         sb.shutdown()
+
+
+def test_memory_status_names_the_parked_requests_and_their_fields():
+    """The tool's description names `parked` and each field of its entries, as the
+    supervisor's row builds them from a retired route's unanswered request: the agent
+    reads what a field means there (test_watcher_uncounted does so for another field)."""
+    from kint.agent_server.tools import STATUS
+    from kint.supervisor.last_words import RetiredRoute, Unreplied
+    from kint.supervisor.status import parked_requests
+    from kint.supervisor.workers import Pending, WorkerHandle
+
+    handle = WorkerHandle(space_id="ab" * 32, label="t", tenant="t", db="/nowhere.db")
+    pending = Pending("i1", b"client", "c1", "push", deadline=10.0, timeout_ms=10_000,
+                      body=b"")
+    waiting = Unreplied({"i1": pending}, reply_by=2.0, reason="exited", hint=None,
+                        handle=handle)
+    record = RetiredRoute(handle, b"route", b"token", 4242, None, unreplied=waiting)
+    [entry] = parked_requests([record], 1.0)[handle.space_id]
+    assert "`parked`" in STATUS
+    for field in entry:
+        assert f"`{field}`" in STATUS, field
+
+
+def test_parked_is_null_when_the_supervisors_status_cannot_be_read(tmp_path):
+    """`parked` is null, not [], when no supervisor's row could be read: here none runs
+    for the home, and the look, on a client that starts none (as `kint status` reads it),
+    says so at once and starts nothing. An empty list would say that nothing waits."""
+    from kint.client import Client
+    from kint.paths import run_dir
+    from kint.space_row import read_parked
+
+    home = tmp_path / "kint"
+    home.mkdir(mode=0o700)
+    with Client(home, autostart=False) as client:
+        assert read_parked(client, "ab" * 8) is None
+    assert not (run_dir(home) / "supervisor.pid").exists()

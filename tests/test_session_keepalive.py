@@ -280,3 +280,41 @@ def test_memory_status_says_whether_this_servers_session_is_attached(machine):
     finally:
         if session is not None:
             session.close()
+
+
+def test_memory_status_reads_the_worker_and_the_supervisors_row_in_one_bound(machine,
+                                                                            monkeypatch):
+    """memory_status's worker status and its read of the supervisor's row (`parked`) end
+    by one deadline, the tool's 30 s (docs/harnesses.md: one deadline for the whole call),
+    where the row's read took its own 2 s after a status that could use all 30. Real
+    session, supervisor and worker; each request's deadline is recorded as the client
+    takes it (kint.client._deadline), since a status made to use up its bound would make
+    the test wait it out."""
+    from kint import client as client_module
+    from kint.agent_server.tools import STATUS_WAIT_S, kint_tools
+    from kint.agent_server.tool_args import StatusArgs
+    from kint.agent_server.wrapped_client import SharedClient
+
+    sb = machine
+    taken: list[tuple[str, tuple[float, float]]] = []
+    real = client_module.Client.call
+
+    def recorded(self, op, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        taken.append((op, client_module._deadline(1e6)))
+        return real(self, op, *args, **kwargs)
+
+    session = AgentSession(SpaceRef(label=sb.tenant, tenant=sb.tenant, db=str(sb.sibyl_db)),
+                           sb.kint_home)
+    try:
+        session.watcher = False
+        shared = SharedClient(str(sb.sibyl_db), sb.tenant, sb.kint_home, session)
+        (status,) = [t.run for t in kint_tools(session, shared) if t.name == "memory_status"]
+        monkeypatch.setattr(client_module.Client, "call", recorded)
+        assert status(StatusArgs())["parked"] == []
+    finally:
+        monkeypatch.undo()
+        session.close()
+    by_op = dict(taken)
+    assert set(by_op) == {"status", "sup.status"}, taken
+    assert by_op["status"] == by_op["sup.status"], taken
+    assert by_op["status"][1] == STATUS_WAIT_S, taken

@@ -285,3 +285,34 @@ def test_a_stop_during_an_upgrades_drain_hands_nothing_on(tmp_path, how):
         assert sup.process_exit_code == 0
     finally:
         sup.close()
+
+
+def test_a_step_down_during_an_upgrades_drain_exits_75_when_a_stop_follows(tmp_path):
+    """Its pid file removed during an upgrade's drain, the supervisor steps down (a stop
+    that hands nothing on); a SIGTERM during that stop leaves the exit the step-down's 75,
+    as without the upgrade. It exited 0: the step-down was told from the upgrade by the
+    exit code, and both are 75 (tests/test_upgrade.py drives it on a real one)."""
+    from kint.paths import run_dir
+    from kint.supervisor.code_watch import EXIT_UPGRADED
+    from kint.supervisor.daemon import Supervisor
+    from kint.supervisor.housekeeping import EXIT_STEPPED_DOWN
+    from kint.supervisor.ownership import Ownership
+    from kint.supervisor.pidlock import PID_FILE, hold_pid_lock
+    from kint.supervisor.settings import Settings
+
+    home = tmp_path / "kint"
+    home.mkdir(mode=0o700)
+    run_dir(home).mkdir(mode=0o700)
+    fd = hold_pid_lock(home)
+    sup = Supervisor(home, Settings.load(), ownership=Ownership(run_dir(home) / PID_FILE, fd))
+    try:
+        sup.upgraded, sup.exit_code = True, EXIT_UPGRADED
+        assert sup._handing_on() and sup.process_exit_code == EXIT_UPGRADED
+        (run_dir(home) / PID_FILE).unlink()
+        sup._check_ownership()
+        assert sup.stepped_down and sup.shutting_down and not sup._handing_on()
+        sup.request_stop()
+        assert sup.process_exit_code == EXIT_STEPPED_DOWN
+    finally:
+        sup.close()
+        os.close(fd)

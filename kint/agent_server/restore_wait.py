@@ -65,7 +65,7 @@ from kint.client import PROGRESS_AGE_SLACK_S, Client, KintError, SupervisorUnava
 from kint.agent_server.old_worker import head_lock_free, old_worker
 from kint.protocol import ErrorCode
 from kint.seconds_text import seconds_text
-from kint.space_row import space_row
+from kint.space_row import read_space_row
 from kint.tenant_worker.lock_table import TableReader
 from kint.tenant_worker.stop_grace import ORPHAN_EXIT_S
 
@@ -320,7 +320,7 @@ class RestoreUnderWay:
         supervisor's status (the worker's last beat), which never waits on the worker. A
         status that cannot be read says yes: the caller looks again."""
         try:
-            row = space_row(look, self.space16)
+            row = read_space_row(look, self.space16)
         except KintError:
             return True
         return row is not None and self._pulls(row)

@@ -47,7 +47,7 @@ from kint import settings
 from kint.client import Client, KintError
 from kint.protocol.errors import split_notices
 from kint.settings.wire import outgoing
-from kint.space_row import parked_requests
+from kint.space_row import read_parked
 from kint.spaces import SpaceRef
 
 log = logging.getLogger("kint.server")
@@ -96,10 +96,16 @@ class AgentSession:
 
     def parked(self) -> list[dict[str, Any]] | None:
         """The space's requests waiting for its exited worker's last replies, from the
-        supervisor's status (kint.space_row.parked_requests), on the tool calls' socket:
-        memory_status shows them beside the worker's status, which cannot say them."""
+        supervisor's status (kint.space_row.read_parked), on the tool calls' socket:
+        memory_status shows them beside the worker's status, which cannot say them.
+        That client starts a supervisor when none runs, so a supervisor that exited just
+        after answering the status (an upgrade's drain ending) has this read start the
+        next one, which answers [], true of it. Left so, not read on a client that starts
+        none (as `kint status` does): the status call before it starts one the same way,
+        as does every call of this session's, its keepalive's included, which keeps a
+        supervisor serving the space while the session lives."""
         with self._lock:
-            return parked_requests(self._client, self.ref.space16)
+            return read_parked(self._client, self.ref.space16)
 
     def _attach_if_new(self, client: Client) -> None:
         """Attach again when the supervisor holding the home is not the one that took this

@@ -161,14 +161,18 @@ def kint_tools(session: AgentSession, shared: SharedClient) -> list[KintTool]:
             return False
 
     def status(_args: tool_args.StatusArgs) -> dict[str, Any]:
-        out = results.status_result(session.call("status", {"chain": True},
-                                                 timeout_s=STATUS_WAIT_S))
+        # The worker's status and the supervisor's row in one bound: a status that used it
+        # up leaves the row unread (null), not read past it.
+        with bounded(STATUS_WAIT_S):
+            worker = session.call("status", {"chain": True}, timeout_s=STATUS_WAIT_S)
+            # The supervisor's: requests waiting for the last replies of the space's worker
+            # that exited ([] when none; null when its status could not be read).
+            parked = session.parked()
+        out = results.status_result(worker)
         # kint's own: whether the worker counts this session (its watcher on, its exit push
         # asked for); false while a start whose attach failed is still retrying.
         out["attached"] = session.attached
-        # The supervisor's: requests waiting for the last replies of the space's worker that
-        # exited ([] when none; null when its status could not be read).
-        out["parked"] = session.parked()
+        out["parked"] = parked
         if shared.gone is not None:
             out["store_gone"] = {"message": shared.gone, "hint": STORE_GONE_HINT}
         # kint's own: a restore memory_pull stopped waiting for, still running (the call's
@@ -275,7 +279,10 @@ they are not the supervisor's own: `name`, `value`, `source`, `own`, `own_source
 null), `watcher_uncounted` (why the watcher cannot count the unanchored rows: `message`, \
 `age_s`, `lasting`, true when it cannot until someone mends the file; or null), \
 `attached` (whether the space's worker counts this server's session: false while it \
-retries an attach that failed, and until then its watcher does not push), \
+retries an attach that failed, and until then its watcher does not push), `parked` \
+(requests the space's worker had not answered when it exited cleanly, waiting a second at \
+most for its last replies: `op`, `pid`, `left_s`; [] when none, null when the supervisor's \
+status could not be read), \
 `interrupted_pull` (a pull stopped half-way through an epoch, which memory_pull finishes, or \
 null), `restore_in_progress` (a lost store's restore a pull began, which memory_pull \
 finishes, or null), `settled_notice` (what settling an interrupted push found that no \

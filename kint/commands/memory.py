@@ -12,7 +12,7 @@ from kint import render_space, render_verify
 from kint.commands.common import Ctx, echo_json, json_option, space_call, usage_error
 from kint.commands.tx_text import with_tx_0x
 from kint.rows.canon import VERSIONED_TIERS, row_label
-from kint.space_row import parked_requests
+from kint.space_row import read_parked
 
 
 @click.command("status")
@@ -28,7 +28,7 @@ def status_cmd(obj: Ctx, as_json: bool) -> None:
     # The supervisor's, not the worker's: the worker that answered is not the one they
     # wait for. Read after its answer, as the supervisor holds them then.
     with obj.client(autostart=False) as client:
-        result["parked"] = parked_requests(client, result["space"])
+        result["parked"] = read_parked(client, result["space"])
     if as_json:
         echo_json(with_tx_0x(result))
     else:

@@ -36,7 +36,7 @@ from kint.front_closed import STOPPING_HINT
 from kint.protocol import ErrorCode
 from kint.protocol.envelope import error_reply, ok_reply
 from kint.supervisor.bindings import Bindings
-from kint.supervisor.code_watch import EXIT_UPGRADED, code_signature
+from kint.supervisor.code_watch import code_signature
 from kint.supervisor.exits import ExitWatch
 from kint.supervisor.front_door import FrontDoor
 from kint.supervisor.front_listeners import FrontListeners
@@ -102,6 +102,7 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
         # Set once kint's installed files changed: stop when nothing is in flight.
         self.upgraded = False
         self.exit_code = 0
+        self.stepped_down = False
         self._sweep_at = self.started_at
         self._housekeeping_at = self.started_at
         self._ownership_at = self.started_at
@@ -272,8 +273,9 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
     def _handing_on(self) -> bool:
         """Whether this supervisor stops for an upgrade, its sessions going on in the next
         one: not when it was stopped on command, nor once its home is no longer its own
-        (it steps down, with the same exit code: the next supervisor is not its to name)."""
-        return (self.upgraded and self.exit_code == EXIT_UPGRADED and not self.stop_commanded
+        (it stepped down, or its lock was lost since its last look: the next supervisor is
+        not its to name)."""
+        return (self.upgraded and not self.stop_commanded and not self.stepped_down
                 and self.ownership.holds_lock())
 
     def begin_shutdown(self) -> None:

@@ -50,6 +50,10 @@ class Housekeeping:
     # Set by `kint supervisor stop` or a signal (SIGTERM, SIGINT, SIGHUP).
     stop_commanded: bool
     exit_code: int
+    # Set when it stepped down (`_check_ownership`). Said by itself, not by `exit_code`:
+    # EXIT_STEPPED_DOWN and EXIT_UPGRADED are both 75, and a step-down during an upgrade's
+    # drain must still exit 75 when a stop comes after it (`process_exit_code`).
+    stepped_down: bool
     front_path: Path | None
     back_path: Path | None
     _code: Signature
@@ -90,6 +94,7 @@ class Housekeeping:
             log.warning("%s is no longer the lock this supervisor holds (removed or "
                         "replaced): stepping down, so that one supervisor serves %s",
                         self.ownership.lock_path, self.home)
+            self.stepped_down = True
             self.exit_code = EXIT_STEPPED_DOWN
             self.begin_shutdown()
             return
@@ -138,13 +143,14 @@ class Housekeeping:
     @property
     def process_exit_code(self) -> int:
         """The code the supervisor's process exits with: `exit_code`, but 0 for a stop
-        commanded (`kint supervisor stop`, SIGTERM) while an upgrade's drain waited for the
-        requests in flight. Such a stop ends the sessions as any stop does (daemon.py's
+        commanded (`kint supervisor stop`, SIGTERM) once an upgrade was noticed, during its
+        drain or after it. Such a stop ends the sessions as any stop does (daemon.py's
         `_handing_on`), yet it exited 75 ("start me again"), so the units in deploy/, which
         restart a non-zero exit, started again a supervisor stopped with `kint supervisor
         stop`, and systemd's own stop ended the unit failed. The next command starts the
-        new version anyway."""
-        if self.upgraded and self.stop_commanded and self.exit_code == EXIT_UPGRADED:
+        new version anyway. A supervisor that stepped down exits 75 whatever came after:
+        its home is another's, and the unit's restart finds who holds it now."""
+        if self.upgraded and self.stop_commanded and not self.stepped_down:
             return 0
         return self.exit_code
 
