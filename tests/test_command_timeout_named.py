@@ -13,8 +13,12 @@ unanswered.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from chain_machines import machine_behind_proxy, ok
 from kint.chain.calls import RPC_TIMEOUT_WORDS
+from kint.chain.config import ChainConfig
+from test_recycle_sessions import _worker
 
 
 def test_session_key_show_and_authorize_name_the_rpc_timeout_they_waited_and_whose(
@@ -45,3 +49,22 @@ def test_session_key_show_and_authorize_name_the_rpc_timeout_they_waited_and_who
         refused = sb.kint("authorize", "payload")
         assert (f"{RPC_TIMEOUT_WORDS}=0.25s (from file {config}; ReadTimeout)"
                 in refused.stderr), refused.stderr
+
+
+def test_where_the_timeout_came_from_does_not_make_verifys_head_anchor_anew(tmp_path):
+    """Verify's head Anchor is kept while the chain configuration is the same
+    (SpaceContext.head_anchor): a new one is a new provider, HTTP session and TCP
+    connection. Where KINT_RPC_TIMEOUT came from took part in the comparison, so verifies
+    alternating between an agent whose MCP environment sets it and a terminal that does
+    not made one each time, for the same timeout. A real worker over a real store (not
+    serving); the Anchor makes no call here."""
+    chain = ChainConfig(("http://127.0.0.1:1",), 31337, "0x" + "11" * 20, 1, 2.0,
+                        rpc_retries=False)
+    worker = _worker(tmp_path)
+    try:
+        kept = worker.ctx.head_anchor(chain)
+        agent = replace(chain, rpc_timeout_source="this call", rpc_timeout_where="an agent")
+        assert worker.ctx.head_anchor(agent) is kept
+        assert worker.ctx.head_anchor(replace(chain, rpc_timeout_s=3.0)) is not kept
+    finally:
+        worker.close()
