@@ -15,9 +15,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from chain_machines import machine_behind_proxy, ok
 from kint.chain.calls import RPC_TIMEOUT_WORDS
+from kint.chain.anchor import Anchor
 from kint.chain.config import ChainConfig
+from kint.chain.rpc import RpcTracker, RpcUnavailable
 from test_recycle_sessions import _worker
 
 
@@ -68,3 +72,27 @@ def test_where_the_timeout_came_from_does_not_make_verifys_head_anchor_anew(tmp_
         assert worker.ctx.head_anchor(replace(chain, rpc_timeout_s=3.0)) is not kept
     finally:
         worker.close()
+
+
+def test_a_chain_errors_block_names_the_chain_opened_in_it_or_given_it(capsys):
+    """`chain_errors` names the KINT_RPC_TIMEOUT of the chain `open_anchor` gave inside the
+    block. The chain stayed in the process's context after the block, so a second
+    invocation in the same process (click's CliRunner) whose call timed out before it
+    opened one named the first's. A block of calls through an Anchor an earlier block
+    opened is given it (`authorize page`'s last read)."""
+    from kint.commands import onchain
+
+    first = ChainConfig(("http://127.0.0.1:1",), 31337, "0x" + "11" * 20, 1, 7.0,
+                        rpc_timeout_source="this call")
+    with onchain.chain_errors("one"):
+        onchain._opened.set(first)  # as open_anchor sets it, inside the block
+    timed_out = RpcUnavailable(f"reading the newest block: {RPC_TIMEOUT_WORDS} (ReadTimeout)")
+    with pytest.raises(SystemExit), onchain.chain_errors("two"):
+        raise timed_out
+    err = capsys.readouterr().err
+    assert f"two: the chain did not answer (reading the newest block: {RPC_TIMEOUT_WORDS} " \
+           "(ReadTimeout))" in err, err
+    with pytest.raises(SystemExit), onchain.chain_errors("three", Anchor(first, RpcTracker())):
+        raise timed_out
+    err = capsys.readouterr().err
+    assert "KINT_RPC_TIMEOUT=7s (from this call; ReadTimeout)" in err, err
