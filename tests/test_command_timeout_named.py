@@ -96,3 +96,20 @@ def test_a_chain_errors_block_names_the_chain_opened_in_it_or_given_it(capsys):
         raise timed_out
     err = capsys.readouterr().err
     assert "KINT_RPC_TIMEOUT=7s (from this call; ReadTimeout)" in err, err
+
+
+def test_a_chain_config_from_a_worker_of_another_kint_is_read():
+    """During an upgrade on disk the worker a command asks (`space_chain`) may be of a newer
+    or older kint: a field this kint does not know raised TypeError and the command failed;
+    it is dropped, and a field the worker did not send takes its default."""
+    import dataclasses
+
+    from kint.tenant_worker.space_chain import chain_config
+
+    chain = ChainConfig(("http://127.0.0.1:1",), 31337, "0x" + "11" * 20, 1, 7.0,
+                        rpc_timeout_source="this call")
+    sent = {**dataclasses.asdict(chain), "a_field_of_a_newer_kint": 1}
+    taken = chain_config({"chain": sent})
+    assert taken == chain and taken.rpc_timeout_source == "this call"
+    del sent["rpc_timeout_source"], sent["rpc_timeout_where"]  # an older kint's worker
+    assert chain_config({"chain": sent}).rpc_timeout_source == "default"
