@@ -28,10 +28,12 @@ from test_recycle_sessions import _worker
 def test_session_key_show_and_authorize_name_the_rpc_timeout_they_waited_and_whose(
         tmp_path, chain_home):
     """The space is connected through a proxy that never answers eth_chainId nor
-    eth_getBlockByNumber (the first read of each command): `session-key show` warns, `authorize payload` refuses, each
-    naming KINT_RPC_TIMEOUT's value and source, given by the caller's environment, then
-    by config.toml, which the space's worker reads."""
-    with machine_behind_proxy(tmp_path, chain_home) as (sb, proxy):
+    eth_getBlockByNumber (the first read of each command): `session-key show` warns,
+    `authorize payload` refuses, each naming KINT_RPC_TIMEOUT's value and source, given by
+    the caller's environment, then by the supervisor's, which only the space's worker
+    reads: a lookup in the command's own process would say "the default"."""
+    with machine_behind_proxy(tmp_path, chain_home, KINT_RPC_TIMEOUT="0.75") as (sb, proxy):
+        del sb.env["KINT_RPC_TIMEOUT"]  # the supervisor was started with it; commands are not
         proxy.set_mode("hang_methods", methods=["eth_chainId", "eth_getBlockByNumber"])
         shown = ok(sb.kint("session-key", "show", env={"KINT_RPC_TIMEOUT": "0.5"}))
         assert f"{RPC_TIMEOUT_WORDS}=0.5s (from this call; ReadTimeout)" in shown.stderr, \
@@ -44,14 +46,11 @@ def test_session_key_show_and_authorize_name_the_rpc_timeout_they_waited_and_who
         assert (f"authorize payload: the chain did not answer (reading the newest block: "
                 f"{RPC_TIMEOUT_WORDS}=0.5s (from this call; ReadTimeout))") in refused.stderr, \
             refused.stderr
-        config = sb.kint_home / "config.toml"
-        config.write_text("rpc_timeout = 0.25\n")
-        config.chmod(0o600)
         shown = ok(sb.kint("session-key", "show"))
-        assert (f"{RPC_TIMEOUT_WORDS}=0.25s (from file {config}; ReadTimeout)"
+        assert (f"{RPC_TIMEOUT_WORDS}=0.75s (from the supervisor's environment; ReadTimeout)"
                 in shown.stderr), shown.stderr
         refused = sb.kint("authorize", "payload")
-        assert (f"{RPC_TIMEOUT_WORDS}=0.25s (from file {config}; ReadTimeout)"
+        assert (f"{RPC_TIMEOUT_WORDS}=0.75s (from the supervisor's environment; ReadTimeout)"
                 in refused.stderr), refused.stderr
 
 
