@@ -13,17 +13,27 @@ unanswered.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import pytest
+
 from chain_machines import machine_behind_proxy, ok
 from kint.chain.calls import RPC_TIMEOUT_WORDS
+from kint.chain.anchor import Anchor
+from kint.chain.config import ChainConfig
+from kint.chain.rpc import RpcTracker, RpcUnavailable
+from test_recycle_sessions import _worker
 
 
 def test_session_key_show_and_authorize_name_the_rpc_timeout_they_waited_and_whose(
         tmp_path, chain_home):
     """The space is connected through a proxy that never answers eth_chainId nor
-    eth_getBlockByNumber (the first read of each command): `session-key show` warns, `authorize payload` refuses, each
-    naming KINT_RPC_TIMEOUT's value and source, given by the caller's environment, then
-    by config.toml, which the space's worker reads."""
-    with machine_behind_proxy(tmp_path, chain_home) as (sb, proxy):
+    eth_getBlockByNumber (the first read of each command): `session-key show` warns,
+    `authorize payload` refuses, each naming KINT_RPC_TIMEOUT's value and source, given by
+    the caller's environment, then by the supervisor's, which only the space's worker
+    reads: a lookup in the command's own process would say "the default"."""
+    with machine_behind_proxy(tmp_path, chain_home, KINT_RPC_TIMEOUT="0.75") as (sb, proxy):
+        del sb.env["KINT_RPC_TIMEOUT"]  # the supervisor was started with it; commands are not
         proxy.set_mode("hang_methods", methods=["eth_chainId", "eth_getBlockByNumber"])
         shown = ok(sb.kint("session-key", "show", env={"KINT_RPC_TIMEOUT": "0.5"}))
         assert f"{RPC_TIMEOUT_WORDS}=0.5s (from this call; ReadTimeout)" in shown.stderr, \
@@ -36,12 +46,69 @@ def test_session_key_show_and_authorize_name_the_rpc_timeout_they_waited_and_who
         assert (f"authorize payload: the chain did not answer (reading the newest block: "
                 f"{RPC_TIMEOUT_WORDS}=0.5s (from this call; ReadTimeout))") in refused.stderr, \
             refused.stderr
-        config = sb.kint_home / "config.toml"
-        config.write_text("rpc_timeout = 0.25\n")
-        config.chmod(0o600)
         shown = ok(sb.kint("session-key", "show"))
-        assert (f"{RPC_TIMEOUT_WORDS}=0.25s (from file {config}; ReadTimeout)"
+        assert (f"{RPC_TIMEOUT_WORDS}=0.75s (from the supervisor's environment; ReadTimeout)"
                 in shown.stderr), shown.stderr
         refused = sb.kint("authorize", "payload")
-        assert (f"{RPC_TIMEOUT_WORDS}=0.25s (from file {config}; ReadTimeout)"
+        assert (f"{RPC_TIMEOUT_WORDS}=0.75s (from the supervisor's environment; ReadTimeout)"
                 in refused.stderr), refused.stderr
+
+
+def test_where_the_timeout_came_from_does_not_make_verifys_head_anchor_anew(tmp_path):
+    """Verify's head Anchor is kept while the chain configuration is the same
+    (SpaceContext.head_anchor): a new one is a new provider, HTTP session and TCP
+    connection. Where KINT_RPC_TIMEOUT came from took part in the comparison, so verifies
+    alternating between an agent whose MCP environment sets it and a terminal that does
+    not made one each time, for the same timeout. A real worker over a real store (not
+    serving); the Anchor makes no call here."""
+    chain = ChainConfig(("http://127.0.0.1:1",), 31337, "0x" + "11" * 20, 1, 2.0,
+                        rpc_retries=False)
+    worker = _worker(tmp_path)
+    try:
+        kept = worker.ctx.head_anchor(chain)
+        agent = replace(chain, rpc_timeout_source="this call", rpc_timeout_where="an agent")
+        assert worker.ctx.head_anchor(agent) is kept
+        assert worker.ctx.head_anchor(replace(chain, rpc_timeout_s=3.0)) is not kept
+    finally:
+        worker.close()
+
+
+def test_a_chain_errors_block_names_the_chain_opened_in_it_or_given_it(capsys):
+    """`chain_errors` names the KINT_RPC_TIMEOUT of the chain `open_anchor` gave inside the
+    block. The chain stayed in the process's context after the block, so a second
+    invocation in the same process (click's CliRunner) whose call timed out before it
+    opened one named the first's. A block of calls through an Anchor an earlier block
+    opened is given it (`authorize page`'s last read)."""
+    from kint.commands import onchain
+
+    first = ChainConfig(("http://127.0.0.1:1",), 31337, "0x" + "11" * 20, 1, 7.0,
+                        rpc_timeout_source="this call")
+    with onchain.chain_errors("one"):
+        onchain._opened.set(first)  # as open_anchor sets it, inside the block
+    timed_out = RpcUnavailable(f"reading the newest block: {RPC_TIMEOUT_WORDS} (ReadTimeout)")
+    with pytest.raises(SystemExit), onchain.chain_errors("two"):
+        raise timed_out
+    err = capsys.readouterr().err
+    assert f"two: the chain did not answer (reading the newest block: {RPC_TIMEOUT_WORDS} " \
+           "(ReadTimeout))" in err, err
+    with pytest.raises(SystemExit), onchain.chain_errors("three", Anchor(first, RpcTracker())):
+        raise timed_out
+    err = capsys.readouterr().err
+    assert "KINT_RPC_TIMEOUT=7s (from this call; ReadTimeout)" in err, err
+
+
+def test_a_chain_config_from_a_worker_of_another_kint_is_read():
+    """During an upgrade on disk the worker a command asks (`space_chain`) may be of a newer
+    or older kint: a field this kint does not know raised TypeError and the command failed;
+    it is dropped, and a field the worker did not send takes its default."""
+    import dataclasses
+
+    from kint.tenant_worker.space_chain import chain_config
+
+    chain = ChainConfig(("http://127.0.0.1:1",), 31337, "0x" + "11" * 20, 1, 7.0,
+                        rpc_timeout_source="this call")
+    sent = {**dataclasses.asdict(chain), "a_field_of_a_newer_kint": 1}
+    taken = chain_config({"chain": sent})
+    assert taken == chain and taken.rpc_timeout_source == "this call"
+    del sent["rpc_timeout_source"], sent["rpc_timeout_where"]  # an older kint's worker
+    assert chain_config({"chain": sent}).rpc_timeout_source == "default"

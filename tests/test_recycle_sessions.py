@@ -244,7 +244,6 @@ def _planted(store: str, **changes: Any) -> dict:
     {"held": {"message": 1, "reason": "watcher", "at": "2026-12-04T00:00:00Z"}},
     {"watcher": "yes"},
     {"sessions.0.watcher": "yes"},
-    {"version": 2},  # no session's `watcher`: which asked for one is not known
     {"leaves": {"entity:rules:gate": "not a leaf"}},  # matches no row: held as drift
     {"written_mono": FromNow(0, text=True)},
     {"written_mono": FromNow(60)},  # written in the future
@@ -276,6 +275,39 @@ def test_a_handoff_field_not_as_a_worker_writes_it_drops_the_file(tmp_path, chan
             assert not ctx.sessions and not ctx.session_settings, ctx.sessions
             assert not ctx.ended_sessions and ctx.drift.held is None
             assert not ctx.drift.active
+    finally:
+        worker.close()
+
+
+@pytest.mark.parametrize("ran", [False, True])
+def test_a_handoff_an_older_kint_wrote_is_taken(tmp_path, ran):
+    """On an upgrade the old workers hand over with the code they started with: version 2,
+    which does not say which session asked for the watcher. The new worker dropped the file,
+    and with it the sessions, the watcher and the drift baseline README's upgrade promises
+    keep. It is taken: its sessions count as asking when the watcher ran (it ran with the
+    newest session's values then), and each one's next keepalive says for itself."""
+    from kint.tenant_worker import sessions
+    from kint.tenant_worker.session_handoff import take_over
+
+    path = session_handoff_path(tmp_path / "kint", "cd" * 8)
+    data = _planted(str(tmp_path / "memory.db"), version=2, watcher=ran)
+    for entry in data["sessions"]:
+        del entry["watcher"]  # as version 2 writes it
+    data["sessions"].append({**data["sessions"][0], "id": "s2"})
+    worker = _worker(tmp_path)
+    try:
+        path.write_bytes(orjson.dumps(data))
+        watcher = take_over(worker.ctx)
+        ctx = worker.ctx
+        assert not path.exists() and (watcher is not None) is ran
+        assert sorted(ctx.sessions) == ["s1", "s2"] and list(ctx.ended_sessions) == ["bye"]
+        assert ctx.drift.handed()["leaves"] == data["leaves"]
+        assert ctx.watching == ({"s1", "s2"} if ran else set())
+        poll = ctx.watcher_setting("KINT_POLL_SECONDS")
+        assert poll.raw == ("5" if ran else None), poll  # as the watcher ran before
+        sessions.attach(ctx, {"session": "s2", "watcher": False})  # a KINT_NO_WATCHER=1 one
+        sessions.attach(ctx, {"session": "s1", "watcher": True})
+        assert ctx.watching == {"s1"}
     finally:
         worker.close()
 

@@ -3,19 +3,21 @@ a failure of another endpoint than the space's primary (one `connect --rpc-urls`
 cold start's second opinion) neither skips verify's head read nor shows the space's
 endpoint as down, and the heartbeat names the endpoint a call in flight waits on. Its
 records are bounded, and verify's head read asks it once. The primary is a loopback
-endpoint answering a zero head; the other a port nothing listens on."""
+endpoint answering a zero head; the other a port nothing listens on, or one that never answers."""
 
 from __future__ import annotations
 
+import socket
 import threading
 from typing import Any, Iterator
 
 import pytest
+import requests
 
 from rpc_proxy import ScriptedEndpoint, closed_port_url
 from kint.chain.anchor import Anchor
 from kint.chain.config import ChainConfig
-from kint.chain.rpc import MAX_OTHER_RECORDS, RpcTracker, RpcUnavailable
+from kint.chain.rpc import MAX_OTHER_RECORDS, RpcTracker, RpcUnavailable, TrackedHTTPProvider
 from kint.render import _rpc
 from kint.tenant_worker.chain_head import ChainHeadSource
 
@@ -138,3 +140,41 @@ def test_a_head_read_skipped_for_an_unresponsive_primary_takes_the_lock_once():
                              OWNER, SPACE)
     assert source.read(1.0).unavailable == "rpc unresponsive"
     assert counting.taken == 1
+
+
+@pytest.fixture
+def hung() -> Iterator[str]:
+    """The URL of a loopback socket that takes connections (the kernel's backlog) and never
+    answers: every read of it times out."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    listener.close()
+
+
+def test_a_shorter_reads_timeout_leaves_a_standing_rpc_timeout_failure(hung):
+    """Three tries of KINT_RPC_TIMEOUT that ran out count for every head read for 30 s. A
+    one-try read of a shorter bound that then timed out on the same endpoint (`kint
+    doctor`'s, with KINT_RPC_TIMEOUT=1) replaced the record's bound with its own, and
+    verify's head read, which waits 2 s, went to the hung endpoint and waited its budget
+    out. The wider failure stands while it stands; a short bound on its own still does not
+    count for a longer read."""
+    tracker = RpcTracker()
+    push = TrackedHTTPProvider(hung, 0.3, tracker)  # three tries, as a push's calls
+    with pytest.raises(requests.exceptions.ReadTimeout):
+        push.make_request("eth_blockNumber", [])
+    assert tracker.unavailable(hung, bound_s=2.0) == "rpc unresponsive"
+    facts = TrackedHTTPProvider(hung, 0.1, tracker)
+    facts.retry_pauses = ()  # one try, as a read its caller bounds
+    with pytest.raises(requests.exceptions.ReadTimeout):
+        facts.make_request("eth_blockNumber", [])
+    assert tracker.unavailable(hung, bound_s=2.0) == "rpc unresponsive"
+
+    alone = RpcTracker()
+    facts = TrackedHTTPProvider(hung, 0.1, alone)
+    facts.retry_pauses = ()
+    with pytest.raises(requests.exceptions.ReadTimeout):
+        facts.make_request("eth_blockNumber", [])
+    assert alone.unavailable(hung, bound_s=2.0) is None
+    assert alone.unavailable(hung, bound_s=0.1) == "rpc unresponsive"

@@ -22,7 +22,7 @@ the machine's, and a `[spaces."<label>"]` table in config.toml beats those.
 from __future__ import annotations
 
 import urllib.parse
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
@@ -108,9 +108,11 @@ class ChainConfig:
     contract_where: str | None = None
     # Where `rpc_timeout_s` came from, as for the endpoints: a command whose chain settings
     # came from the space's worker (`space_chain`) names the worker's KINT_RPC_TIMEOUT and
-    # its source when a call times out, not what its own environment would say.
-    rpc_timeout_source: str = "default"
-    rpc_timeout_where: str | None = None
+    # its source when a call times out, not what its own environment would say. Not
+    # compared: configs that differ only in where the same timeout came from are the same
+    # chain, and verify's head Anchor (SpaceContext.head_anchor) is kept while they are.
+    rpc_timeout_source: str = field(default="default", compare=False)
+    rpc_timeout_where: str | None = field(default=None, compare=False)
 
     @property
     def second_is_same_endpoint(self) -> bool:

@@ -83,6 +83,13 @@ class _EndpointRecord:
     last_failure_bound_s: float | None = None
 
 
+def _standing(record: _EndpointRecord, now: float) -> bool:
+    """Whether `record`'s last failure still counts: inside the window, no success since."""
+    failed, ok = record.last_failure_at, record.last_ok_at
+    return (failed is not None and now - failed < UNRESPONSIVE_WINDOW_S
+            and (ok is None or ok < failed))
+
+
 # The most endpoints a tracker keeps records of beyond the space's own: `connect
 # --rpc-urls` run again and again with other endpoints added one record each, for good.
 # The least recently used of the others goes first; the space's own are never dropped.
@@ -128,6 +135,14 @@ class RpcTracker:
             if ok:
                 record.last_ok_at = now
             else:
+                if _standing(record, now) and bound_s is not None and (
+                        record.last_failure_bound_s is None
+                        or record.last_failure_bound_s > bound_s):
+                    # A shorter read's timeout says less than the failure that stands: `kint
+                    # doctor`'s one try after three KINT_RPC_TIMEOUT tries ran out made the
+                    # record say its short bound, and verify waited its whole 2 s budget on
+                    # the hung endpoint. The wider bound stands until a success or the window.
+                    bound_s = record.last_failure_bound_s
                 record.last_failure_at = now
                 record.last_failure = error
                 record.last_failure_bound_s = bound_s
@@ -182,14 +197,13 @@ class RpcTracker:
         read's timeout of a shorter bound: `kint status` with KINT_VERIFY_HEAD_SECONDS=0.5
         read the session key's balance from an endpoint that takes a second, and every
         verify of the next 30 s, whose head read waits 2 s, skipped an endpoint that would
-        have answered. A KINT_RPC_TIMEOUT call that ran out three times counts for all."""
+        have answered. A KINT_RPC_TIMEOUT call that ran out three times counts for all,
+        a shorter read's timeout since or not (`end`)."""
         age, record = self._seen(endpoint)
         stuck = age is not None and age > stuck_after_s
-        failed, ok = record.last_failure_at, record.last_ok_at
         shorter = (bound_s is not None and record.last_failure_bound_s is not None
                    and record.last_failure_bound_s < bound_s)
-        if stuck or (failed is not None and time.monotonic() - failed < UNRESPONSIVE_WINDOW_S
-                     and (ok is None or ok < failed) and not shorter):
+        if stuck or (_standing(record, time.monotonic()) and not shorter):
             return _words(age, record)
         return None
 

@@ -93,7 +93,7 @@ def page_cmd(ctx: click.Context, owner: str | None, days: int | None) -> None:
         refuse(ErrorCode.TIMEOUT,
                f"canWrite({owner_addr}, {key}) is still false after {count} checks{why}",
                "look up the transaction in the wallet, then kint session-key show")
-    with chain_errors("authorize page"):
+    with chain_errors("authorize page", anchor):  # opened in the block above
         expiry_now = anchor.session_key_expiry(owner_addr, key)
     click.echo(_expiry_line(owner_addr, key, expiry_now))
     funding_hint(anchor, key)

@@ -45,9 +45,11 @@ from kint.protocol import ErrorCode
 from kint.protocol.errors import DEFAULT_HINTS
 from kint.settings.urls import redact_url
 
-# The chain settings this command's last `open_anchor` gave it: `chain_errors` wraps the
-# open as well as the calls, so it has no Anchor in hand when a call times out, yet names
-# the KINT_RPC_TIMEOUT that call waited (the worker's, when the space's worker gave it).
+# The chain settings the last `open_anchor` inside this `chain_errors` block gave it: the
+# block wraps the open as well as the calls, so it has no Anchor in hand when a call times
+# out, yet names the KINT_RPC_TIMEOUT that call waited (the worker's, when the space's
+# worker gave it). Each block starts with none and puts back what it found as it ends, so
+# a second invocation in the same process (click's CliRunner) never names the first's.
 _opened: ContextVar[ChainConfig | None] = ContextVar("kint_opened_chain", default=None)
 
 
@@ -136,13 +138,16 @@ def refuse_other_chain(anchor: Anchor) -> None:
 
 
 @contextlib.contextmanager
-def chain_errors(what: str) -> Iterator[None]:
+def chain_errors(what: str, anchor: Anchor | None = None) -> Iterator[None]:
     """Turn the chain's and the custody's failures into one-line refusals; a timeout names
-    the KINT_RPC_TIMEOUT it waited and whose it was (`said`)."""
+    the KINT_RPC_TIMEOUT it waited and whose it was (`said`): `anchor`'s, for a block of
+    calls through an Anchor an earlier block opened, else the one opened in this block."""
+    token = _opened.set(None)
     try:
         yield
     except RpcUnavailable as err:
-        refuse(ErrorCode.RPC_UNAVAILABLE, f"{what}: the chain did not answer ({said(err)})",
+        refuse(ErrorCode.RPC_UNAVAILABLE,
+               f"{what}: the chain did not answer ({said(err, anchor)})",
                "check KINT_RPC_URL (or the devchain: kint devchain status) and the "
                "endpoint, then run the command again")
     except ChainConfigError as err:
@@ -155,6 +160,8 @@ def chain_errors(what: str) -> Iterator[None]:
                f"{str(err)[:200]})",
                "check KINT_CONTRACT and KINT_RPC_URL: they must name kint's EpochAnchor and "
                "an endpoint of the chain it is deployed on")
+    finally:
+        _opened.reset(token)
 
 
 def said(err: RpcUnavailable, anchor: Anchor | None = None) -> str:

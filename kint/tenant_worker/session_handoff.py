@@ -43,6 +43,16 @@ fresh file nor take a stale one. A monotonic reading means nothing across a rebo
 file carries the boot id (/proc/sys/kernel/random/boot_id) and one from another boot is
 never taken. Where the OS has no boot id (macOS) both sides read None, and the supervisor's
 run id, drawn again at every start, is what keeps an earlier boot's file out.
+
+The previous format (version 2) is taken too, the one exception to removing an old design
+rather than keeping two: on an upgrade the old workers hand over with the code they
+imported at their start, so the first worker of a new kint reads what the old one wrote,
+and dropping it lost the sessions, the watcher and the drift baseline that README's
+upgrade promises keep. Version 2 does not say which sessions asked for the watcher; it ran
+then with the newest session's timings and push settings, so when it ran, every session
+counts as asking and the watcher goes on as it ran (its KINT_KEY_TTL, not the space's 24 h,
+on a push within the first minute); else none does. Each session's next keepalive says
+for itself (`sessions.attach`), so a KINT_NO_WATCHER=1 one counts as asking until then.
 """
 
 from __future__ import annotations
@@ -69,6 +79,8 @@ log = logging.getLogger("kint.worker")
 # 2: written_mono and boot_id in place of the wall clock's written_at; the store's path
 # 3: each session's `watcher`, whether it asked for one (only theirs run it)
 VERSION = 3
+# The versions taken: this one, and the one a running older kint writes on an upgrade.
+TAKEN_VERSIONS = (2, VERSION)
 
 def _path(ctx: SpaceContext) -> Path:
     return session_handoff_path(ctx.config.home, ctx.config.space16)
@@ -141,7 +153,7 @@ def _runs_taken(ctx: SpaceContext) -> tuple[str, ...]:
 
 def _apply(ctx: SpaceContext, data: dict[str, Any]) -> Any:
     space16 = ctx.config.space16
-    if data["version"] != VERSION or data["supervisor_run"] not in _runs_taken(ctx):
+    if data["version"] not in TAKEN_VERSIONS or data["supervisor_run"] not in _runs_taken(ctx):
         log.info("space %s: sessions handed over under another supervisor or format are not "
                  "taken; they attach again at their next keepalive", space16)
         return None
@@ -162,6 +174,8 @@ def _apply(ctx: SpaceContext, data: dict[str, Any]) -> Any:
     if not 0 <= elapsed <= SESSION_TTL_S:  # NaN fails both
         log.info("space %s: sessions handed over %.0fs ago are not taken", space16, elapsed)
         return None
+    if not isinstance(data["watcher"], bool):
+        raise TypeError(f"watcher {data['watcher']!r} is not true or false")
     now = time.monotonic()
     sessions: dict[str, float] = {}
     watching: set[str] = set()
@@ -173,9 +187,12 @@ def _apply(ctx: SpaceContext, data: dict[str, Any]) -> Any:
         if seen_ago + elapsed > SESSION_TTL_S:
             continue
         sessions[sid] = now - seen_ago - elapsed
-        if not isinstance(entry["watcher"], bool):
-            raise TypeError(f"watcher {entry['watcher']!r} is not true or false")
-        if entry["watcher"]:
+        # Version 2 does not say; its sessions ran the watcher, when one ran (the module's
+        # docstring).
+        asked = entry["watcher"] if data["version"] == VERSION else data["watcher"]
+        if not isinstance(asked, bool):
+            raise TypeError(f"watcher {asked!r} is not true or false")
+        if asked:
             watching.add(sid)
         if entry["first_s_ago"] is not None:
             settings[sid] = (now - _ago(entry["first_s_ago"]) - elapsed, {
@@ -191,8 +208,6 @@ def _apply(ctx: SpaceContext, data: dict[str, Any]) -> Any:
     if leaves is not None and not all(isinstance(k, str) and (v is None or is_hex64(v))
                                       for k, v in leaves.items()):
         raise ValueError("a baseline leaf is not 64 hex digits")
-    if not isinstance(data["watcher"], bool):
-        raise TypeError(f"watcher {data['watcher']!r} is not true or false")
     ctx.drift.take_over(leaves, Hold(_text(held["message"]), _text(held["reason"]),
                                      _text(held["at"])) if held is not None else None)
     with ctx.sessions_lock:

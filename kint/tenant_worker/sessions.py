@@ -138,8 +138,13 @@ def attach(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         first = not ctx.sessions
         if not ended:
             ctx.sessions[sid] = time.monotonic()
-            if args.get("watcher"):  # its values are the watcher's (watcher_setting)
+            # Its values are the watcher's (watcher_setting) if it asks for one. Each
+            # keepalive says so again: a session taken over from an older kint's handoff
+            # was counted as asking when the watcher ran (session_handoff).
+            if args.get("watcher"):
                 ctx.watching.add(sid)
+            else:
+                ctx.watching.discard(sid)
     if ended:  # a keepalive sent before its session's goodbye, run after it
         return {"sessions": ctx.live_sessions(), "watcher": ctx.watcher is not None,
                 "ended": True}

@@ -35,7 +35,11 @@ def space_chain(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def chain_config(reply: dict[str, Any]) -> ChainConfig:
-    """The ChainConfig `space_chain` sent."""
-    fields = dict(reply["chain"])
+    """The ChainConfig `space_chain` sent. A field this kint does not know is dropped and one
+    it lacks takes its default: for the seconds before the supervisor notices an upgrade on
+    disk, the worker may be of an older or newer kint than the command, and one more field
+    (the timeout's source, say) raised TypeError in the older."""
+    known = {field.name for field in dataclasses.fields(ChainConfig)}
+    fields = {name: value for name, value in reply["chain"].items() if name in known}
     fields["rpc_urls"] = tuple(fields["rpc_urls"])
     return ChainConfig(**fields)
