@@ -158,18 +158,21 @@ def test_a_shorter_reads_timeout_leaves_a_standing_rpc_timeout_failure(hung):
     one-try read of a shorter bound that then timed out on the same endpoint (`kint
     doctor`'s, with KINT_RPC_TIMEOUT=1) replaced the record's bound with its own, and
     verify's head read, which waits 2 s, went to the hung endpoint and waited its budget
-    out. The wider failure stands while it stands; a short bound on its own still does not
-    count for a longer read."""
+    out. The wider failure stands while it stands, its window running from its own time;
+    a short bound on its own still does not count for a longer read."""
     tracker = RpcTracker()
     push = TrackedHTTPProvider(hung, 0.3, tracker)  # three tries, as a push's calls
     with pytest.raises(requests.exceptions.ReadTimeout):
         push.make_request("eth_blockNumber", [])
     assert tracker.unavailable(hung, bound_s=2.0) == "rpc unresponsive"
+    failed_at = tracker.last_failure_at(hung)
     facts = TrackedHTTPProvider(hung, 0.1, tracker)
     facts.retry_pauses = ()  # one try, as a read its caller bounds
     with pytest.raises(requests.exceptions.ReadTimeout):
         facts.make_request("eth_blockNumber", [])
     assert tracker.unavailable(hung, bound_s=2.0) == "rpc unresponsive"
+    # ...and stands for its own 30 s, not the later short failure's.
+    assert tracker.last_failure_at(hung) == failed_at
 
     alone = RpcTracker()
     facts = TrackedHTTPProvider(hung, 0.1, alone)

@@ -134,18 +134,17 @@ class RpcTracker:
             self._records[endpoint] = record
             if ok:
                 record.last_ok_at = now
-            else:
-                if _standing(record, now) and bound_s is not None and (
-                        record.last_failure_bound_s is None
-                        or record.last_failure_bound_s > bound_s):
-                    # A shorter read's timeout says less than the failure that stands: `kint
-                    # doctor`'s one try after three KINT_RPC_TIMEOUT tries ran out made the
-                    # record say its short bound, and verify waited its whole 2 s budget on
-                    # the hung endpoint. The wider bound stands until a success or the window.
-                    bound_s = record.last_failure_bound_s
+            elif not (_standing(record, now) and bound_s is not None and (
+                    record.last_failure_bound_s is None
+                    or record.last_failure_bound_s > bound_s)):
                 record.last_failure_at = now
                 record.last_failure = error
                 record.last_failure_bound_s = bound_s
+            # Otherwise a shorter read's timeout says less than the failure that stands,
+            # which is left as it is, its time too: `kint doctor`'s one try after three
+            # KINT_RPC_TIMEOUT tries ran out made the record say its short bound, and verify
+            # waited its whole 2 s budget on the hung endpoint; and taking the later time
+            # kept the wider failure standing past its 30 s.
             others = [url for url in self._records if url not in self._own]
             for url in others[:max(0, len(others) - MAX_OTHER_RECORDS)]:
                 del self._records[url]
