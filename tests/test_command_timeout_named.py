@@ -86,8 +86,12 @@ def test_a_chain_errors_block_names_the_chain_opened_in_it_or_given_it(capsys):
     with onchain.chain_errors("one"):
         onchain._opened.set(first)  # as open_anchor sets it, inside the block
     timed_out = RpcUnavailable(f"reading the newest block: {RPC_TIMEOUT_WORDS} (ReadTimeout)")
-    with pytest.raises(SystemExit), onchain.chain_errors("two"):
-        raise timed_out
+    left = onchain._opened.set(first)  # left before the block: each block starts with none
+    try:
+        with pytest.raises(SystemExit), onchain.chain_errors("two"):
+            raise timed_out
+    finally:
+        onchain._opened.reset(left)
     err = capsys.readouterr().err
     assert f"two: the chain did not answer (reading the newest block: {RPC_TIMEOUT_WORDS} " \
            "(ReadTimeout))" in err, err
