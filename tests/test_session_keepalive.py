@@ -287,9 +287,9 @@ def test_memory_status_reads_the_worker_and_the_supervisors_row_in_one_bound(mac
     """memory_status's worker status and its read of the supervisor's row (`parked`) end
     by one deadline, the tool's 30 s (docs/harnesses.md: one deadline for the whole call),
     where the row's read took its own 2 s after a status that could use all 30. Real
-    session, supervisor and worker; each request's deadline is recorded as the client
-    takes it (kint.client._deadline), since a status made to use up its bound would make
-    the test wait it out."""
+    session, supervisor and worker; what is recorded is the deadline in force around each
+    request (kint.client._deadline asked with a timeout longer than any: the enclosing
+    bound's), since a status made to use up its bound would make the test wait it out."""
     from kint import client as client_module
     from kint.agent_server.tools import STATUS_WAIT_S, kint_tools
     from kint.agent_server.tool_args import StatusArgs
