@@ -1,14 +1,20 @@
-"""The store watcher's count while it cannot be made (kint/tenant_worker/watcher_count.py).
+"""The store watcher's count while it cannot be made, and while the space cannot push
+(kint/tenant_worker/watcher_count.py, kint/tenant_worker/watcher.py `work_left`).
 
 - A count that keeps meeting another process's lock (the start's, owed) was made again
   at every tick, each try holding the watcher's thread in the read's busy wait (2 s by
   default) for as long as the lock was held. It is now tried 1, 2, 4, then every
   RETRY_CAP_TICKS ticks on, and once the lock is let go the rows are counted and pushed
   within RETRY_CAP_TICKS ticks, with no write to the store.
+- A dirty store the space cannot push from (no cached data key: the count answers None)
+  kept the beat's `has_work` true for good, the store changing or not, so the idle stop
+  never came for a worker no session used. It now idles out while the store keeps
+  changing; the next session that can push pushes the rows.
 
 Real parts: the devchain's anvil, the test supervisor and the space's worker, a real
 watcher started by a session's `attach`, a real SQLite lock held by another process
-(tests/support/locked_store.py). The ticks and counts are read from the worker's
+(tests/support/locked_store.py), the data key's cache file moved aside for real and the
+store written through Sibyl's own client. The ticks and counts are read from the worker's
 trace (tests/support/kint_test_trace.py): no clock is read.
 """
 
@@ -18,7 +24,7 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 
-from chain_machines import new_machine
+from chain_machines import anchored, new_machine
 from conftest import dated_back, write_rules
 from support.locked_store import locked
 
@@ -86,3 +92,32 @@ def test_a_count_that_keeps_meeting_a_lock_is_tried_further_apart(tmp_path, chai
     finally:
         sb.shutdown()
 
+
+def test_a_store_the_space_cannot_push_from_keeps_no_idle_stop_waiting(tmp_path, chain_home):
+    """The space anchored; its data key's cache moved aside (as one that expired is none):
+    the watcher's count answers None. The store changes after its session left, and keeps
+    changing, yet the worker is stopped idle; the rows stay for a session that can push."""
+    sb = new_machine(tmp_path / "machine", chain_home, KINT_QUIET_SECONDS="1",
+                     KINT_WORKER_IDLE_SECONDS="2", **FAST_POLL)
+    with anchored(sb, first="pushed before"):
+        db = sb.sibyl_db
+        row = sb.row(db)
+        cache = sb.kint_home / f"vault-{row['space']}.aes"
+        cache.rename(cache.with_name(cache.name + ".aside"))
+        sb.call("attach", db, timeout_s=30, args={"session": "watching", "watcher": True})
+        pid = sb.row(db)["pid"]
+        sb.call("detach", db, args={"session": "watching"})  # the idle period runs from here
+        written = []
+
+        def stopped_while_written() -> bool:
+            written.append(len(written))
+            write_rules(db, sb.tenant, **{f"change-{len(written)}": "a change"})
+            return sb.row(db)["pid"] is None
+
+        sb.wait_for(stopped_while_written, what="the idle stop while the store changes",
+                    timeout=60, interval=0.3)
+        lines = (sb.kint_home / "supervisor.log").read_text().splitlines()
+        assert any(f"{pid} kint.worker" in line and "stop requested (idle)" in line
+                   for line in lines), lines[-20:]
+        assert len(written) > 1, written
+        assert (sb.row(db)["head"] or {}).get("seq") == 1  # nothing pushed without a key

@@ -40,7 +40,8 @@ store locked for a moment was read as clean and the rows an earlier session left
 for the next write; a dirty store that cannot be counted is named in the log and the beat.
 One that cannot be counted for good (no database, damaged, denied) keeps no idle exit
 waiting, nor a recycle while no session is attached (`work_left`), where it held the
-worker for good; one that may be counted later (a lock) is work the worker keeps.
+worker for good; one that may be counted later (a lock) is work the worker keeps; one the
+space cannot push from (no cached data key) is none once no session is attached.
 """
 
 from __future__ import annotations
@@ -182,17 +183,21 @@ class Watcher:
 
     def work_left(self, sessions: int) -> bool:
         """Whether the store holds work this worker must finish before a stop (the beat's
-        `has_work`, which keeps it from an idle stop and a recycle): dirty, unless its
-        count fails for good (no database, damaged, denied: WatcherCount.lasting) and no
-        session (of `sessions` attached) is left. Such a store may never be counted by
-        this worker: kept as work, it held the worker past every idle period and recycle.
-        Stopped idle it loses nothing: the next session's watcher counts it again. With a
-        session attached the stop could only be a recycle, whose successor's start refuses
-        a store that is no database (a crash after crash, then quarantine): the worker goes
+        `has_work`, which keeps it from an idle stop and a recycle): dirty, unless no
+        session (of `sessions` attached) is left and its count fails for good (no database,
+        damaged, denied: WatcherCount.lasting) or the space cannot push from it (the last
+        count answered None: no cached data key). Either may never be pushed by this
+        worker: kept as work, it held the worker past every idle period and recycle, the
+        second however the store kept changing. Stopped idle it loses nothing: the next
+        session's watcher counts it again (and pushes it, once it can). With a session
+        attached the stop could only be a recycle, whose successor's start refuses a store
+        that is no database (a crash after crash, then quarantine), or marks nothing it
+        cannot push (its rows then wait for a write once the key is back): the worker goes
         on serving the session. A count that fails for a moment (a lock held past the
         busy wait) leaves the store this worker's work until it is counted and pushed:
         taken as none, the idle stop took it, and its rows waited for the next session."""
-        return self.dirty and (not self.counting.lasting or sessions > 0)
+        counting = self.counting
+        return self.dirty and (sessions > 0 or not (counting.lasting or counting.cannot_push))
 
     def start(self) -> None:
         """Count what an earlier session left unanchored (`_start_count`)."""

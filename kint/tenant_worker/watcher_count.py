@@ -53,6 +53,9 @@ class WatcherCount:
         self._count = count
         # While the last count failed: what it said, since when, whether for good.
         self.uncounted: Uncounted | None = None
+        # The last count answered None: the space cannot push (not connected, no cached
+        # data key), so a dirty store is no work this worker can finish (Watcher.work_left).
+        self.cannot_push = False
         self._failures = 0  # failed in a row for the same reason
         self._wait_ticks = 0  # ticks to begin before the next try (the module's docstring)
 
@@ -75,6 +78,7 @@ class WatcherCount:
             again = said is not None and (said.message, said.lasting) == (str(err), err.lasting)
             self._failures = self._failures + 1 if again else 1
             self._wait_ticks = min(2 ** (self._failures - 1), RETRY_CAP_TICKS)
+            self.cannot_push = False  # it got past the key: sessions._changes_to_push
             # The latest reason (a lock may give way to a damaged file), since the first.
             self.uncounted = Uncounted(str(err), said.since if said else time.monotonic(),
                                        err.lasting)
@@ -86,7 +90,7 @@ class WatcherCount:
                             "worker keeps it (no idle exit, no recycle) until it is counted "
                             "and pushed")
             return None
-        self.uncounted, self._failures = None, 0
+        self.uncounted, self._failures, self.cannot_push = None, 0, counts is None
         return counts
 
     @property
