@@ -422,8 +422,9 @@ def _sessions_recycled(sb) -> None:
 @linux_only
 def test_a_dirty_store_keeps_a_worker_with_a_session_from_its_recycle(shared):
     """The store changed under the watcher, which cannot push it (the space is not
-    connected): the worker has work left, and is neither recycled nor stopped, session
-    or no session."""
+    connected): while its session is attached the worker has work left, and is neither
+    recycled nor stopped (a successor would not know the store dirty). Once no session
+    is attached it is no work (tests/test_watcher_count_backoff.py: the idle stop)."""
     with _recycling(shared):
         _dirty_store_kept(shared)
 

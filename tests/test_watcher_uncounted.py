@@ -4,8 +4,9 @@
 - The start's count of what an earlier session left unanchored met the store locked by
   another process (its read waits out the busy timeout, then fails). It was taken as a
   store with nothing to push, so those rows waited for the next write. The count is now
-  owed and made again at every tick: once the lock is let go, the rows are pushed with no
-  write to the store (the lock leaves the store's files as they were).
+  owed and made again (further apart while it fails: tests/test_watcher_count_backoff.py):
+  once the lock is let go, the rows are pushed with no write to the store (the lock leaves
+  the store's files as they were).
 - A dirty store that can never be counted (its file no longer a database) kept the beat's
   `has_work` true for good, so the supervisor never stopped the worker as idle (nor
   recycled it for its memory: the same check). It now stops it once no session is

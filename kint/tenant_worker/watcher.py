@@ -35,12 +35,13 @@ most two seconds and a beat after a worker's start or a push.
 
 A count that fails (the store locked past the read's busy wait, unreadable, corrupt; the
 mirror unreadable: unanchored.CountFailed) is not a clean store. The start's is owed and
-made again at every tick, where a store locked for a moment was read as clean and the
-rows an earlier session left waited for the next write; a dirty store that cannot be
-counted is named in the log and the beat (watcher_count.py). One that cannot be counted
-for good (no database, damaged, denied) keeps no idle exit waiting, nor a recycle while no
-session is attached (`work_left`), where it held the worker for good; one that may be
-counted later (a lock) is work the worker keeps.
+made again, further apart while it fails for the same reason (watcher_count.py), where a
+store locked for a moment was read as clean and the rows an earlier session left waited
+for the next write; a dirty store that cannot be counted is named in the log and the beat.
+One that cannot be counted for good (no database, damaged, denied) keeps no idle exit
+waiting, nor a recycle while no session is attached (`work_left`), where it held the
+worker for good; one that may be counted later (a lock) is work the worker keeps; one the
+space cannot push from (no cached data key) is none once no session is attached.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ from kint.tenant_worker.changes import ESTIMATED_BYTES_PER_ROW
 from kint.tenant_worker.push_backoff import PushBackoff
 from kint.tenant_worker.store import SettledRule, settled, store_signature
 from kint.tenant_worker.space import WATCHER_SETTINGS
-from kint.tenant_worker.watcher_count import WatcherCount
+from kint.tenant_worker.watcher_count import RETRY_CAP_TICKS, WatcherCount
 
 log = logging.getLogger("kint.worker")
 
@@ -117,8 +118,8 @@ class Watcher:
         # The `_untold` signature the wait last ended early for (`_run`): one such wake a
         # signature, the polls after it.
         self._woke_for: tuple[int, ...] | None = None
-        # The start's count of what an earlier session left failed: made again at every
-        # tick until it can be (`_start_count`), unless a change starts a dirty spell first.
+        # The start's count of what an earlier session left failed: made again until it
+        # can be (`_start_count`, WatcherCount), unless a change starts a dirty spell first.
         self._start_owed = False
         # While the store cannot be reached by this user, what the OS said (`_read_signature`).
         self.closed: str | None = None
@@ -182,17 +183,21 @@ class Watcher:
 
     def work_left(self, sessions: int) -> bool:
         """Whether the store holds work this worker must finish before a stop (the beat's
-        `has_work`, which keeps it from an idle stop and a recycle): dirty, unless its
-        count fails for good (no database, damaged, denied: WatcherCount.lasting) and no
-        session (of `sessions` attached) is left. Such a store may never be counted by
-        this worker: kept as work, it held the worker past every idle period and recycle.
-        Stopped idle it loses nothing: the next session's watcher counts it again. With a
-        session attached the stop could only be a recycle, whose successor's start refuses
-        a store that is no database (a crash after crash, then quarantine): the worker goes
+        `has_work`, which keeps it from an idle stop and a recycle): dirty, unless no
+        session (of `sessions` attached) is left and its count fails for good (no database,
+        damaged, denied: WatcherCount.lasting) or the space cannot push from it (the last
+        count answered None: no cached data key). Either may never be pushed by this
+        worker: kept as work, it held the worker past every idle period and recycle, the
+        second however the store kept changing. Stopped idle it loses nothing: the next
+        session's watcher counts it again (and pushes it, once it can). With a session
+        attached the stop could only be a recycle, whose successor's start refuses a store
+        that is no database (a crash after crash, then quarantine), or marks nothing it
+        cannot push (its rows then wait for a write once the key is back): the worker goes
         on serving the session. A count that fails for a moment (a lock held past the
         busy wait) leaves the store this worker's work until it is counted and pushed:
         taken as none, the idle stop took it, and its rows waited for the next session."""
-        return self.dirty and (not self.counting.lasting or sessions > 0)
+        counting = self.counting
+        return self.dirty and (sessions > 0 or not (counting.lasting or counting.cannot_push))
 
     def start(self) -> None:
         """Count what an earlier session left unanchored (`_start_count`)."""
@@ -207,19 +212,20 @@ class Watcher:
         """The start's count, or a tick's when the start's failed. Rows left: dirty, pushed
         at the next quiet period (from the start). A count that failed (a store locked for
         a moment, a mirror that did not read) leaves the store dirty and the count owed,
-        made again at every tick: it was taken as clean, and the rows an earlier session
-        left waited for the next write. Nothing left: clean, but only at a signature that
-        told every later commit (store.SettledRule: one read within two seconds of the
-        store's last write may not change with a commit right after the count), else dirty
-        and looked at once more when it tells (`_run` wakes for that). None (the space
-        cannot push: not connected, no data key): no mark, as a dirty mark nothing can
-        clear would keep the worker from its idle exit and recycle for good. Returns the
-        count (a tick's push uses it, not a second diff of the whole store)."""
+        made again (further apart while it fails: WatcherCount): it was taken as clean, and
+        the rows an earlier session left waited for the next write. Nothing left: clean,
+        but only at a signature that told every later commit (store.SettledRule: one read
+        within two seconds of the store's last write may not change with a commit right
+        after the count), else dirty and looked at once more when it tells (`_run` wakes
+        for that). None (the space cannot push: not connected, no data key): no mark, as a
+        dirty mark nothing can clear would keep the worker from its idle exit and recycle
+        for good. Returns the count (a tick's push uses it, not a second diff)."""
         counts = self.counting()
         if self.counting.uncounted is not None:
             if not self._start_owed:
                 log.info("watcher: what an earlier session left unanchored could not be "
-                         "counted; it is counted again at every tick until it can be")
+                         "counted; it is counted again, at most %d ticks apart, until it "
+                         "can be", RETRY_CAP_TICKS)
             self.dirty = self._start_owed = True
             return None
         owed, self._start_owed = self._start_owed, False
@@ -281,6 +287,7 @@ class Watcher:
         return self._rule.tells_at(untold, now) + LOOK_MARGIN_S
 
     def tick(self, now: float) -> None:
+        self.counting.ticked()  # a failed count's next try may be due (watcher_count.py)
         self._log_timings()
         generation = self._generation()
         if generation != self._seen_generation:

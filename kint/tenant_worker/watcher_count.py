@@ -9,6 +9,15 @@ be counted stayed dirty, work that held the worker past every idle period and re
 Which of the two a failure is (`lasting`) decides whether the worker keeps the store: one
 that may pass by itself (a lock) is still work, one that lasts until someone mends a file
 is not.
+
+A count that failed is not made again at every tick while it keeps failing for the same
+reason: each try may hold the watcher's thread in the read's busy wait (2 s:
+store.READ_BUSY_WAIT_S) while another process keeps the store locked, tick after tick. The
+next try comes 1, 2, 4 ticks on, then every RETRY_CAP_TICKS ticks (counted in ticks, not
+seconds, so a poll changed meanwhile still bounds it): a lock let go is counted, and the
+rows pushed, at most RETRY_CAP_TICKS ticks later (a minute at the default 15 s poll, the
+size check's own interval), where a signature change could not be waited for (the lock
+leaves the store's files as they were). A new reason tries again at the next tick.
 """
 
 from __future__ import annotations
@@ -20,6 +29,9 @@ from typing import Any, Callable, NamedTuple
 from kint.tenant_worker.unanchored import CountFailed
 
 log = logging.getLogger("kint.worker")
+
+# The most ticks between two tries of a count that keeps failing for the same reason.
+RETRY_CAP_TICKS = 4
 
 
 class Uncounted(NamedTuple):
@@ -41,15 +53,32 @@ class WatcherCount:
         self._count = count
         # While the last count failed: what it said, since when, whether for good.
         self.uncounted: Uncounted | None = None
+        # The last count answered None: the space cannot push (not connected, no cached
+        # data key), so a dirty store is no work this worker can finish (Watcher.work_left).
+        self.cannot_push = False
+        self._failures = 0  # failed in a row for the same reason
+        self._wait_ticks = 0  # ticks to begin before the next try (the module's docstring)
+
+    def ticked(self) -> None:
+        """A watcher tick began: one fewer to wait before a failed count is tried again."""
+        if self._wait_ticks:
+            self._wait_ticks -= 1
 
     def __call__(self) -> tuple[int, int] | None:
-        """The count, None when it failed too: `uncounted` says why, and the first failure
-        of a spell says, once, what that leaves (the count's own line named the file and
-        the error: sessions._changes_to_push)."""
+        """The count, None when it failed too, or when the last one failed and its next
+        try is not due (the module's docstring): `uncounted` says why, and the first
+        failure of a spell says, once, what that leaves (the count's own line named the
+        file and the error: sessions._changes_to_push)."""
+        if self._wait_ticks:
+            return None
         try:
             counts = self._count()
         except CountFailed as err:
             said = self.uncounted
+            again = said is not None and (said.message, said.lasting) == (str(err), err.lasting)
+            self._failures = self._failures + 1 if again else 1
+            self._wait_ticks = min(2 ** (self._failures - 1), RETRY_CAP_TICKS)
+            self.cannot_push = False  # it got past the key: sessions._changes_to_push
             # The latest reason (a lock may give way to a damaged file), since the first.
             self.uncounted = Uncounted(str(err), said.since if said else time.monotonic(),
                                        err.lasting)
@@ -61,7 +90,7 @@ class WatcherCount:
                             "worker keeps it (no idle exit, no recycle) until it is counted "
                             "and pushed")
             return None
-        self.uncounted = None
+        self.uncounted, self._failures, self.cannot_push = None, 0, counts is None
         return counts
 
     @property
