@@ -33,7 +33,7 @@ class ClosedDoorChecks:
     """A mixin of `Client`: the checks that read a closed door's note. `Client` owns the
     socket and what it was connected to; these read them."""
 
-    # Client's own, declared for the type checker.
+    # Client's own (`_drop_socket`: LivenessChecks'), declared for the type checker.
     home: Path
     _sock: "zmq.Socket | None"
     _connected: tuple[str, str] | None

@@ -168,7 +168,7 @@ def test_a_sigterm_during_an_upgrades_drain_answers_the_request_in_flight(sandbo
         os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
     said = log.read_text(errors="replace")
     # A client watches the pid file while it waits: the file removed, it may give up on
-    # the stepped-down supervisor before the reply comes (kint.client._check_serving).
+    # the stepped-down supervisor before the reply comes (kint.client_liveness._check_serving).
     if not stepped_down:
         assert "error" not in outcome, (outcome["error"], said[-3000:])
         assert outcome["reply"]["sessions"] == 1, outcome
