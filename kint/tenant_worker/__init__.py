@@ -9,7 +9,8 @@ and the other spaces' workers keep answering.
   space of a home, an old one included) and `lock_table` (its holder as the kernel names
   it), `wake_pipe` (what wakes its loop, safe to write after it is closed), `heartbeat`
   (its beats' cadence and content), `op_replies` (an op run and answered), `config` (what
-  the spawn tells it), `space` (what every op shares), `handlers` (op name to function),
+  the spawn tells it), `space` (what every op shares; the settings it runs with in
+  `space_settings`), `handlers` (op name to function),
   `op_pool`, `own_memory` (for the recycle), `sessions` and `session_handoff` (the agent
   sessions, and what a successor takes over), `watcher`, `watcher_count`, `drift`,
   `push_backoff` and `push_settings` (the store watcher, its count and whether it could be

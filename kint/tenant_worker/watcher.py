@@ -55,7 +55,7 @@ from kint.store_denied import DENIED_HINT, denied_message, denied_reason
 from kint.tenant_worker.changes import ESTIMATED_BYTES_PER_ROW
 from kint.tenant_worker.push_backoff import PushBackoff
 from kint.tenant_worker.store import SettledRule, settled, store_signature
-from kint.tenant_worker.space import WATCHER_SETTINGS
+from kint.tenant_worker.space_settings import WATCHER_SETTINGS
 from kint.tenant_worker.watcher_count import WatcherCount
 
 log = logging.getLogger("kint.worker")
