@@ -429,7 +429,8 @@ class Sandbox:
     def profile_db(self, profile: str) -> Path:
         """Where Sibyl's Hermes adapter keeps profile `profile`'s store under `hermes -p`
         (HERMES_HOME is the profile's folder then; see kint/spaces.py)."""
-        return self.hermes_home / "profiles" / profile / "sibyl" / "profiles" / profile / "memory.db"
+        return (self.hermes_home / "profiles" / profile / "sibyl" / "profiles" / profile
+                / "memory.db")
 
     def label(self, db: Path, tenant: str | None = None) -> str:
         tenant = tenant or self.tenant

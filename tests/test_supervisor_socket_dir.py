@@ -126,14 +126,15 @@ def test_a_short_socket_folder_of_our_own_left_open_is_not_used(tmp_path):
 
 # Connects to the socket named in argv[1] (relative to the folder it runs in), sends a ZMTP 3
 # greeting, and says whether a ZeroMQ peer greeted back or the connection was closed on it.
-_KNOCK = ("import socket,sys\n"
-          "s=socket.socket(socket.AF_UNIX); s.settimeout(5); s.connect(sys.argv[1])\n"
-          "try:\n"
-          "    s.sendall(b'\\xff'+bytes(8)+b'\\x7f\\x03\\x00'+b'NULL'+bytes(16)+b'\\x00'+bytes(31))\n"
-          "    got = s.recv(64)\n"
-          "except (BrokenPipeError, ConnectionResetError, socket.timeout):\n"
-          "    got = b''\n"
-          "print('GREETED' if got[:1] == b'\\xff' else 'CLOSED', flush=True)\n")
+_KNOCK = (
+    "import socket,sys\n"
+    "s=socket.socket(socket.AF_UNIX); s.settimeout(5); s.connect(sys.argv[1])\n"
+    "try:\n"
+    "    s.sendall(b'\\xff'+bytes(8)+b'\\x7f\\x03\\x00'+b'NULL'+bytes(16)+b'\\x00'+bytes(31))\n"
+    "    got = s.recv(64)\n"
+    "except (BrokenPipeError, ConnectionResetError, socket.timeout):\n"
+    "    got = b''\n"
+    "print('GREETED' if got[:1] == b'\\xff' else 'CLOSED', flush=True)\n")
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or SYSTEM_PYTHON is None,

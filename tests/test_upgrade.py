@@ -5,11 +5,10 @@ KeepAlive/SuccessfulExit=false restart), and the next call starts the new versio
 The "upgrade" is what an install (or an edit of an editable install) does to a file of the
 package: it is written anew. The machine runs a copy of kint (conftest.kint_copy), and the
 test moves one file's mtime forward in it (its content is untouched) and puts it back before
-the next supervisor starts, the checkout and the tests beside it untouched: the package's root module,
-and an op's module deep in it that only a worker imports, on its first request (before,
-only four files were watched, and an edit of any other left the supervisor spawning
-workers against mixed code). A real supervisor, in the foreground as a service manager
-runs it, with a real worker."""
+the next supervisor starts, the checkout and the tests beside it untouched: the package's root
+module, and an op's module deep in it that only a worker imports, on its first request (before, only
+four files were watched, and an edit of any other left the supervisor spawning workers against mixed
+code). A real supervisor, in the foreground as a service manager runs it, with a real worker."""
 
 from __future__ import annotations
 
