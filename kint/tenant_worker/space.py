@@ -39,7 +39,8 @@ from kint.tenant_worker.shared_client import SpaceClient
 from kint.tenant_worker.space_settings import SpaceSettings
 from kint.tenant_worker.state_health import corrupt_error
 from kint.tenant_worker.statefiles import CorruptStateFile, SpaceState
-from kint.tenant_worker.store import StoreReader, sqlite_code
+from kint.tenant_worker.store import StoreReader
+from kint.tenant_worker.store_errors import sqlite_code
 from kint.tenant_worker.store_readers import StoreReaders
 from kint.tenant_worker.unanchored import UnanchoredTally
 
