@@ -301,7 +301,7 @@ def _keep_log(env: BenchEnv, machine: Machine | None = None) -> None:
 
 def _remove_socket_fallback(kint_home: Path, root: Path) -> None:
     """The sockets live in run/ unless KINT_HOME is long; then in a folder under /tmp."""
-    from kint.paths import socket_dir
+    from kint.socket_paths import socket_dir
 
     folder = socket_dir(kint_home)
     if not str(folder).startswith(str(root)):

@@ -30,12 +30,12 @@ from kint.client_errors import NO_ANSWER_HINT, KintError, SupervisorUnavailable
 from kint.client_liveness import LivenessChecks
 from kint.client_request import encoded, refused_proof, without_proofs
 from kint.front_closed import Moment, moment
-from kint.paths import (FRONT_SOCKET, RELATIVE_HOME_HINT, RELATIVE_PROBLEM, is_private_dir,
-                        kint_home, socket_dir)
+from kint.paths import RELATIVE_HOME_HINT, RELATIVE_PROBLEM, is_private_dir, kint_home
 from kint.protocol import ProtocolError, Reply, Request, decode_reply
 from kint.protocol.envelope import new_request_id
 from kint.protocol.limits import DEFAULT_TIMEOUT_MS
 from kint.seconds_text import seconds_text
+from kint.socket_paths import FRONT_SOCKET, socket_dir
 from kint.supervisor.pidlock import HolderWatch
 
 # While waiting for a reply, how often the client checks that its supervisor still runs.

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Callable
 
 from kint.client_errors import NO_SUPERVISOR_HINT, KintError, SupervisorUnavailable
 from kint.front_closed import FrontClosed, Moment, moment, read_note, read_stepped_down_note
-from kint.paths import run_dir, socket_dir
+from kint.paths import run_dir
+from kint.socket_paths import socket_dir
 from kint.supervisor.pidlock import PID_FILE
 
 if TYPE_CHECKING:

@@ -140,6 +140,8 @@ STATUS_KINT_MODULES = frozenset({
     # hundred lines): the call's deadline, the request's frame, the looks at the
     # supervisor while it waits.
     "kint.client_bound", "kint.client_request", "kint.client_liveness",
+    # Where the sockets are, split out of kint.paths (the same code).
+    "kint.socket_paths",
 })
 _LOADED_AFTER_STATUS = """
 import json, sys

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from conftest import SYSTEM_TMPDIR, make_sandbox
-from kint.paths import socket_dir
+from kint.socket_paths import socket_dir
 from other_user import SYSTEM_PYTHON
 
 NOBODY = 65534
@@ -143,7 +143,7 @@ def test_another_user_is_turned_away_even_where_the_folder_was_loosened(tmp_path
     """The socket folder's 0700 keeps other users out; a folder loosened under a running
     supervisor (a `chmod -R` of the home) must not let them in: the supervisor has ZeroMQ
     close every connection whose peer the kernel says is another user, on both sockets."""
-    from kint.paths import BACK_SOCKET, FRONT_SOCKET
+    from kint.socket_paths import BACK_SOCKET, FRONT_SOCKET
 
     sb = make_sandbox(tmp_path / "machine")
     try:
