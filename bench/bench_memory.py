@@ -236,7 +236,8 @@ def run(quick: bool = False) -> dict[str, Any]:
 
 
 def report(result: dict[str, Any], path: Path) -> None:
-    p, u, b = result["worker_pss_mib"], result["worker_uss_mib"], result["baseline_fresh_interpreter"]
+    p, u, b = (result["worker_pss_mib"], result["worker_uss_mib"],
+               result["baseline_fresh_interpreter"])
     print(f"worker PSS mean {p['mean']:.1f} MiB  max {p['max']:.1f} MiB  "
           f"(USS mean {u['mean']:.1f} MiB)")
     print(f"baseline fresh interpreter PSS {b['pss_mib']:.1f} MiB")

@@ -1,11 +1,11 @@
 """The state's root per epoch: `MerkleState.apply` (kept tree) against the whole root rebuilt
 per chunk (what `apply` did before session 16), in the same run, on the same chunks.
 
-Push hands `split_diff` a `MerkleState` built from its mirror, and the epoch cache's check
-(history, provenance) replays each epoch through one: every chunk needs the root of the
-whole state after it. The rows are entity, journal and state rows (85 / 12 / 3 %, bench/corpus.py's mix) made as `WireRow`s
-here (nothing is written to a store: only the tree is measured). Four cases at 10,000 rows
-(`--quick`: 2,000), chunks of 770 rows (what the 92,160-byte split makes of corpus rows):
+Push hands `split_diff` a `MerkleState` built from its mirror, and the epoch cache's check (history,
+provenance) replays each epoch through one: every chunk needs the root of the whole state after it.
+The rows are entity, journal and state rows (85 / 12 / 3 %, bench/corpus.py's mix) made as
+`WireRow`s here (nothing is written to a store: only the tree is measured). Four cases at 10,000
+rows (`--quick`: 2,000), chunks of 770 rows (what the 92,160-byte split makes of corpus rows):
 
 - first push: every row new, in store order (random against the ids' order), 13 chunks;
 - journal appended: 800 new journal rows and 100 entities changed in place, 2 chunks;

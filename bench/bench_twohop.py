@@ -15,11 +15,11 @@ sends a route frame (the worker's name, as kint's request names its space) and t
 request; a relay child, a Python ROUTER-ROUTER loop (front for clients, back for its
 worker) that forwards each message as its bytes, the client's identity as a frame; a
 worker, a DEALER forked from a parent (as kint's workers are forked from its forkserver)
-that answers each request with the reply it was given for it. The request and reply bytes are kint's own:
-for each op (and each verify query), the exact request frame kint's client sends (the
-same fields, a fixed id) and the exact reply frame kint's supervisor sent back. It is the
-limit of the shape README's "How it runs" describes: two IPC round trips, a Python loop in the middle,
-no work at either end beyond moving the bytes.
+that answers each request with the reply it was given for it. The request and reply bytes are kint's
+own: for each op (and each verify query), the exact request frame kint's client sends (the same
+fields, a fixed id) and the exact reply frame kint's supervisor sent back. It is the limit of the
+shape README's "How it runs" describes: two IPC round trips, a Python loop in the middle, no work at
+either end beyond moving the bytes.
 
 The four series (bare status, kint status, bare verify, kint verify) are timed in
 alternating blocks, with every process up throughout, so all see the same machine; the
@@ -31,7 +31,8 @@ is most of it), which the bare worker above does not, so a fifth series sets kin
 the bare shape doing the same work: the same relay, and the same worker given each
 request's query, which runs kint's `verify` function in-process on the same store, state
 files and query before it answers with the same reply bytes (its parent imported what
-verify needs before the fork). kint over that series is what kint's route adds to a verify; kint over the plain bare relay is the issue's literal ratio, reported beside it.
+verify needs before the fork). kint over that series is what kint's route adds to a verify; kint
+over the plain bare relay is the issue's literal ratio, reported beside it.
 """
 
 from __future__ import annotations

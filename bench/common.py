@@ -210,8 +210,8 @@ def start_bench_supervisor(env: BenchEnv, machine: Machine, timeout_s: float = 3
                           extra_env: dict[str, str] | None = None) -> int:
     """Start the benchmarks' supervisor (bench/support/run_supervisor_bench.py: kint's own
     `run_foreground` with the test gate preloaded, not the suite's fault hooks) for
-    `machine`, and wait until it answers. The machine is registered with `env`, so it is stopped on the way out.
-    `launcher` and `extra_env` are for the diagnostic launcher in bench/support/."""
+    `machine`, and wait until it answers. The machine is registered with `env`, so it is stopped on
+    the way out. `launcher` and `extra_env` are for the diagnostic launcher in bench/support/."""
     from kint.client import Client
     from kint.supervisor.pidlock import running_pid
 
@@ -221,7 +221,8 @@ def start_bench_supervisor(env: BenchEnv, machine: Machine, timeout_s: float = 3
     machine.kint_home.mkdir(mode=0o700, parents=True, exist_ok=True)
     err = open(machine.root / "supervisor.stderr", "ab")
     try:
-        subprocess.Popen([sys.executable, str(launcher or BENCH_SUPPORT / "run_supervisor_bench.py"),
+        subprocess.Popen([sys.executable,
+                          str(launcher or BENCH_SUPPORT / "run_supervisor_bench.py"),
                           "--home", str(machine.kint_home)],
                          env={**machine.env(), **(extra_env or {})}, cwd=str(REPO_DIR),
                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
@@ -300,7 +301,7 @@ def _keep_log(env: BenchEnv, machine: Machine | None = None) -> None:
 
 def _remove_socket_fallback(kint_home: Path, root: Path) -> None:
     """The sockets live in run/ unless KINT_HOME is long; then in a folder under /tmp."""
-    from kint.paths import socket_dir
+    from kint.socket_paths import socket_dir
 
     folder = socket_dir(kint_home)
     if not str(folder).startswith(str(root)):

@@ -109,7 +109,8 @@ class _Prose:
         w = self.words(self.rng.randint(lo, hi))
         text = " ".join(w)
         if self.rng.random() < 0.2:
-            text += f" ({self.rng.randint(2, 990)} {self.rng.choice(['ms', 'days', 'EUR', '%', 'GB', 'rows'])})"
+            text += (f" ({self.rng.randint(2, 990)} "
+                     f"{self.rng.choice(['ms', 'days', 'EUR', '%', 'GB', 'rows'])})")
         return text[0].upper() + text[1:] + "."
 
     def date(self) -> str:

@@ -4,12 +4,12 @@ It never imports the engine: it builds a request, sends it as one frame on a DEA
 waits for the reply with the same id until one deadline, taken when the call begins: the
 call's bound (`timeout_s`, or the bound of the tool call it is part of, `bounded`) counts
 from there, whatever starting a supervisor took first, and the request goes out with what
-is left of it less a grace, so that the supervisor's TIMEOUT (which says what the worker
-is doing) arrives before the client gives up on its own, and the client's own refusal
-comes at the bound it names, not past it. While it waits it looks, once a second, at
-the supervisor's pid lock: a supervisor that died mid-request is reported within a second
-or so, not when a deadline of up to half an hour runs out. It connects only to a socket in
-a folder that is this user's alone.
+is left of it less a grace (kint/client_bound.py), so that the supervisor's TIMEOUT (which
+says what the worker is doing) arrives before the client gives up on its own, and the
+client's own refusal comes at the bound it names, not past it. While it waits it looks,
+once a second, at the supervisor's pid lock (kint/client_liveness.py): a supervisor that
+died mid-request is reported within a second or so, not when a deadline of up to half an
+hour runs out. It connects only to a socket in a folder that is this user's alone.
 
 A client that calls often (kint-server, a benchmark) pays for those looks on every call,
 so they are kept cheap: the pid file stays open (`HolderWatch`), the socket's folder is
@@ -19,28 +19,25 @@ resolved once per supervisor, and the wait is a receive with a timeout, not a po
 from __future__ import annotations
 
 import os
-import threading
 import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import zmq
 
-from kint.client_closed_door import ClosedDoorChecks
-from kint.client_errors import NO_SUPERVISOR_HINT, KintError, SupervisorUnavailable
+from kint.client_bound import call_deadline, request_ms
+from kint.client_errors import NO_ANSWER_HINT, KintError, SupervisorUnavailable
+from kint.client_liveness import LivenessChecks
+from kint.client_request import encoded, refused_proof, without_proofs
 from kint.front_closed import Moment, moment
-from kint.paths import (FRONT_SOCKET, RELATIVE_HOME_HINT, RELATIVE_PROBLEM, is_private_dir,
-                        kint_home, socket_dir)
-from kint.protocol import ProtocolError, Reply, Request, decode_reply, encode_request
+from kint.paths import RELATIVE_HOME_HINT, RELATIVE_PROBLEM, is_private_dir, kint_home
+from kint.protocol import ProtocolError, Reply, Request, decode_reply
 from kint.protocol.envelope import new_request_id
-from kint.protocol.limits import DEFAULT_TIMEOUT_MS, MIN_TIMEOUT_MS
+from kint.protocol.limits import DEFAULT_TIMEOUT_MS
 from kint.seconds_text import seconds_text
+from kint.socket_paths import FRONT_SOCKET, socket_dir
 from kint.supervisor.pidlock import HolderWatch
 
-# How much sooner than the call's deadline the request's own ends (a quarter of a short
-# bound at most): the supervisor's TIMEOUT then comes before the client gives up.
-CLIENT_GRACE_S = 2.0
 # While waiting for a reply, how often the client checks that its supervisor still runs.
 LIVENESS_EVERY_S = 1.0
 # The status gives a progress line's age to the millisecond: a line of an op that began
@@ -50,80 +47,9 @@ _RCVTIMEO = int(zmq.RCVTIMEO)
 # pyzmq's own send, without the checks its Socket.send adds for DRAFT sockets' routing ids
 # and groups (a DEALER has neither): 0.6 against 2.5 us hot, on every call.
 _send = zmq.backend.Socket.send
-# The hints of the two ways a supervisor fails a call it was sent: it never answered, or
-# it exited first. Named, so that kint-server can say them in an agent's words.
-NO_ANSWER_HINT = "see `kint supervisor status` and the supervisor log"
-EXITED_HINT = ("run the command again (it starts a new supervisor); the supervisor log "
-               "says why it exited")
 
 
-# The deadline of the tool call this thread is running, when one is (`bounded`).
-_bound = threading.local()
-
-
-@contextmanager
-def bounded(seconds: float) -> Iterator[None]:
-    """Every call this thread makes inside the block ends by one deadline, `seconds` from
-    now (or an outer block's, when sooner): a tool call that asks the supervisor twice (a
-    status, then the op; an op, then a status to word its refusal) waits its bound in all,
-    not each call's bound in turn. A call's refusal names the block's bound."""
-    outer = getattr(_bound, "at", None)
-    at = time.monotonic() + seconds
-    if outer is not None and outer[0] <= at:
-        at, seconds = outer
-    _bound.at = (at, seconds)
-    try:
-        yield
-    finally:
-        _bound.at = outer
-
-
-def _deadline(timeout_s: float) -> tuple[float, float]:
-    """(the monotonic deadline of a call begun now with `timeout_s`, the bound it names):
-    the thread's block's, when that ends sooner."""
-    at = time.monotonic() + timeout_s
-    outer = getattr(_bound, "at", None)
-    return outer if outer is not None and outer[0] < at else (at, timeout_s)
-
-
-def _request_ms(left_s: float) -> int:
-    """The request's own timeout, with `left_s` left of the call: the grace less, so that
-    the supervisor's TIMEOUT reaches the client before its deadline."""
-    return max(MIN_TIMEOUT_MS, int((left_s - min(CLIENT_GRACE_S, left_s / 4)) * 1000))
-
-
-def _encoded(request: Request) -> bytes:
-    """The request's frame, or the KintError a caller reports when JSON cannot carry it."""
-    try:
-        return encode_request(request)
-    except ProtocolError as err:
-        raise KintError(err.code.value, err.message, err.hint) from None
-
-
-def _refused_proof(err: KintError, args: dict[str, Any] | None) -> bool:
-    """Whether `err` is how a supervisor older than secret proofs refuses the proof that
-    `args` carried among the caller's settings (kint.settings.secret_proof)."""
-    sent = (args or {}).get("settings")
-    if err.code != "BAD_REQUEST" or not isinstance(sent, dict):
-        return False
-    from kint.settings.secret_proof import is_proof, refused_as_a_value
-
-    raw = sent.get(refused_as_a_value(err.message))
-    return isinstance(raw, str) and is_proof(raw)
-
-
-def _without_proofs(args: dict[str, Any] | None) -> dict[str, Any] | None:
-    """`args` with a bare `set` for each secret's proof among the caller's settings."""
-    sent = (args or {}).get("settings")
-    if not isinstance(sent, dict):
-        return args
-    from kint.settings.secret_proof import without_proof
-
-    return {**(args or {}), "settings": {name: without_proof(raw) if isinstance(raw, str)
-                                         else raw for name, raw in sent.items()}}
-
-
-class Client(ClosedDoorChecks):
+class Client(LivenessChecks):
     def __init__(self, home: Path | None = None, *, autostart: bool = True) -> None:
         super().__init__()
         self.home = home or kint_home()
@@ -294,12 +220,12 @@ class Client(ClosedDoorChecks):
         supervisor older than secret proofs refuses one as a secret's value: the request
         goes again, by the same deadline, saying only that the secret is set, as that
         supervisor's own clients did (`_proofless`)."""
-        deadline, bound_s = _deadline(timeout_s if timeout_s is not None
-                                      else DEFAULT_TIMEOUT_MS / 1000)
+        deadline, bound_s = call_deadline(timeout_s if timeout_s is not None
+                                          else DEFAULT_TIMEOUT_MS / 1000)
         try:
             return self._call(op, tenant, db, space, args, deadline, bound_s)
         except KintError as err:
-            if not _refused_proof(err, args):
+            if not refused_proof(err, args):
                 raise
         self._proofless, self._proofless_pid = True, self.sent_to
         return self._call(op, tenant, db, space, args, deadline, bound_s)
@@ -329,9 +255,9 @@ class Client(ClosedDoorChecks):
                                         f"{seconds_text(bound_s)} ({op} was not sent)",
                                         NO_ANSWER_HINT)
         if self._proofless and serving == self._proofless_pid:
-            args = _without_proofs(args)
+            args = without_proofs(args)
         request = Request(id=new_request_id(), op=op, tenant=tenant, db=db, space=space,
-                          args=args or {}, timeout_ms=_request_ms(left))
+                          args=args or {}, timeout_ms=request_ms(left))
         if self._sock is None:
             self._socket(serving)
             self._refuse_if_no_file(serving, op)
@@ -365,9 +291,9 @@ class Client(ClosedDoorChecks):
         serving = self._holder.pid()
         self._follow(serving)
         request = Request(id=new_request_id(), op=op, tenant=tenant, db=db, space=space,
-                          args=_without_proofs(args) or {}, timeout_ms=int(timeout_s * 1000),
+                          args=without_proofs(args) or {}, timeout_ms=int(timeout_s * 1000),
                           cast=True)
-        _send(self._socket(serving), _encoded(request), 0)
+        _send(self._socket(serving), encoded(request), 0)
 
     def progress_line(self, space16: str, op: str, sent_at: float) -> str | None:
         """The space's progress line, when it is of an `op` that began after `sent_at` (this
@@ -399,7 +325,7 @@ class Client(ClosedDoorChecks):
         waiting_ms = -1 if fresh_socket else self._rcvtimeo
         self._stopped_since = None
         try:
-            _send(sock, _encoded(request), 0)
+            _send(sock, encoded(request), 0)
             while True:
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -431,54 +357,3 @@ class Client(ClosedDoorChecks):
         finally:
             if fresh_socket:
                 sock.close(linger=0)
-
-    def _check_serving(self, serving: int | None, op: str) -> int:
-        """While waiting on `op`: the pid of the supervisor that holds the request, or
-        SupervisorUnavailable when it exited (or none ever ran): a dead supervisor answers
-        nothing, and waiting out the deadline would only hide that."""
-        now = self._holder.pid()
-        if now is None and serving is None:
-            self._drop_socket()  # queued for no one: the next supervisor must not get it
-            raise SupervisorUnavailable(f"no supervisor is running for {self.home}",
-                                        NO_SUPERVISOR_HINT)
-        if now is None or (serving not in (None, -1) and now != serving):
-            # A request still queued on the socket (never delivered: the door closed for a
-            # stop) would go to the next supervisor to bind there, a minute on.
-            self._drop_socket()
-            raise SupervisorUnavailable(
-                f"the supervisor (pid {serving}) exited before answering {op}; whether "
-                f"{op} ran is unknown", EXITED_HINT)
-        holding = now if serving is None else serving
-        if holding > 0:
-            self._refuse_if_stopped(holding, op)
-            self._refuse_if_closed(holding, op, sent=True)
-        return holding
-
-    def _drop_socket(self) -> None:
-        """Close the socket at once (linger 0): nothing queued on it is delivered later."""
-        if self._sock is not None:
-            self._sock.close(linger=0)
-            self._sock = None
-        self._connected = self._connected_at = None
-
-    def _refuse_if_stopped(self, pid: int, op: str) -> None:
-        """SupervisorUnavailable, naming `pid` and how to resume it, once the supervisor
-        holding `op` has been stopped (SIGSTOP) for UNREACHABLE_AFTER_S: it answers nothing
-        until someone continues it, which a command cannot tell from the outside. The same
-        bound and words as a command's start finds one stopped (kint.supervisor.autostart),
-        where waiting out the request's whole deadline (up to 100 s for an agent's tool
-        call) said only that no answer came."""
-        from kint.proc_stat import process_stopped
-        from kint.supervisor.autostart import UNREACHABLE_AFTER_S, silent_supervisor
-
-        if not process_stopped(pid):
-            self._stopped_since = None
-            return
-        now = time.monotonic()
-        if self._stopped_since is None or self._stopped_since[0] != pid:
-            self._stopped_since = (pid, now)
-            return
-        if now - self._stopped_since[1] >= UNREACHABLE_AFTER_S:
-            silent = silent_supervisor(self.home, pid)
-            raise SupervisorUnavailable(f"{silent}; it holds {op}, and whether {op} ran is "
-                                        f"unknown", silent.hint)

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Callable
 
 from kint.client_errors import NO_SUPERVISOR_HINT, KintError, SupervisorUnavailable
 from kint.front_closed import FrontClosed, Moment, moment, read_note, read_stepped_down_note
-from kint.paths import run_dir, socket_dir
+from kint.paths import run_dir
+from kint.socket_paths import socket_dir
 from kint.supervisor.pidlock import PID_FILE
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ class ClosedDoorChecks:
     """A mixin of `Client`: the checks that read a closed door's note. `Client` owns the
     socket and what it was connected to; these read them."""
 
-    # Client's own, declared for the type checker.
+    # Client's own (`_drop_socket`: LivenessChecks'), declared for the type checker.
     home: Path
     _sock: "zmq.Socket | None"
     _connected: tuple[str, str] | None

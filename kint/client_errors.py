@@ -1,13 +1,19 @@
-"""What a kint call refuses with: the errors every client raises, kept apart from the
-client itself so that the part of it that reads a closed front door
-(kint/client_closed_door.py) raises them without importing the call path. `kint.client`
-names them too, as every caller imports them."""
+"""What a kint call refuses with: the errors every client raises, and the hints named for
+kint-server, kept apart from the client itself so that the parts of it that read a closed
+front door (kint/client_closed_door.py) or a supervisor gone (kint/client_liveness.py)
+raise them without importing the call path. `kint.client` names the errors too, as every
+caller imports them."""
 
 from __future__ import annotations
 
 # The hint of a call no supervisor was there to take: named, so that kint-server can say
 # it in an agent's words.
 NO_SUPERVISOR_HINT = "run `kint supervisor start`, or any command that starts one"
+# The hints of the two ways a supervisor fails a call it was sent: it never answered, or
+# it exited first. Named, so that kint-server can say them in an agent's words.
+NO_ANSWER_HINT = "see `kint supervisor status` and the supervisor log"
+EXITED_HINT = ("run the command again (it starts a new supervisor); the supervisor log "
+               "says why it exited")
 
 
 class KintError(Exception):

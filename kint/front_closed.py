@@ -27,7 +27,8 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
-from kint.paths import FRONT_SOCKET, is_private_dir, read_small_file
+from kint.paths import is_private_dir, read_small_file
+from kint.socket_paths import FRONT_SOCKET
 
 # The front socket's file while the door is closed, in the same folder.
 CLOSED_SOCKET = FRONT_SOCKET + ".closed"

@@ -9,9 +9,9 @@ belongs to another computer", and no crash point or hold (kint_test_faults.py) a
 A module whose machines outlive a test (tests/test_overtaken.py) then fails test after
 test with that refusal, or with WORKER_DOWN "the supervisor is stopping" for a request that
 met the upgrade's drain: it reads as a flake under load, and was taken for one (a lane
-wrote the modules of a split into its checkout while the module ran from it). So the suite takes the package's fingerprint when it starts, and a failed test
-whose package no longer matches it carries a section naming the changed files and what
-that does; the session's summary says it once more.
+wrote the modules of a split into its checkout while the module ran from it). So the suite takes the
+package's fingerprint when it starts, and a failed test whose package no longer matches it carries a
+section naming the changed files and what that does; the session's summary says it once more.
 
 The tests that move a file's mtime on purpose (test_upgrade.py, test_upgrade_sessions.py)
 put it back before their test ends, so their own reports see the package as it was.

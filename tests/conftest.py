@@ -116,7 +116,7 @@ SYSTEM_TMPDIR = str(_RUN_ROOT.parent)
 # Every temporary folder of the run goes under its folder, removed with it: a supervisor
 # a test kills leaves its multiprocessing folder (pymp-*) and a long home's fallback
 # socket folder (kint-<uid>-*) behind, which in the system's /tmp outlived the run.
-# Short enough for the socket paths (kint.paths.MAX_SOCKET_PATH_BYTES).
+# Short enough for the socket paths (kint.socket_paths.MAX_SOCKET_PATH_BYTES).
 _RUN_TMP = _RUN_ROOT / "tmp"
 _RUN_TMP.mkdir(mode=0o700, exist_ok=True)
 os.environ["TMPDIR"] = str(_RUN_TMP)
@@ -174,7 +174,7 @@ def pytest_configure(config: pytest.Config) -> None:
     """The tests' folders go under the run's short folder (`_RUN_ROOT`/t; a worker's under
     t/popen-gwN, as xdist names them), unless --basetemp says where: a machine's sockets
     must fit in a socket path's ~100 bytes below its KINT_HOME, or kint binds them in a
-    fallback folder (kint.paths.socket_dir), and pytest's own root plus xdist's worker
+    fallback folder (kint.socket_paths.socket_dir), and pytest's own root plus xdist's worker
     folder made them too long for most tests."""
     if XDIST_WORKER is None and not config.option.basetemp:
         config.option.basetemp = str(_RUN_ROOT / "t")
@@ -429,7 +429,8 @@ class Sandbox:
     def profile_db(self, profile: str) -> Path:
         """Where Sibyl's Hermes adapter keeps profile `profile`'s store under `hermes -p`
         (HERMES_HOME is the profile's folder then; see kint/spaces.py)."""
-        return self.hermes_home / "profiles" / profile / "sibyl" / "profiles" / profile / "memory.db"
+        return (self.hermes_home / "profiles" / profile / "sibyl" / "profiles" / profile
+                / "memory.db")
 
     def label(self, db: Path, tenant: str | None = None) -> str:
         tenant = tenant or self.tenant

@@ -350,7 +350,8 @@ def test_doctor_names_each_check(box, tmp_path):
         lambda: box.kint("doctor", env={"KINT_HOME": str(inside), "PYTHONPATH": str(shadow)}),
         lambda: box.kint("doctor", env={"KINT_HOME": str(loose)}))
     assert bad.returncode == 1
-    assert "[FAIL] kint home placement" in bad.stdout and "[FAIL] supervisor reachable" in bad.stdout
+    assert ("[FAIL] kint home placement" in bad.stdout
+            and "[FAIL] supervisor reachable" in bad.stdout)
     assert "[ok  ] permissions" in bad.stdout  # v0.3.0's line format (09-cli.md)
     shown = opened.stdout.splitlines()
     at = shown.index(f"[WARN] kint home: {loose} (mode 0755)")
@@ -460,10 +461,10 @@ def _one_row_anchored(box, tenant: str, db) -> tuple[str, ...]:
 
 
 def test_a_store_kint_cannot_read_holds_a_server_side_push(box, tmp_path):
-    """docs/how-it-works.md, "When the watcher pushes, and when a push is held": a store kint cannot read holds the push, because an unchecked push is what
-    the hold exists to stop. kint-server's pushes come back HELD naming the store, anchoring
-    nothing; a push from a terminal is refused naming the file, not as a crash inside the
-    worker."""
+    """docs/how-it-works.md, "When the watcher pushes, and when a push is held": a store kint cannot
+    read holds the push, because an unchecked push is what the hold exists to stop. kint-server's
+    pushes come back HELD naming the store, anchoring nothing; a push from a terminal is refused
+    naming the file, not as a crash inside the worker."""
     from kint.client import Client, KintError
     from kint.spaces import resolve
 

@@ -171,7 +171,7 @@ def test_a_kint_server_sessions_rpc_timeout_bounds_its_watchers_push(tmp_path, c
     kint-server pushes with its own. The session's value is kept with it on attach, as its
     KINT_KEY_TTL is (sessions._watcher_push): an endpoint that takes 2 s to give the nonce
     no longer fails every automatic push. KINT_NONCE_RETRY_SECONDS goes the same way (one
-    tuple, space.PUSH_SETTINGS); a stuck nonce to show it is beyond this test."""
+    tuple, space_settings.PUSH_SETTINGS); a stuck nonce to show it is beyond this test."""
     with machine_behind_proxy(tmp_path, chain_home) as (sb, proxy):
         (sb.kint_home / "config.toml").write_text("rpc_timeout = 0.5\n")
         sb.shutdown()  # the kint-server's first call starts one, the way kint's start does

@@ -95,7 +95,8 @@ def test_journal_identity_survives_replay_and_numbers_repeats(tmp_path):
     _journal(b, [other, same, same, same], "t")
     rows_b = [r for r in store_rows(b, "t") if r.tier == "journal"]
     uuids = {x for (x,) in sqlite3.connect(a).execute("select id from journal_events")}
-    assert uuids.isdisjoint(x for (x,) in sqlite3.connect(b).execute("select id from journal_events"))
+    assert uuids.isdisjoint(x for (x,) in
+                            sqlite3.connect(b).execute("select id from journal_events"))
     assert {r.key: r.leaf for r in rows_a} == {r.key: r.leaf for r in rows_b}
 
     def root(rows):

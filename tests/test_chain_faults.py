@@ -936,8 +936,9 @@ def test_kill_9_at_each_push_step_loses_nothing(killbox, chain, step):
     pending = k.kint_home / f"pending-{space16}.json"
 
     # The supervisor restarts the worker on its own (one_for_one, transient), and the new
-    # worker resolves the pending epoch against the head at once (docs/how-it-works.md, "Push, step by step"): landed, it is
-    # recorded; not sent, the same signed transaction is sent. Either way: seq 2, agreed.
+    # worker resolves the pending epoch against the head at once (docs/how-it-works.md, "Push, step
+    # by step"): landed, it is recorded; not sent, the same signed transaction is sent. Either way:
+    # seq 2, agreed.
     row = k.wait_for(lambda: (r := k.row(db))["pid"] not in (None, pid)
                      and r["state"] in ("ready", "idle") and r, timeout=30,
                      what="the restarted worker")

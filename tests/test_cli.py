@@ -136,6 +136,12 @@ STATUS_KINT_MODULES = frozenset({
     # Why a supervisor short of open files takes no new clients: its note, read by every
     # client (json and kint.paths only).
     "kint.front_closed",
+    # The client's own parts, split out of kint.client (the same code, in modules of a few
+    # hundred lines): the call's deadline, the request's frame, the looks at the
+    # supervisor while it waits.
+    "kint.client_bound", "kint.client_request", "kint.client_liveness",
+    # Where the sockets are, split out of kint.paths (the same code).
+    "kint.socket_paths",
 })
 _LOADED_AFTER_STATUS = """
 import json, sys

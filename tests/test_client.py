@@ -22,9 +22,10 @@ import pytest
 
 from bare_worker import bound_router
 from conftest import pid_alive, write_store
-from kint.client import CLIENT_GRACE_S, Client, SupervisorUnavailable, bounded
-from kint.paths import (FRONT_SOCKET, ensure_private_dir, prepare_socket_dir, run_dir,
-                        socket_dir)
+from kint.client import Client, SupervisorUnavailable
+from kint.client_bound import CLIENT_GRACE_S, bounded
+from kint.paths import ensure_private_dir, run_dir
+from kint.socket_paths import FRONT_SOCKET, prepare_socket_dir, socket_dir
 from kint.supervisor.pidlock import PID_FILE, HolderWatch, running_pid
 
 

@@ -77,7 +77,8 @@ def refusals(request, machine, tmp_path_factory):
     for command, way, flag, argv in UNUSED:
         extra = ["--no-setup"] if command == "join" else []
         case(test_a_flag_the_way_in_does_not_use_is_refused_by_name,
-             _unused_id(command, way, flag), [command, "--owner", OWNER, way, *argv, *extra], "CODE\n")
+             _unused_id(command, way, flag),
+             [command, "--owner", OWNER, way, *argv, *extra], "CODE\n")
     for command in ("connect", "join"):
         extra = ["--no-setup"] if command == "join" else []
         case(test_the_passphrase_given_two_ways_is_refused, command,

@@ -150,7 +150,8 @@ def test_artifacts_match_a_fresh_compile():
         source = ROOT / "contracts" / f"{name}.sol"
         assert art["source"] == f"contracts/{name}.sol"
         assert art["source_sha256"] == hashlib.sha256(source.read_bytes()).hexdigest()
-        assert art["settings"] == {"evmVersion": "cancun", "optimizer": {"enabled": True, "runs": 200},
+        assert art["settings"] == {"evmVersion": "cancun",
+                                   "optimizer": {"enabled": True, "runs": 200},
                                    "metadata": {"bytecodeHash": "none"}}
         assert art["compiler"].startswith("0.8.37+")
         for code in (art["bytecode"], art["deployedBytecode"]):
@@ -327,7 +328,8 @@ def test_stale_head_names_expected_and_got(dev):
     err = dev.refused(owner, dev.anchor.encode_push(owner.address, space, wrong, b"again"))
     assert (err.error, err.fields) == ("StaleHead", {"expected": d1, "got": wrong})
     assert str(err) == f"StaleHead(expected={d1}, got={wrong})"
-    assert dev.mined(owner, dev.anchor.encode_push(owner.address, space, wrong, b"x"))["status"] == 0
+    assert dev.mined(owner,
+                     dev.anchor.encode_push(owner.address, space, wrong, b"x"))["status"] == 0
     assert dev.anchor.head(owner.address, space).seq == 1
 
 
@@ -346,7 +348,8 @@ def test_check_order_is_authorization_then_empty_then_head(dev):
     assert dev.refused(owner, dev.anchor.encode_push(owner.address, _space(), ZERO_DIGEST, b"")
                        ).error == "EmptyCiphertext"
     # Mined without an estimate, the chain refuses too.
-    assert dev.mined(stranger, dev.anchor.encode_push(owner.address, space, stale, b""))["status"] == 0
+    assert dev.mined(stranger,
+                     dev.anchor.encode_push(owner.address, space, stale, b""))["status"] == 0
 
 
 # --- session keys ---------------------------------------------------------------------------
@@ -449,7 +452,8 @@ def test_eoa_signature_authorizes_once(dev):
     assert digest == dev.anchor.authorization_digest(owner.address, key.address, expiry, nonce,
                                                      deadline)
     sig = _sign(owner, dev, owner.address, key.address, expiry, nonce, deadline)
-    call = dev.anchor.encode_set_session_key_by_sig(owner.address, key.address, expiry, deadline, sig)
+    call = dev.anchor.encode_set_session_key_by_sig(owner.address, key.address, expiry,
+                                                    deadline, sig)
 
     r = dev.send(key, call)
     assert dev.anchor.session_key_expiry(owner.address, key.address) == expiry
@@ -538,7 +542,8 @@ def test_past_deadline_is_refused_before_the_signature(dev):
     assert dev.now() > deadline
     for signature in (sig, b"garbage"):
         assert dev.refused(key, dev.anchor.encode_set_session_key_by_sig(
-            owner.address, key.address, expiry, deadline, signature)).error == "AuthorizationExpired"
+            owner.address, key.address, expiry, deadline,
+            signature)).error == "AuthorizationExpired"
     assert dev.anchor.auth_nonce(owner.address) == 0
 
 

@@ -124,7 +124,7 @@ def test_every_op_in_flight_is_named(machines):
         assert [r["ops_running"] for r in shown["spaces"]] == [3], shown
         # A fourth, held too until its bound: its TIMEOUT says what the worker runs, all
         # of it. A bound of 2 s: the request's own ends half a second before the client's
-        # (kint.client's grace, a quarter of a short bound), time enough for the idle
+        # (kint.client_bound's grace, a quarter of a short bound), time enough for the idle
         # supervisor's TIMEOUT to come back.
         with pytest.raises(KintError) as timed_out:
             sb.call("attach", sb.sibyl_db, timeout_s=2,

@@ -31,7 +31,7 @@ from kint.client_closed_door import CONNECT_SLACK_S
 from kint.front_closed import (CLOSED_SOCKET, NOTE, NOTE_MAX_BYTES, FrontClosed, read_note,
                                write_note)
 from kint.open_files import WARM_UP_FDS, OpenFiles
-from kint.paths import BACK_SOCKET, FRONT_SOCKET, front_address, socket_dir
+from kint.socket_paths import BACK_SOCKET, FRONT_SOCKET, front_address, socket_dir
 from kint.supervisor.front_door import RECOUNT_S, FrontDoor, margin_for, reopen_at
 from kint.supervisor.pidlock import holder, running_pid
 from support.closed_by_hand import closed_by_hand

@@ -31,7 +31,7 @@ from kint import render
 from kint.agent_server.results import agent_error
 from kint.client import KintError
 from kint.front_closed import CLOSED_SOCKET, NOTE, STOPPING_HINT, FrontClosed, boot_time
-from kint.paths import FRONT_SOCKET, socket_dir
+from kint.socket_paths import FRONT_SOCKET, socket_dir
 from kint.supervisor.ownership import file_id
 from kint.supervisor.pidlock import running_pid
 from support.closed_by_hand import closed_by_hand

@@ -21,7 +21,7 @@ import zmq
 
 from kint.front_closed import CLOSED_SOCKET, NOTE, read_note
 from kint.open_files import OpenFiles
-from kint.paths import FRONT_SOCKET
+from kint.socket_paths import FRONT_SOCKET
 from kint.supervisor.front_door import FrontDoor
 from kint.supervisor.front_listeners import FrontListeners
 from kint.supervisor.ownership import Ownership

@@ -574,7 +574,8 @@ def test_a_session_key_file_kint_cannot_read_stops_join_naming_it_and_the_way_ou
     # The hint every command and op gives for it (custody_errors), join's next step after.
     hint = ("`kint session-key rotate` moves it aside and makes a new key, which needs the "
             "owner's authorization (kint authorize); then run kint join again")
-    assert hint.startswith(as_protocol_error(SessionKeyCorrupt(path, "is not valid JSON")).hint + "; ")
+    assert hint.startswith(as_protocol_error(SessionKeyCorrupt(path, "is not valid JSON")).hint
+                           + "; ")
     assert plain.returncode == 2, plain.stdout + plain.stderr
     stopped, said = plain.stderr.splitlines()[:2]
     assert stopped.startswith(f"join stopped at session key: {message}"), plain.stderr

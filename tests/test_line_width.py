@@ -1,6 +1,7 @@
-"""No line of kint/ over 100 characters: the project's width (docs/development.md), which
-nothing checked, so ~29 lines had grown past it (note 29) and a reader of a side-by-side
-diff or a review lost their ends.
+"""No line of kint/, tests/ or bench/ over 100 characters: the project's width (README,
+"Testing": `make lint` fails on a longer line), which nothing checked, so ~29 lines of
+kint/ had grown past it (note 29), and ~40 of tests/ and bench/ while only kint/ was
+checked, and a reader of a side-by-side diff or a review lost their ends.
 
 A test of the suite, and a script `make lint` runs beside pyflakes, so a long line fails
 in seconds, before the suite's minutes. Characters, not bytes: a line of prose with an
@@ -13,10 +14,12 @@ import sys
 from pathlib import Path
 
 WIDTH = 100
-KINT = Path(__file__).resolve().parent.parent / "kint"
+REPO = Path(__file__).resolve().parent.parent
+# The folders of the project's own Python: the package, its tests and its benchmarks.
+CHECKED = ("kint", "tests", "bench")
 
 
-def too_long(root: Path = KINT, width: int = WIDTH) -> list[str]:
+def too_long(root: Path = REPO / "kint", width: int = WIDTH) -> list[str]:
     """`path:line: N characters` for every line of a .py file under `root` past `width`."""
     found = []
     for path in sorted(root.rglob("*.py")):
@@ -27,8 +30,13 @@ def too_long(root: Path = KINT, width: int = WIDTH) -> list[str]:
     return found
 
 
-def test_no_line_of_kint_is_over_the_width():
-    assert too_long() == []
+def too_long_anywhere() -> list[str]:
+    """`too_long` over every folder of CHECKED."""
+    return [entry for folder in CHECKED for entry in too_long(REPO / folder)]
+
+
+def test_no_line_of_kint_tests_or_bench_is_over_the_width():
+    assert too_long_anywhere() == []
 
 
 def test_the_check_finds_a_long_line(tmp_path):
@@ -39,7 +47,7 @@ def test_the_check_finds_a_long_line(tmp_path):
 
 
 if __name__ == "__main__":
-    lines = too_long()
+    lines = too_long_anywhere()
     for entry in lines:
         print(entry)
     sys.exit(1 if lines else 0)

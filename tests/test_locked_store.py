@@ -55,6 +55,7 @@ def test_counts_queued_behind_one_the_lock_refused_do_not_wait_it_out_again(tmp_
 
     from conftest import write_store
     from kint.tenant_worker import store
+    from kint.tenant_worker.store_errors import StoreLocked
 
     waits: list[float | None] = []
 
@@ -81,7 +82,7 @@ def test_counts_queued_behind_one_the_lock_refused_do_not_wait_it_out_again(tmp_
             thread.start()
         for thread in counts:
             thread.join(60)
-    assert len(said) == 5 and all(isinstance(e, store.StoreLocked) for e in said), said
+    assert len(said) == 5 and all(isinstance(e, StoreLocked) for e in said), said
     assert waits[1:] == [None] + [store.REFUSED_AGAIN_WAIT_S] * 4, waits
     assert reader.facts().rows is not None  # let go: read, within that window or past it
 
@@ -147,7 +148,7 @@ def test_is_damaged_tells_the_file_from_the_rest():
     import tempfile
     from pathlib import Path
 
-    from kint.tenant_worker.store import is_damaged
+    from kint.tenant_worker.store_errors import is_damaged
 
     with tempfile.TemporaryDirectory() as folder:
         junk = Path(folder) / "junk.db"
@@ -254,7 +255,7 @@ def test_any_op_that_meets_the_lock_is_busy_naming_the_store_never_internal(
     def read(ctx, args):
         return {"rows": len(ctx.store_rows() or [])}
 
-    def count(ctx, args):  # store.unreadable's StoreLocked, as a count raises it
+    def count(ctx, args):  # store_errors.unreadable's StoreLocked, as a count raises it
         return {"rows": ctx.store.facts().rows}
 
     def sibyl_write(ctx, args):

@@ -38,8 +38,8 @@ from conftest import KINT, SUPPORT, make_sandbox, pid_alive
 from kint import render
 from kint.client import Client, KintError
 from kint.front_closed import CLOSED_SOCKET, NOTE
-from kint.paths import front_address, socket_dir
 from kint.open_files import WARM_UP_FDS
+from kint.socket_paths import front_address, socket_dir
 from kint.supervisor.front_door import backlog_for
 from kint.supervisor.pidlock import running_pid
 from support.limited_box import start_limited

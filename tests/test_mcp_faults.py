@@ -225,7 +225,7 @@ def test_a_killed_supervisor_and_a_stopped_worker_name_the_call_to_make_again(
 
             threading.Thread(target=kill_once_broadcast, daemon=True).start()
             refused, took = timed(agent, "memory_push")
-            # Noticed within a second or so of the kill (kint.client's liveness look).
+            # Noticed within a second or so of the kill (kint.client_liveness's look).
             assert took < 20, f"memory_push took {took:.1f}s"
             assert refused["error"] == "SUPERVISOR_UNAVAILABLE", refused
             assert "whether push ran is unknown" in refused["message"]

@@ -1,10 +1,9 @@
 """The chain endpoint as users meet it, under a running worker: a metered endpoint's rate
 limit (HTTP 429), a send it refuses (or refuses as a spent nonce), a node that answers an
 old head (behind), an endpoint that now serves another network (its chain id changed under
-the worker), and a chain that lost its last block (a reorganisation, anvil_reorg). Each ends in a refusal
-with its code, words that name the cause, and a hint, or works; never a traceback, and
-never the wrong cause (CHAIN_MOVED's "another machine pushed", "does not decode",
-"HTTPError").
+the worker), and a chain that lost its last block (a reorganisation, anvil_reorg). Each ends in a
+refusal with its code, words that name the cause, and a hint, or works; never a traceback, and never
+the wrong cause (CHAIN_MOVED's "another machine pushed", "does not decode", "HTTPError").
 
 One machine per test on the session's devchain behind a loopback proxy (tests/rpc_proxy.py:
 `rate_limited`, `stale_head`, `other_chain`) switched after the machine anchored two

@@ -29,8 +29,8 @@ from support.limited_box import profile_stores, start_limited
 from kint.supervisor.pidlock import running_pid
 
 LIMIT = 64
-# More spaces than fit (without the reserve, 15 did): the supervisor holds ~17 descriptors of its own and 3 per worker,
-# and keeps 16 + LIMIT/8 free, so about 7 workers run at LIMIT 64.
+# More spaces than fit (without the reserve, 15 did): the supervisor holds ~17 descriptors of its
+# own and 3 per worker, and keeps 16 + LIMIT/8 free, so about 7 workers run at LIMIT 64.
 SPACES = 20
 
 

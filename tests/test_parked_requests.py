@@ -38,9 +38,9 @@ from conftest import make_sandbox, write_store
 from mcp_session import AgentProcess
 from support.attach_in_flight import attach_in_flight
 from kint.client import KintError
-from kint.paths import front_address
 from kint.protocol.limits import MAX_WAITING_PER_SPACE
 from kint.render import parked_text
+from kint.socket_paths import front_address
 
 # Far over anything the test waits for: the late reply comes when the test says.
 LONG_GRACE_S = "60"

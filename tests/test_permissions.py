@@ -15,7 +15,8 @@ from conftest import KINT, make_sandbox, serving, write_store
 from machines_together import side_by_side
 from kint.client import Client, SupervisorUnavailable
 from kint.commands import doctor
-from kint.paths import RELATIVE_HOME_HINT, RELATIVE_PROBLEM, UNSAFE_HOME_HINT, socket_dir
+from kint.paths import RELATIVE_HOME_HINT, RELATIVE_PROBLEM, UNSAFE_HOME_HINT
+from kint.socket_paths import socket_dir
 from other_user import SYSTEM_PYTHON
 
 

@@ -143,7 +143,8 @@ def test_a_walks_log_read_repeats_a_refusal_not_a_timeout(endpoint, monkeypatch)
 
     endpoint.methods.clear()
     endpoint.fail, endpoint.how = 1, "429"
-    assert walk_history.epoch_log_retried(reader, "owner", "space", 2, 7) == 16  # type: ignore[arg-type]
+    assert walk_history.epoch_log_retried(reader,  # type: ignore[arg-type]
+                                          "owner", "space", 2, 7) == 16
     assert endpoint.methods == ["eth_blockNumber"] * 2
 
 

@@ -288,9 +288,11 @@ def test_memory_status_reads_the_worker_and_the_supervisors_row_in_one_bound(mac
     by one deadline, the tool's 30 s (docs/harnesses.md: one deadline for the whole call),
     where the row's read took its own 2 s after a status that could use all 30. Real
     session, supervisor and worker; what is recorded is the deadline in force around each
-    request (kint.client._deadline asked with a timeout longer than any: the enclosing
-    bound's), since a status made to use up its bound would make the test wait it out."""
+    request (kint.client_bound.call_deadline asked with a timeout longer than any: the
+    enclosing bound's), since a status made to use up its bound would make the test wait
+    it out."""
     from kint import client as client_module
+    from kint.client_bound import call_deadline
     from kint.agent_server.tools import STATUS_WAIT_S, kint_tools
     from kint.agent_server.tool_args import StatusArgs
     from kint.agent_server.wrapped_client import SharedClient
@@ -300,7 +302,7 @@ def test_memory_status_reads_the_worker_and_the_supervisors_row_in_one_bound(mac
     real = client_module.Client.call
 
     def recorded(self, op, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
-        taken.append((op, client_module._deadline(1e6)))
+        taken.append((op, call_deadline(1e6)))
         return real(self, op, *args, **kwargs)
 
     session = AgentSession(SpaceRef(label=sb.tenant, tenant=sb.tenant, db=str(sb.sibyl_db)),

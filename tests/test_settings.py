@@ -790,9 +790,9 @@ ALCHEMY_KEY = "aLcH3my-key_0123456789"
 @pytest.fixture
 def macos_keychain(tmp_path, monkeypatch):
     """The macOS Keychain cannot be had on Linux, so two stand-ins (a mock, said here): a
-    `security` tool in place of /usr/bin/security that answers for the item `dev.api.alchemy` as macOS's tool would
-    (`-w` prints the password; a missing item exits 44), and `sys.platform` set to darwin,
-    as tests/test_custody_v030.py does for the session secret."""
+    `security` tool in place of /usr/bin/security that answers for the item `dev.api.alchemy` as
+    macOS's tool would (`-w` prints the password; a missing item exits 44), and `sys.platform` set
+    to darwin, as tests/test_custody_v030.py does for the session secret."""
     from kint.chain import keychain_rpc
     from kint.custody import local_secret
 

@@ -68,7 +68,8 @@ def test_entries_of_an_older_kint_turned_off_are_brought_up_to_date(sandbox, tmp
     off where the harness has a switch, with a key of the user's own: one `kint setup all`
     rewrites each to this kint's launch line, turns it on again saying so, keeps the user's
     key (OpenClaw's `mcp set` would replace the whole entry) or names it where Hermes' `mcp
-    add` drops it, as Claude Code drops a key it does not know, and leaves no entry other than kint's changed."""
+    add` drops it, as Claude Code drops a key it does not know, and leaves no entry other than
+    kint's changed."""
     env = real_clients(sandbox, tmp_path)
     home, old = sandbox.home, "/old/venv/bin/kint-server"
     (home / ".claude.json").write_text(json.dumps({"mcpServers": {

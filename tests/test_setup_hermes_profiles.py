@@ -4,9 +4,9 @@ Hermes' CLI starting. Its report keeps the profiles' order whichever ends first,
 profile that fails is named in its own lines without stopping or hiding the others.
 
 A stand-in `hermes` (tests/harness_stand_ins.py; hermes-agent 0.19's answers, as in
-test_setup_failures.py, one state file a profile) shows that the profiles' `mcp add` overlapped without timing anything:
-each waits, up to a bound, for another profile's `mcp add` to have begun, and says
-whether one had. One after another, the first would wait out its bound alone.
+test_setup_failures.py, one state file a profile) shows that the profiles' `mcp add` overlapped
+without timing anything: each waits, up to a bound, for another profile's `mcp add` to have begun,
+and says whether one had. One after another, the first would wait out its bound alone.
 """
 
 from __future__ import annotations

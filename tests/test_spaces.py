@@ -1,4 +1,5 @@
-"""Which space a store belongs to (README, "Files"; docs/how-it-works.md), and discovering every store on a machine."""
+"""Which space a store belongs to (README, "Files"; docs/how-it-works.md), and discovering every
+store on a machine."""
 
 from __future__ import annotations
 

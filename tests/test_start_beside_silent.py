@@ -35,7 +35,8 @@ from conftest import SUPPORT, make_sandbox, pid_alive
 from kint.client import SupervisorUnavailable
 from kint.commands import start_beside
 from kint.front_closed import FrontClosed
-from kint.paths import run_dir, socket_dir
+from kint.paths import run_dir
+from kint.socket_paths import socket_dir
 from kint.supervisor.pidlock import PID_FILE, running_pid
 from support.closed_by_hand import closed_by_hand
 

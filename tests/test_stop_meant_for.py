@@ -26,7 +26,7 @@ import pytest
 from conftest import SUPPORT, make_sandbox, pid_alive
 from kint.client import KintError
 from kint.front_closed import CLOSED_SOCKET, NOTE, FrontClosed
-from kint.paths import socket_dir
+from kint.socket_paths import socket_dir
 from kint.supervisor.pidlock import running_pid
 from support.closed_by_hand import close_by_hand, open_by_hand
 from support.limited_box import in_thread

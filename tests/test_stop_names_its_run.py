@@ -37,7 +37,8 @@ from kint.client import Client, KintError
 from kint.commands.common import Ctx
 from kint.commands.supervisor_stop import FirstAskedGone, _ask_stop
 from kint.front_closed import CLOSED_SOCKET, NOTE, FrontClosed
-from kint.paths import FRONT_SOCKET, run_dir, socket_dir
+from kint.paths import run_dir
+from kint.socket_paths import FRONT_SOCKET, socket_dir
 from kint.supervisor.pidlock import PID_FILE, running_pid
 
 

@@ -28,7 +28,8 @@ import pytest
 from conftest import make_sandbox, pid_alive
 from kint.client import Client, KintError
 from kint.front_closed import CLOSED_SOCKET, NOTE, FrontClosed, write_note
-from kint.paths import run_dir, socket_dir
+from kint.paths import run_dir
+from kint.socket_paths import socket_dir
 from kint.supervisor.pidlock import PID_FILE
 from support.closed_by_hand import close_by_hand
 

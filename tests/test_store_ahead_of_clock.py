@@ -23,7 +23,8 @@ import time
 import pytest
 
 from conftest import TENANT, write_store
-from kint.tenant_worker.store import SETTLED_AFTER_NS, StoreNotCounted, StoreReader
+from kint.tenant_worker.store import SETTLED_AFTER_NS, StoreReader
+from kint.tenant_worker.store_errors import StoreNotCounted
 
 
 def test_counts_of_a_store_ahead_of_the_clock_are_kept_once_steady(tmp_path, monkeypatch):

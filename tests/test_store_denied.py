@@ -109,7 +109,8 @@ def said_as_denied(message: str, hint: str, db: str) -> None:
 
 
 def test_the_worker_store_reads_say_denied(denied):
-    from kint.tenant_worker.store import StoreDenied, check_openable, rows_by_tenant, unreadable
+    from kint.tenant_worker.store import check_openable, rows_by_tenant
+    from kint.tenant_worker.store_errors import StoreDenied, unreadable
 
     found = unreadable(denied, cantopen())
     assert isinstance(found, StoreDenied)

@@ -18,8 +18,8 @@ import zmq
 
 from conftest import TENANT, make_sandbox, write_store
 from kint.client import KintError
-from kint.paths import front_address
 from kint.protocol.limits import MAX_MESSAGE_BYTES, SOCKET_MAX_MESSAGE_BYTES
+from kint.socket_paths import front_address
 
 HEARTBEAT_TIMEOUT_S = 3
 # The bound of a call to a stopped worker. Its other ends say other things: the worker

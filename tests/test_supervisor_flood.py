@@ -17,7 +17,7 @@ import pytest
 import zmq
 
 from conftest import TENANT, make_sandbox, write_store
-from kint.paths import front_address
+from kint.socket_paths import front_address
 
 FLOOD = 10_000
 CLIENTS = 2

@@ -2,10 +2,9 @@
 against a real process that is really stopped.
 
 The host is the part of `Supervisor` that `_check_alive` reads (tests/support/
-lifecycle_host.py). The turns are given explicit monotonic times, so what happens between SIGKILL and the
-moment the loop reads the worker's exit is not left to the scheduler: on a busy
-supervisor, client requests wake the loop in that gap (the many-tenants benchmark saw it
-within 9 ms).
+lifecycle_host.py). The turns are given explicit monotonic times, so what happens between SIGKILL
+and the moment the loop reads the worker's exit is not left to the scheduler: on a busy supervisor,
+client requests wake the loop in that gap (the many-tenants benchmark saw it within 9 ms).
 """
 
 from __future__ import annotations

@@ -20,10 +20,10 @@ from zmq.utils.monitor import recv_monitor_message
 
 from bare_worker import bound_router
 from conftest import serving, write_store
-from kint.paths import back_address
 from kint.protocol import worker_wire
 from kint.protocol.envelope import ok_reply
 from kint.protocol.server_codec import encode_reply
+from kint.socket_paths import back_address
 from kint.supervisor.peer import peer_credentials
 
 

@@ -11,8 +11,8 @@ the supervisor finds on its return, the stop plus the time since the last beat, 
 still; the whole box's second stop adds the moment its workers stay stopped. A worker beats
 every second either way: a 2 s timeout left a worker a second's delay, and this test less
 than two between its two SIGCONTs, before a silence that is no pause's counted (the test
-failed once on a box several runs loaded, how was not kept: these were its tightest bounds).) The first stop comes
-while clients keep the supervisor at work, so that it falls inside a turn.
+failed once on a box several runs loaded, how was not kept: these were its tightest bounds).) The
+first stop comes while clients keep the supervisor at work, so that it falls inside a turn.
 After each stop the test waits for every worker's first beat after it (an idle worker
 beats every second under a 4 s timeout): the supervisor has then turned many times since
 it was let go, and the beat it read ends any silence a wrong verdict could count.

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from conftest import SYSTEM_TMPDIR, make_sandbox
-from kint.paths import socket_dir
+from kint.socket_paths import socket_dir
 from other_user import SYSTEM_PYTHON
 
 NOBODY = 65534
@@ -126,14 +126,15 @@ def test_a_short_socket_folder_of_our_own_left_open_is_not_used(tmp_path):
 
 # Connects to the socket named in argv[1] (relative to the folder it runs in), sends a ZMTP 3
 # greeting, and says whether a ZeroMQ peer greeted back or the connection was closed on it.
-_KNOCK = ("import socket,sys\n"
-          "s=socket.socket(socket.AF_UNIX); s.settimeout(5); s.connect(sys.argv[1])\n"
-          "try:\n"
-          "    s.sendall(b'\\xff'+bytes(8)+b'\\x7f\\x03\\x00'+b'NULL'+bytes(16)+b'\\x00'+bytes(31))\n"
-          "    got = s.recv(64)\n"
-          "except (BrokenPipeError, ConnectionResetError, socket.timeout):\n"
-          "    got = b''\n"
-          "print('GREETED' if got[:1] == b'\\xff' else 'CLOSED', flush=True)\n")
+_KNOCK = (
+    "import socket,sys\n"
+    "s=socket.socket(socket.AF_UNIX); s.settimeout(5); s.connect(sys.argv[1])\n"
+    "try:\n"
+    "    s.sendall(b'\\xff'+bytes(8)+b'\\x7f\\x03\\x00'+b'NULL'+bytes(16)+b'\\x00'+bytes(31))\n"
+    "    got = s.recv(64)\n"
+    "except (BrokenPipeError, ConnectionResetError, socket.timeout):\n"
+    "    got = b''\n"
+    "print('GREETED' if got[:1] == b'\\xff' else 'CLOSED', flush=True)\n")
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or SYSTEM_PYTHON is None,
@@ -142,7 +143,7 @@ def test_another_user_is_turned_away_even_where_the_folder_was_loosened(tmp_path
     """The socket folder's 0700 keeps other users out; a folder loosened under a running
     supervisor (a `chmod -R` of the home) must not let them in: the supervisor has ZeroMQ
     close every connection whose peer the kernel says is another user, on both sockets."""
-    from kint.paths import BACK_SOCKET, FRONT_SOCKET
+    from kint.socket_paths import BACK_SOCKET, FRONT_SOCKET
 
     sb = make_sandbox(tmp_path / "machine")
     try:

@@ -23,7 +23,7 @@ import zmq
 
 from bare_worker import answer, bare_worker, request_frames
 from conftest import TENANT, make_sandbox, pid_alive, wait_until, write_store
-from kint.paths import front_address
+from kint.socket_paths import front_address
 
 HEARTBEAT_TIMEOUT_S = 3
 

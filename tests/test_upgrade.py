@@ -5,11 +5,10 @@ KeepAlive/SuccessfulExit=false restart), and the next call starts the new versio
 The "upgrade" is what an install (or an edit of an editable install) does to a file of the
 package: it is written anew. The machine runs a copy of kint (conftest.kint_copy), and the
 test moves one file's mtime forward in it (its content is untouched) and puts it back before
-the next supervisor starts, the checkout and the tests beside it untouched: the package's root module,
-and an op's module deep in it that only a worker imports, on its first request (before,
-only four files were watched, and an edit of any other left the supervisor spawning
-workers against mixed code). A real supervisor, in the foreground as a service manager
-runs it, with a real worker."""
+the next supervisor starts, the checkout and the tests beside it untouched: the package's root
+module, and an op's module deep in it that only a worker imports, on its first request (before, only
+four files were watched, and an edit of any other left the supervisor spawning workers against mixed
+code). A real supervisor, in the foreground as a service manager runs it, with a real worker."""
 
 from __future__ import annotations
 
@@ -168,7 +167,7 @@ def test_a_sigterm_during_an_upgrades_drain_answers_the_request_in_flight(sandbo
         os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
     said = log.read_text(errors="replace")
     # A client watches the pid file while it waits: the file removed, it may give up on
-    # the stepped-down supervisor before the reply comes (kint.client._check_serving).
+    # the stepped-down supervisor before the reply comes (kint.client_liveness._check_serving).
     if not stepped_down:
         assert "error" not in outcome, (outcome["error"], said[-3000:])
         assert outcome["reply"]["sessions"] == 1, outcome

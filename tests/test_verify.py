@@ -1,6 +1,7 @@
-"""Verify before acting (docs/how-it-works.md, "Verify: four statuses, seven checks"), end to end: real Sibyl stores, the mirror and epoch
-cache written by kint's recording function, and `kint verify` / `kint history` served by
-the space's worker through the real supervisor, with Sibyl's real account gate."""
+"""Verify before acting (docs/how-it-works.md, "Verify: four statuses, seven checks"), end to end:
+real Sibyl stores, the mirror and epoch cache written by kint's recording function, and `kint
+verify` / `kint history` served by the space's worker through the real supervisor, with Sibyl's real
+account gate."""
 
 from __future__ import annotations
 
@@ -45,7 +46,8 @@ def verify_json(sb, db, query, *extra):
 
 
 def seed_beat(sb, profile):
-    """The verify story's beat (docs/how-it-works.md): the release rule anchored at epoch 1, edited, anchored at epoch 2."""
+    """The verify story's beat (docs/how-it-works.md): the release rule anchored at epoch 1, edited,
+    anchored at epoch 2."""
     db = sb.profile_db(profile)
     client = sibyl_client(db, sb.tenant)
     client.set_entity("rules", "release-gate", {"rule": RULE_1})

@@ -4,9 +4,9 @@ no "closed database" reaches the user (kint/tenant_worker/shared_client.py).
 Sibyl's `Storage.close()` closes every thread's connection; the discard closed the
 space's client as a verify on another op thread searched through it, and the verify's
 next search failed. The parts are real: a worker's SpaceContext (tests/bare_worker.py)
-over a real Sibyl store, the verify handler and the pull's discard (`discard_released`) each on a thread of their
-own. One thing is the test's: Sibyl's search, on the verify's thread, is held between its
-first search and the one verify then makes (the real `search`, called twice), so the
+over a real Sibyl store, the verify handler and the pull's discard (`discard_released`) each on a
+thread of their own. One thing is the test's: Sibyl's search, on the verify's thread, is held
+between its first search and the one verify then makes (the real `search`, called twice), so the
 discard comes while the verify is reading, every time, not by a race's luck. Sibyl's
 account gate is its NullEntitlementGate, as the test supervisor's workers have it
 (tests/support/kint_test_gate.py): no credentials exist here.

@@ -1,7 +1,7 @@
 """The watcher's look at a store it found clean (or pushed) at a signature read within two
 seconds of the store's last write comes as that signature tells every later commit, not at
-the next poll (kint/tenant_worker/watcher.py, `_run` and `_look_due`; store.SettledRule's
-`tells_at`).
+the next poll (kint/tenant_worker/watcher.py, `_run`, and watcher_look.py, `_look_due`;
+store.SettledRule's `tells_at`).
 
 Such a store stays dirty until it is looked at once more (a commit right after the read may
 have left the signature as it was), and the beat's `has_work` (`work_left` in `kint

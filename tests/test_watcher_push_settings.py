@@ -1,5 +1,5 @@
 """The call-scope settings a kint-server session sends on attach, as the watcher's pushes
-take them (kint.tenant_worker.sessions._watcher_push, space.PUSH_SETTINGS).
+take them (kint.tenant_worker.sessions._watcher_push, space_settings.PUSH_SETTINGS).
 
 In process: the real attach op (handlers.HANDLERS, through with_settings and the wire's
 own parsing) on a real SpaceContext, then the watcher's push with the push itself replaced
@@ -21,7 +21,8 @@ from kint.tenant_worker import sessions
 from kint.tenant_worker.config import WorkerConfig
 from kint.tenant_worker.handlers import HANDLERS
 from kint.tenant_worker.push_settings import differing
-from kint.tenant_worker.space import PUSH_SETTINGS, SpaceContext
+from kint.tenant_worker.space import SpaceContext
+from kint.tenant_worker.space_settings import PUSH_SETTINGS
 from kint.tenant_worker.store import StoreReader
 
 SPACE16 = "0123456789abcdef"

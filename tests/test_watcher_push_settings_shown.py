@@ -1,4 +1,4 @@
-"""The push settings a kint-server session gives the watcher's pushes (space.PUSH_SETTINGS:
+"""The push settings a kint-server session gives the watcher's pushes (space_settings.PUSH_SETTINGS:
 KINT_RPC_TIMEOUT, KINT_KEY_TTL, KINT_NONCE_RETRY_SECONDS), shown where a user looks
 (kint.tenant_worker.push_settings), and a timeout that names the KINT_RPC_TIMEOUT it
 waited and whose it was (kint.tenant_worker.rpc_hint.timeout_named).

@@ -1,6 +1,7 @@
 """The watcher's one look at a store found clean, or a push held, at a signature read within
-two seconds of the store's last write (kint/tenant_worker/watcher.py, `_untold` and
-`_look_again`; store.SettledRule): what marks it, and what the look leaves behind.
+two seconds of the store's last write (kint/tenant_worker/watcher.py, `_untold`, and
+watcher_look.py, `_look_again`; store.SettledRule): what marks it, and what the look leaves
+behind.
 
 Real parts: a real Watcher over a real Sibyl store, its ticks' clock in the test's hands.
 Stand-ins: the count and the push (they record; the push raises HELD where the test says,

@@ -248,10 +248,10 @@ def _a_beat_between_two_ops_names_neither(worker) -> None:
 
 def test_an_answer_the_beating_thread_gives_itself_brings_a_beat_within_a_second(tmp_path):
     """A plain status whose counts hold (and a session's note) is answered on the thread
-    that beats, never on the pool. Such an answer, as a pool's, brings the next beat within a second: the
-    supervisor stops a worker as idle only on a beat read after its last answer, so an
-    idle worker whose last call was a status used to wait for its next idle beat (up to
-    3 s) before it could go, past a short KINT_WORKER_IDLE_SECONDS."""
+    that beats, never on the pool. Such an answer, as a pool's, brings the next beat within a
+    second: the supervisor stops a worker as idle only on a beat read after its last answer, so an
+    idle worker whose last call was a status used to wait for its next idle beat (up to 3 s) before
+    it could go, past a short KINT_WORKER_IDLE_SECONDS."""
     from bare_worker import answer, bare_worker, request_frames
 
     with bare_worker(tmp_path, b"\x02" * 32) as (worker, router):

@@ -88,6 +88,7 @@ PASSED_ON = {
     ("agent_server/results.py", "failure['hint']"): "the watcher's push refusal, a worker's",
     ("client.py", "err.hint"): "the reply's",
     ("client.py", "reply.hint"): "the reply's",
+    ("client_request.py", "err.hint"): "the request's encoding (a ProtocolError's)",
     ("client_closed_door.py", "closed.hint"): "FrontClosed: CLOSED_HINT or STOPPING_HINT",
     ("tenant_worker/connect.py", "err.hint"): "a connect step's own refusal",
     ("tenant_worker/discard.py", "err.hint"): "the discard's own refusal",

@@ -5,8 +5,8 @@ reach the supervisor after the exit (the race test_worker_start_failure met once
 supervisor holds such an exit, up to its grace, for the reason (kint/supervisor/
 exit_hold.py; test_worker_start_failure has the reason come inside it). One later still,
 on a loaded box, comes once the exit is handled as `exited with code 3` and the route
-retired (kint/supervisor/last_words.py): with the retired worker's token and pid it puts its reason where the bare exit
-was, while the space is where that exit left it (here, quarantined).
+retired (kint/supervisor/last_words.py): with the retired worker's token and pid it puts its reason
+where the bare exit was, while the space is where that exit left it (here, quarantined).
 
 The race cannot be had on demand, so the test worker's reason is made late every time:
 tests/support/kint_test_faults.py's KINT_TEST_LATE_FATAL has the worker exit without it,

@@ -41,8 +41,8 @@ def box(tmp_path):
 def test_a_worker_start_that_finds_the_systems_table_full_is_busy_from_the_cli(box):
     sb = box
     out = sb.kint("status", "--json")
-    assert out.returncode == exit_codes.exit_code_for("status", "BUSY"), (out.returncode, out.stdout,
-                                                           out.stderr)
+    assert out.returncode == exit_codes.exit_code_for("status", "BUSY"), (out.returncode,
+                                                                          out.stdout, out.stderr)
     refusal = json.loads(out.stdout or out.stderr)
     assert refusal["error"] == "BUSY", refusal
     assert REASON in refusal["message"], refusal

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from kint.agent_server.hint_matchers import (Matcher, built, endpoint_check, humans, named,
                                              pull_first, unsettled)
-from kint.client import EXITED_HINT, NO_ANSWER_HINT, KintError
+from kint.client_errors import EXITED_HINT, NO_ANSWER_HINT, KintError
 from kint.front_closed import CLOSED_HINT, STOPPING_HINT
 from kint.open_files import ROOM_HINT, SYSTEM_FILES_HINT, WORKER_ROOM_HINT
 from kint.pid_file_lock import FOREIGN_FILE_HINT

@@ -18,7 +18,8 @@ from kint.agent_server.restore_wait import (RESTORE_RUNNING, RESTORE_RUNNING_HIN
                                             RestoreUnderWay)
 from kint.agent_server.session import AgentSession
 from kint.agent_server.wrapped_client import STORE_GONE_HINT, SharedClient
-from kint.client import KintError, bounded
+from kint.client_bound import bounded
+from kint.client_errors import KintError
 from kint.custody.ids import address_problem
 from kint.protocol.hints import CHECKSUM_HINT
 

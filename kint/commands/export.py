@@ -20,7 +20,7 @@ from kint.commands.common import Ctx, refuse, resolve_space
 from kint.protocol import ErrorCode
 from kint.rows.export import connect_ro, export_rows
 from kint.store_denied import DENIED_HINT, denied_message, denied_reason
-from kint.tenant_worker.store import is_locked
+from kint.tenant_worker.store_errors import is_locked
 
 
 @click.command("export", short_help="The tenant's rows as JSON lines (read-only, plaintext).")

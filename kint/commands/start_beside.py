@@ -21,11 +21,11 @@ from typing import Any, Callable, Mapping
 
 from kint.client import Client, KintError, SupervisorUnavailable
 from kint.front_closed import read_note
-from kint.paths import socket_dir
 from kint.proc_stat import process_stopped
 from kint.seconds_text import seconds_text
 from kint.settings.started_with import started_with
 from kint.settings.wire import outgoing
+from kint.socket_paths import socket_dir
 from kint.supervisor.pidlock import holder
 
 

@@ -93,7 +93,7 @@ def run(*, as_json: bool = False, watch: bool = False, debug: bool = False) -> i
                 _err(refusal)
                 return ERROR
             from kint.front_closed import read_note
-            from kint.paths import socket_dir
+            from kint.socket_paths import socket_dir
             from kint.supervisor.autostart import unanswering_supervisor
 
             serving = client.serving_pid()

@@ -208,7 +208,7 @@ def _stopped_by_signal(home: Path, pid: int) -> bool:
     import signal
 
     from kint.front_closed import read_note
-    from kint.paths import socket_dir
+    from kint.socket_paths import socket_dir
 
     if read_note(socket_dir(home), pid) is None:
         return False

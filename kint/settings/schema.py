@@ -345,7 +345,8 @@ SENT: frozenset[str] = frozenset(s.name for s in SETTINGS if s.sent)
 # endpoint). The supervisor's own value of each (config.toml, the environment `kint
 # supervisor start` or the service gives it) is what a call that sets none gets, and what
 # its work outside any call (a transaction's resend) uses; a watcher's push takes a
-# kint-server session's values of those a push reads first (tenant_worker.space.PUSH_SETTINGS).
+# kint-server session's values of those a push reads first
+# (tenant_worker.space_settings.PUSH_SETTINGS).
 CALL_SWITCHES: frozenset[str] = frozenset(s.name for s in SETTINGS
                                           if s.scope == "call" and "daemon" in s.read_by)
 # The value a client sends for a secret it has (never the secret itself), before the proof

@@ -31,10 +31,10 @@ from kint.open_files import (FDS_PER_WORKER, RAISE_SOFT_TO, START_FDS, START_ROO
 from kint.proc_name import SUPERVISOR, set_process_name
 from kint.proc_stat import process_stopped
 from kint.pid_file_lock import flock_by, open_own_file
-from kint.paths import (HOME_REFUSAL_CODE, UnsafePathError, ensure_private_dir, front_address,
-                        log_path, run_dir, socket_dir)
+from kint.paths import HOME_REFUSAL_CODE, UnsafePathError, ensure_private_dir, log_path, run_dir
 from kint.protocol import ErrorCode
 from kint.seconds_text import seconds_text
+from kint.socket_paths import front_address, socket_dir
 from kint.supervisor.pidlock import (PID_FILE, AlreadyRunning, hold_pid_lock, holder,
                                      mark_serving)
 

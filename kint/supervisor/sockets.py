@@ -20,8 +20,8 @@ from typing import Any
 import zmq
 
 from kint.front_closed import CLOSED_SOCKET
-from kint.paths import BACK_SOCKET, FRONT_SOCKET, prepare_socket_dir
 from kint.protocol.limits import SOCKET_MAX_MESSAGE_BYTES
+from kint.socket_paths import BACK_SOCKET, FRONT_SOCKET, prepare_socket_dir
 from kint.supervisor.exits import ExitWatch
 from kint.supervisor.front_door import FrontDoor
 from kint.supervisor.front_listeners import FrontListeners

@@ -27,9 +27,9 @@ from typing import Any, Callable
 
 import zmq
 
-from kint.paths import BACK_SOCKET
 from kint.protocol import ProtocolError, worker_wire
 from kint.protocol.server_codec import too_large_reply
+from kint.socket_paths import BACK_SOCKET
 from kint.supervisor.last_words import RetiredRoute
 from kint.supervisor.peer import peer_credentials
 from kint.supervisor.workers import SERVING_STATES, Pending, StartRefusal, WorkerHandle

@@ -9,18 +9,20 @@ and the other spaces' workers keep answering.
   space of a home, an old one included) and `lock_table` (its holder as the kernel names
   it), `wake_pipe` (what wakes its loop, safe to write after it is closed), `heartbeat`
   (its beats' cadence and content), `op_replies` (an op run and answered), `config` (what
-  the spawn tells it), `space` (what every op shares), `handlers` (op name to function),
+  the spawn tells it), `space` (what every op shares; the settings it runs with in
+  `space_settings`), `handlers` (op name to function),
   `op_pool`, `own_memory` (for the recycle), `sessions` and `session_handoff` (the agent
-  sessions, and what a successor takes over), `watcher`, `watcher_count`, `drift`,
-  `push_backoff` and `push_settings` (the store watcher, its count and whether it could be
-  made, its hold, its wait after a failure, and the session's push settings it runs with,
-  as status and config show say them).
-- Reading: `store`, `store_readers` (the worker's read-only connections), `shared_client`
-  (its Sibyl client, never closed under an op reading through it), `verify`,
-  `history`, `cache_check`, `provenance`, `changes`, `unanchored`, `chain_head`,
-  `behind_head`, `doctor`, `doctor_chain`, `disk_space`, `file_presence`,
-  `session_facts`, `store_holders`, `store_sharers` (another KINT_HOME's worker on the
-  same store), `rpc_hint`.
+  sessions, and what a successor takes over), `watcher`, `watcher_count`, `watcher_look`,
+  `drift`, `push_backoff` and `push_settings` (the store watcher, its count and whether it
+  could be made, its owed look at a signature that had not told every commit, its hold,
+  its wait after a failure, and the session's push settings it runs with, as status and
+  config show say them).
+- Reading: `store` (what a failed read of it says: `store_errors`), `store_readers` (the
+  worker's read-only connections), `shared_client` (its Sibyl client, never closed under
+  an op reading through it), `verify`, `history`, `cache_check`, `provenance`, `changes`,
+  `unanchored`, `chain_head`, `behind_head`, `doctor`, `doctor_chain`, `disk_space`,
+  `file_presence`, `session_facts`, `store_holders`, `store_sharers` (another KINT_HOME's
+  worker on the same store), `rpc_hint`.
 - Keys and connect: `connect` (its steps and files; the data key from the caller's
   secrets in `connect_key`, the owner and chain in `connect_owner`, whether the space is
   bound to its owner in `owner_bound`), `connected`, `dev_owner`, `data_key`, `head_header`,

@@ -27,8 +27,8 @@ from kint.protocol import ErrorCode, ProtocolError
 from kint.protocol.hints import DISCARD_FROM_AGENT, STORE_LOCKED_PULL_HINT
 from kint.sibyl_client import account_gate
 from kint.tenant_worker.space import SpaceContext
-from kint.tenant_worker.store import (StoreDenied, StoreLocked, StoreUnreadable,
-                                      rows_by_tenant)
+from kint.tenant_worker.store import rows_by_tenant
+from kint.tenant_worker.store_errors import StoreDenied, StoreLocked, StoreUnreadable
 
 log = logging.getLogger("kint.worker")
 

@@ -19,7 +19,8 @@ def doctor(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     from kint.tenant_worker.doctor_chain import chain_checks, no_session_key
     from kint.tenant_worker.state_health import corrupt_error, problems_and_hints
     from kint.tenant_worker.statefiles import CorruptStateFile
-    from kint.tenant_worker.store import StoreUnreadable, check_openable
+    from kint.tenant_worker.store import check_openable
+    from kint.tenant_worker.store_errors import StoreUnreadable
 
     cfg = ctx.config
     checks = []
@@ -168,7 +169,7 @@ def _disk_pull_and_changes(ctx: SpaceContext, connected: bool
     from kint.tenant_worker.disk_space import rooms
     from kint.tenant_worker.lost_restore import in_progress
     from kint.tenant_worker.statefiles import CorruptStateFile
-    from kint.tenant_worker.store import StoreUnreadable
+    from kint.tenant_worker.store_errors import StoreUnreadable
     from kint.tenant_worker.unanchored import count_unanchored
 
     cfg = ctx.config

@@ -30,7 +30,7 @@ from kint.tenant_worker.rpc_hint import name_the_endpoint, timeout_named
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.state_health import guarded
 from kint.tenant_worker.statefiles import CorruptStateFile
-from kint.tenant_worker.store import StoreDenied, StoreLocked, StoreUnreadable
+from kint.tenant_worker.store_errors import StoreDenied, StoreLocked, StoreUnreadable
 from kint.tenant_worker.store_sharers import still_sharing
 from kint.tenant_worker.verify import store_absent, verify as run_verify
 

@@ -27,7 +27,7 @@ from kint.protocol import worker_wire
 from kint.protocol.envelope import Reply, Request, error_reply, ok_reply
 from kint.protocol.server_codec import encode_reply
 from kint.tenant_worker.handlers import HANDLERS, INLINE_HANDLERS, Handler
-from kint.tenant_worker.store import StoreNotCounted
+from kint.tenant_worker.store_errors import StoreNotCounted
 from kint.zmq_frames import send_frames
 
 if TYPE_CHECKING:

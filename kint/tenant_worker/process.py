@@ -57,7 +57,8 @@ from kint.tenant_worker.op_replies import InFlight, OpReplies, runs_inline
 from kint.tenant_worker.own_memory import MemoryReading
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.stop_grace import STOP_GRACE_SECONDS
-from kint.tenant_worker.store import StoreDenied, StoreReader, StoreUnreadable, check_openable
+from kint.tenant_worker.store import StoreReader, check_openable
+from kint.tenant_worker.store_errors import StoreDenied, StoreUnreadable
 from kint.tenant_worker.store_sharers import LaterLooks
 from kint.tenant_worker.wake_pipe import WakePipe
 from kint.tenant_worker.worker_lock import WorkerLockHeld, hold_worker_lock

@@ -29,7 +29,7 @@ from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.statefiles import Mirror
 from kint.tenant_worker.state_health import store_full
 from kint.store_denied import DENIED_HINT, denied_message, denied_reason
-from kint.tenant_worker.store import is_damaged, is_locked
+from kint.tenant_worker.store_errors import is_damaged, is_locked
 
 log = logging.getLogger("kint.worker")
 
@@ -125,7 +125,7 @@ def rows_to_push(ctx: SpaceContext, mirror: Mirror | None,
 
 def _store_rows(ctx: SpaceContext, hold_reason: str | None) -> list[Row] | None:
     """The store's rows (None: not created yet). A store whose file kint cannot read
-    (`store.is_damaged`: corrupt, not a database, not to be opened or read) is refused: a
+    (`store_errors.is_damaged`: corrupt, not a database, not to be opened or read) is refused: a
     server-side push is held over it (docs/how-it-works.md: an unchecked push is what the
     hold stops), and a push from a terminal says which file, with nothing anchored. One
     this user may not open (kint.store_denied) is refused as that, held for nobody and

@@ -1,4 +1,4 @@
-"""What the watcher takes from a kint-server session (space.PUSH_SETTINGS and its
+"""What the watcher takes from a kint-server session (space_settings.PUSH_SETTINGS and its
 timings), said where a user looks: a setting a user gives is honoured or reported, never
 silently taken.
 
@@ -22,7 +22,8 @@ from typing import Any, Callable
 from kint.settings.loader import SESSION, Value, own_lookup
 from kint.settings.report import json_value
 from kint.settings.wire import same
-from kint.tenant_worker.space import PUSH_SETTINGS, WATCHER_SETTINGS, SpaceContext
+from kint.tenant_worker.space import SpaceContext
+from kint.tenant_worker.space_settings import PUSH_SETTINGS, WATCHER_SETTINGS
 
 
 def _taken(ctx: SpaceContext, name: str) -> Value | None:

@@ -71,7 +71,8 @@ from kint.settings.schema import BY_NAME, BadValue
 from kint.settings.wire import parse_sent
 from kint.taken_once import take_once
 from kint.tenant_worker.drift import Hold
-from kint.tenant_worker.space import SESSION_SETTINGS, SESSION_TTL_S, SpaceContext
+from kint.tenant_worker.space import SESSION_TTL_S, SpaceContext
+from kint.tenant_worker.space_settings import SESSION_SETTINGS
 from kint.tenant_worker.state_format import is_hex64
 
 log = logging.getLogger("kint.worker")

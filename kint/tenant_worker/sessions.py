@@ -21,7 +21,8 @@ from kint.settings.loader import SESSION
 from kint.settings.schema import shown
 from kint.settings.wire import same, source_text
 from kint.tenant_worker.rpc_hint import name_the_endpoint, timeout_named
-from kint.tenant_worker.space import PUSH_SETTINGS, SESSION_SETTINGS, SpaceContext
+from kint.tenant_worker.space import SpaceContext
+from kint.tenant_worker.space_settings import PUSH_SETTINGS, SESSION_SETTINGS
 
 log = logging.getLogger("kint.worker")
 
@@ -72,7 +73,7 @@ def server_push(ctx: SpaceContext, reason: str) -> dict[str, Any]:
 def _watcher_push(ctx: SpaceContext, reason: str) -> dict[str, Any]:
     """The watcher's push, outside any request: it runs with the newest session's value
     (of those that asked for the watcher: SpaceContext.watcher_setting) of each call-scope
-    setting a push reads (space.PUSH_SETTINGS, from its kint-server's
+    setting a push reads (space_settings.PUSH_SETTINGS, from its kint-server's
     environment), else the space's, as v0.3.0's kint-server pushes with its own. Without
     it a harness's KINT_KEY_TTL=30d was cut to the space's 24 h by the first automatic
     push, and its KINT_RPC_TIMEOUT and KINT_NONCE_RETRY_SECONDS went unused, unsaid. Its

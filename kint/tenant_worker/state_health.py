@@ -20,7 +20,7 @@ from kint.protocol.errors import DEFAULT_HINTS
 from kint.protocol.hints import (CORRUPT_FILE_HINT, DISK_FULL_PULL_TAIL, STORE_LOCKED_HINT,
                                  STORE_LOCKED_PULL_HINT, STORE_LOCKED_PUSH_HINT)
 from kint.tenant_worker.statefiles import CorruptStateFile
-from kint.tenant_worker.store import StoreLocked, is_locked
+from kint.tenant_worker.store_errors import StoreLocked, is_locked
 
 _DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 SQLITE_FULL = 13  # sqlite3.h: "Insertion failed because database is full"
@@ -49,7 +49,7 @@ def store_full(err: BaseException) -> bool:
 
 def store_lock(err: BaseException) -> sqlite3.Error | None:
     """SQLite's error in `err`'s chain that says another process holds the store's lock past
-    the busy wait (store.is_locked), or None."""
+    the busy wait (store_errors.is_locked), or None."""
     return next((cur for cur in causes(err)
                  if isinstance(cur, sqlite3.Error) and is_locked(cur)), None)
 

@@ -51,8 +51,8 @@ from typing import TYPE_CHECKING, Any
 from kint.store_denied import denied_reason
 from kint.tenant_worker.state_format import CorruptStateFile
 from kint.tenant_worker.statefiles import Mirror
-from kint.tenant_worker.store import (SettledRule, is_no_database, settled, store_signature,
-                                     unreadable)
+from kint.tenant_worker.store import SettledRule, settled, store_signature
+from kint.tenant_worker.store_errors import is_no_database, unreadable
 
 if TYPE_CHECKING:
     from kint.tenant_worker.apply_journal import HalfDone
@@ -119,7 +119,7 @@ def fails_for_good(err: Exception, db: str) -> bool:
 
 def named(err: Exception, db: str) -> Exception:
     """`err` as one that names what failed: SQLite's own errors say neither the store nor
-    their code ("file is not a database"), so they become store.unreadable's (StoreLocked,
+    their code ("file is not a database"), so they become store_errors.unreadable's (StoreLocked,
     StoreDenied, StoreUnreadable, each naming the store); a state file's already names
     itself (CorruptStateFile)."""
     if isinstance(err, sqlite3.DatabaseError):

@@ -56,16 +56,13 @@ from kint.store_denied import DENIED_HINT, denied_message, denied_reason
 from kint.tenant_worker.changes import ESTIMATED_BYTES_PER_ROW
 from kint.tenant_worker.push_backoff import PushBackoff
 from kint.tenant_worker.store import SettledRule, settled, store_signature
-from kint.tenant_worker.space import WATCHER_SETTINGS
+from kint.tenant_worker.space_settings import WATCHER_SETTINGS
 from kint.tenant_worker.watcher_count import RETRY_CAP_TICKS, WatcherCount
+from kint.tenant_worker.watcher_look import OwedLook
 
 log = logging.getLogger("kint.worker")
 
 SIZE_CHECK_INTERVAL_S = 60.0
-# How long past the moment a signature tells every later commit the watcher wakes to look
-# at a store it found clean (or a push it held) at that signature: the wake must find it
-# told, on two clocks (the files' wall clock, the wait's monotonic one).
-LOOK_MARGIN_S = 0.05
 
 
 def config_generation() -> int:
@@ -77,7 +74,7 @@ def config_generation() -> int:
     return watch.generation
 
 
-class Watcher:
+class Watcher(OwedLook):
     def __init__(self, db: str, count_unanchored: Callable[[], tuple[int, int] | None],
                  push: Callable[[str], Any], timing: Callable[[str], Any] | None = None,
                  generation: Callable[[], int] = config_generation,
@@ -277,15 +274,6 @@ class Watcher:
                 log.exception("watcher tick failed")
             ticked = time.monotonic()
 
-    def _look_due(self, now: float) -> float:
-        """When (monotonic) the signature owed a look (`_untold`) tells every later commit,
-        plus LOOK_MARGIN_S; infinity when none is owed, or the wait already ended early
-        for it (a tick that failed must not be run again at once, and again)."""
-        untold = self._untold
-        if untold is None or not self.dirty or untold == self._woke_for:
-            return float("inf")
-        return self._rule.tells_at(untold, now) + LOOK_MARGIN_S
-
     def tick(self, now: float) -> None:
         self.counting.ticked()  # a failed count's next try may be due (watcher_count.py)
         self._log_timings()
@@ -331,43 +319,6 @@ class Watcher:
                 self._nothing_left(sig, told)
             elif (counts[0] + counts[1]) * ESTIMATED_BYTES_PER_ROW > self.size_trigger:
                 self._fire("size trigger", sig, told, now)
-
-    def _doubted(self, sig: tuple[int, ...] | None, now: float) -> None:
-        """The signature that told every later commit, and at which the store may have been
-        marked clean (or a push held), no longer does: its files' times, ahead of the clock
-        when it told by standing steady (store.SettledRule), are now within two seconds of
-        it (or the clock stepped back), and a commit now may leave them as they were. A
-        store clean, or a push held, at it is looked at once more when it tells again
-        (`_look_again`), as one found so before it told; a store dirty otherwise is left
-        as it is (its own rules look at it)."""
-        self._told_at = None
-        if not self.dirty:
-            log.info("watcher: the store's files are dated within 2 s of the clock, so a "
-                     "change may not show; looking at the store again")
-            self.dirty, self._untold = True, sig
-            self._last_change = now  # a commit then would be as recent as that
-        elif sig == self._held_at_signature:
-            self._untold = sig
-
-    def _look_again(self, told: bool) -> bool:
-        """The store is dirty at `_untold`, a signature at which it was found clean (or a
-        push held) before the signature told every later commit: whether to go on with the
-        tick. Until it tells, nothing: a count now could miss a commit as the last did.
-        Once it tells, the store is looked at once more by the usual rules, in this tick: a
-        push held then is tried again (at once when the quiet period had passed: no change
-        was seen to wait out; a size check otherwise, which pushes only past the size
-        trigger), and a store found clean is counted at once (a size check), clean again if
-        nothing is left. That size check is this tick's alone: one the quiet trigger made
-        needless is not left to the next change's first tick, which waits for the
-        once-a-minute rule as any does. A store found clean whose count is None by then
-        (the space can no longer push: not connected, its data key no longer cached, the
-        count failed) stays dirty, as any dirty store does while nothing can count it, and
-        is marked clean by the first count that finds nothing left once one can be made
-        (once a minute, then at every tick past the quiet period)."""
-        if not told:
-            return False
-        self._untold = self._held_at_signature = None
-        return True
 
     def _settle(self, sig: tuple[int, ...] | None, told: bool) -> None:
         """Clear the dirty mark only if the store has not changed since `sig` was read: a

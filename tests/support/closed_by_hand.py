@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Iterator
 
 from kint.front_closed import CLOSED_SOCKET, NOTE, FrontClosed, write_note
-from kint.paths import FRONT_SOCKET
+from kint.socket_paths import FRONT_SOCKET
 
 
 @contextmanager

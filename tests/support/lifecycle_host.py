@@ -1,6 +1,6 @@
 """The part of `Supervisor` that `WorkerLifecycle._check_alive` reads (its settings,
-whether it is stopping, and the routes a hung worker's is retired among), for tests that judge a worker's silence turn by turn with
-explicit monotonic times.
+whether it is stopping, and the routes a hung worker's is retired among), for tests that judge a
+worker's silence turn by turn with explicit monotonic times.
 
 The real `Supervisor` is not built for them because constructing it marks the whole test
 process as the daemon (`kint.settings.configure(daemon=True)`) for every test after.

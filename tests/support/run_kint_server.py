@@ -19,10 +19,10 @@ paid at start and at each tool call over a locked store), so that a test of that
 not wait the default out at every check. `KINT_TEST_OLD_WORKER_GONE_S` how long after a
 restore's supervisor died its worker is expected gone
 (kint.agent_server.restore_wait.OLD_WORKER_GONE_S, 13 s), so that a test sees what the
-server says of a worker still there without waiting that out. `KINT_TEST_ATTACH_LOG` (a file, set only by tests) gets a line,
-`SESSION_NAME`'s value, each time this server's session has attached and logged what the
-worker answered (at start and at every keepalive), so that a test sees that a session
-re-attached instead of sleeping for it. `KINT_TEST_AUTOSTART_ENTITLED=1` has a supervisor
+server says of a worker still there without waiting that out. `KINT_TEST_ATTACH_LOG` (a file, set
+only by tests) gets a line, `SESSION_NAME`'s value, each time this server's session has attached and
+logged what the worker answered (at start and at every keepalive), so that a test sees that a
+session re-attached instead of sleeping for it. `KINT_TEST_AUTOSTART_ENTITLED=1` has a supervisor
 this server starts (its calls start one when none runs) be the test's
 (tests/support/run_supervisor.py, Sibyl's test gate in its workers, trusting the same
 `KINT_TEST_TRUSTED_KEY` as this server), so that a test sees what the server does on its

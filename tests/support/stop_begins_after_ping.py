@@ -14,7 +14,8 @@ import time
 from kint.entry import main
 from kint.client import Client
 from kint.front_closed import NOTE
-from kint.paths import kint_home, socket_dir
+from kint.paths import kint_home
+from kint.socket_paths import socket_dir
 from kint.supervisor.pidlock import running_pid
 
 _ping = Client.ping

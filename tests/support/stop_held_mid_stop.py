@@ -20,7 +20,8 @@ from closed_by_hand import close_by_hand  # noqa: E402
 from kint.client import Client  # noqa: E402
 from kint.entry import main  # noqa: E402
 from kint.front_closed import FrontClosed  # noqa: E402
-from kint.paths import kint_home, socket_dir  # noqa: E402
+from kint.paths import kint_home  # noqa: E402
+from kint.socket_paths import socket_dir  # noqa: E402
 from kint.supervisor.pidlock import running_pid  # noqa: E402
 
 _call = Client.call
