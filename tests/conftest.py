@@ -39,6 +39,15 @@ from support.ctrl_c import let_ctrl_c_through
 # it ignored (a background job of a shell without job control).
 let_ctrl_c_through()
 
+# Bytecode is cached (in the gitignored __pycache__ folders) even where the suite was started
+# with PYTHONDONTWRITEBYTECODE=1: without it pytest rewrote the asserts of every test module
+# again in every process that collects them, ~9 s CPU of a collection's ~12 in each xdist
+# worker. Set before any test module is imported, in this process and in the environment
+# the processes that inherit it get (the xdist workers; a sandbox's own environment is
+# built from a short list, without it: make_sandbox).
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
 # The worker's name under pytest-xdist ("gw0", ...); None in the controller or a plain run.
 XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
 # What the run's processes share (the devchain, the chain's turn lock): made by the first

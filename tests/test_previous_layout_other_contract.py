@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from kint.commands.enrolled_contract import seen_on_disk
+from kint.commands.seen_here import seen_on_disk
 
 SPACE_ID = "ab" * 32
 DIGEST = "cd" * 32

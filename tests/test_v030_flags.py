@@ -23,6 +23,10 @@ TENANT_OF_ITS_OWN = (f"leave --owner out; another owner's memory takes a tenant 
                      f"`kint --tenant T connect --owner {OTHER}`, then `kint --tenant T ...` "
                      f"(this space holds epochs of the connected owner's vault and stays "
                      f"theirs)")
+# What the hint for another owner's `--owner` has no use for (test_an_owner_refused_loads_no_web3).
+HEAVIER_THAN_THE_HINT = ("kint.chain.config", "kint.tenant_worker.enrolled_chain",
+                         "kint.tenant_worker.state_upgrade", "kint.epochs.envelope",
+                         "kint.commands.enrolled_contract", "eth_utils", "cryptography")
 
 
 @pytest.fixture(scope="module")
@@ -143,6 +147,11 @@ def test_an_owner_refused_loads_no_web3(sandbox):
         assert out.returncode == 2 and said in out.stderr, (argv, out.stdout, out.stderr)
         assert [m for m in loaded if m == "web3" or m.startswith("web3.")] == [], argv
         assert "kint.custody.ids" in loaded  # the address helpers did load: the list is real
+    # The other owner's hint read how far this machine got (kint.commands.seen_here) and no
+    # more: the contract check's chain settings and the previous layout's conversion (the
+    # epoch envelope's cryptography) were most of such a refusal's second.
+    assert "kint.commands.seen_here" in loaded
+    assert [m for m in HEAVIER_THAN_THE_HINT if m in loaded] == []
 
 
 def test_session_key_takes_owner_before_its_action_as_v030_did(sandbox):

@@ -32,60 +32,9 @@ from pathlib import Path
 
 from kint.chain.config import ChainConfig
 from kint.commands.common import refuse
-from kint.paths import space_files
+from kint.commands.seen_here import seen_on_disk
 from kint.tenant_worker.enrolled_chain import other_chain
 from kint.tenant_worker.enrolment import Enrolment
-from kint.tenant_worker.mirror_file import parse_mirror, parse_watermark
-from kint.tenant_worker.state_health import corrupt_error
-from kint.tenant_worker.state_format import (PREVIOUS_VERSION, STATE_VERSION,
-                                             CorruptStateFile, load_json, parse_json,
-                                             read_bytes)
-from kint.tenant_worker.state_upgrade import parse_previous_head, previous_mirror
-
-
-def seen_on_disk(home: Path, space_id: str) -> int:
-    """The highest epoch of the space this machine has anchored or pulled: its mirror's
-    head or its watermark, 0 for none, as the worker's SpaceContext.seen_here counts. A
-    file that does not read while the other shows no epoch is refused by name
-    (CORRUPT_STATE), never counted as none: it may be the one that held the epochs."""
-    files = space_files(home, space_id[:16])
-    old_mirror = previous_mirror(home, space_id[:16])
-    unconverted = old_mirror.exists()  # the previous layout, until the worker converts it
-    seen, unread = 0, None
-    try:
-        path = files["mirror"]
-        seen = parse_mirror(path, read_bytes(path), space_id).head.seq
-    except FileNotFoundError:
-        pass
-    except CorruptStateFile as err:
-        unread = err
-    if unconverted:
-        try:
-            seen = max(seen, _previous_mirror_seq(old_mirror, space_id))
-        except FileNotFoundError:
-            pass
-        except CorruptStateFile as err:
-            unread = unread or err
-    try:
-        path = files["watermark"]
-        obj = parse_json(path, read_bytes(path))
-        if unconverted and isinstance(obj, dict) and obj.get("v") == PREVIOUS_VERSION:
-            obj = {**obj, "v": STATE_VERSION}  # as the conversion rewrites it
-        seen = max(seen, parse_watermark(path, obj).seq)
-    except FileNotFoundError:
-        pass
-    except CorruptStateFile as err:
-        unread = unread or err
-    if unread is not None and seen == 0:
-        found = corrupt_error(unread)
-        refuse(found.code, found.message, found.hint)
-    return seen
-
-
-def _previous_mirror_seq(path: Path, space_id: str) -> int:
-    """The head seq of a mirror in the previous layout (`mirror-<space16>.json`), checked as
-    far as its head, which is all this refusal reads of it."""
-    return parse_previous_head(path, load_json(path), space_id)[0].seq
 
 
 def check_enrolled_contract(enrolment: Enrolment, chain: ChainConfig, home: Path,

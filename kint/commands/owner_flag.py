@@ -51,7 +51,7 @@ def other_owner_hint(obj: Ctx, given: str) -> str:
     user to a connect that refuses (kint.tenant_worker.connect_owner.owner_change). Both
     ask kint.tenant_worker.owner_bound, so they agree."""
     from kint import spaces
-    from kint.commands.enrolled_contract import seen_on_disk
+    from kint.commands.seen_here import seen_on_disk
     from kint.paths import kint_home, space_files
     from kint.tenant_worker.owner_bound import bound_to_owner
 

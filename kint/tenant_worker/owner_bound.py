@@ -9,7 +9,7 @@ names that connect only while the space is not bound. Each asked its own questio
 looked for the watermark and push journal files, the refusal at the mirror's head and the
 watermark's seq), so a space whose mirror held epochs without a watermark was sent by the
 hint to a connect that refused; both ask here now, each with its own reader of how far this
-machine got (the worker's SpaceContext.seen_here, the CLI's enrolled_contract.seen_on_disk).
+machine got (the worker's SpaceContext.seen_here, the CLI's seen_here.seen_on_disk).
 """
 
 from __future__ import annotations

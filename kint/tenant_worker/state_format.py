@@ -28,6 +28,13 @@ _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 MAX_INFLATED = 256 * 1024 * 1024
 
 
+def previous_mirror(home: Path, space16: str) -> Path:
+    """Where the previous layout kept a space's mirror: here, not in the conversion's module,
+    so that a reader that only asks whether it is there (kint.commands.seen_here) need not
+    load what converting one takes."""
+    return home / f"mirror-{space16}.json"
+
+
 class CorruptStateFile(Exception):
     """A state file exists but cannot be trusted. Names the file; nothing was rewritten."""
 

@@ -47,6 +47,7 @@ from kint.tenant_worker.state_format import (
     CorruptStateFile,
     is_int,
     load_json,
+    previous_mirror,
     read_bytes,
     require,
 )
@@ -54,10 +55,6 @@ from kint.tenant_worker.state_format import (
 log = logging.getLogger("kint.worker")
 
 _OLD_CIPHERTEXT = re.compile(r"(\d{8})\.bin")
-
-
-def previous_mirror(home: Path, space16: str) -> Path:
-    return home / f"mirror-{space16}.json"
 
 
 def convert(home: Path, space_id: str, files: dict[str, Path]) -> bool:
