@@ -64,6 +64,13 @@ class WatcherCount:
         if self._wait_ticks:
             self._wait_ticks -= 1
 
+    @property
+    def due(self) -> bool:
+        """Whether a call now makes the count (no failed count's wait runs): the watcher's
+        size check is used up only by a count made, else a lock let go during the wait
+        left the store unchecked for SIZE_CHECK_INTERVAL_S, past RETRY_CAP_TICKS."""
+        return not self._wait_ticks
+
     def __call__(self) -> tuple[int, int] | None:
         """The count, None when it failed too, or when the last one failed and its next
         try is not due (the module's docstring): `uncounted` says why, and the first
