@@ -85,7 +85,7 @@ class WatcherCount:
             again = said is not None and (said.message, said.lasting) == (str(err), err.lasting)
             self._failures = self._failures + 1 if again else 1
             self._wait_ticks = min(2 ** (self._failures - 1), RETRY_CAP_TICKS)
-            self.cannot_push = False  # it got past the key: sessions._changes_to_push
+            self.cannot_push = False  # a failure, not a key absent: sessions._changes_to_push
             # The latest reason (a lock may give way to a damaged file), since the first.
             self.uncounted = Uncounted(str(err), said.since if said else time.monotonic(),
                                        err.lasting)
