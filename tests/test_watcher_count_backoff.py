@@ -76,7 +76,6 @@ def test_a_count_that_keeps_meeting_a_lock_is_tried_further_apart(tmp_path, chai
             sb.call("attach", db, timeout_s=60, args={"session": "watching", "watcher": True})
             held = sb.wait_for(lambda: (t := _trace(trace)).count("tick") >= LOCKED_TICKS
                                and t, what=f"{LOCKED_TICKS} ticks under the lock", **WAIT)
-        let_go = len(_trace(trace))
         assert {line for line in held if line.startswith("count")} == {"count failed"}, held
         gaps = _tick_gaps(held)
         assert len(gaps) >= 4, held
@@ -85,7 +84,13 @@ def test_a_count_that_keeps_meeting_a_lock_is_tried_further_apart(tmp_path, chai
 
         sb.wait_for(lambda: (sb.row(db)["head"] or {}).get("seq") == 1,
                     what="the rows pushed once the lock is let go", **WAIT)
-        after = _trace(trace)[let_go:]
+        # The first count that could be made after the last that met the lock: the try
+        # after it, no more than the cap's ticks on. Read over the whole trace, not from
+        # the moment the lock was let go, which a try made before this thread read the
+        # trace would have landed ahead of.
+        lines = _trace(trace)
+        last_failed = len(lines) - 1 - lines[::-1].index("count failed")
+        after = lines[last_failed + 1:]
         assert "count ok" in after, after
         ticks = after[:after.index("count ok")].count("tick")
         assert ticks <= RETRY_CAP_TICKS, after  # the push no later than the cap
@@ -96,7 +101,9 @@ def test_a_count_that_keeps_meeting_a_lock_is_tried_further_apart(tmp_path, chai
 def test_a_store_the_space_cannot_push_from_keeps_no_idle_stop_waiting(tmp_path, chain_home):
     """The space anchored; its data key's cache moved aside (as one that expired is none):
     the watcher's count answers None. The store changes after its session left, and keeps
-    changing, yet the worker is stopped idle; the rows stay for a session that can push."""
+    changing, yet the worker is stopped idle; the rows stay for a session that can push:
+    with the key back, the next session's worker counts them at its start and pushes them
+    (seq 2), with no write to the store."""
     sb = new_machine(tmp_path / "machine", chain_home, KINT_QUIET_SECONDS="1",
                      KINT_WORKER_IDLE_SECONDS="2", **FAST_POLL)
     with anchored(sb, first="pushed before"):
@@ -121,3 +128,8 @@ def test_a_store_the_space_cannot_push_from_keeps_no_idle_stop_waiting(tmp_path,
                    for line in lines), lines[-20:]
         assert len(written) > 1, written
         assert (sb.row(db)["head"] or {}).get("seq") == 1  # nothing pushed without a key
+
+        cache.with_name(cache.name + ".aside").rename(cache)  # the key back
+        sb.call("attach", db, timeout_s=60, args={"session": "again", "watcher": True})
+        sb.wait_for(lambda: (sb.row(db)["head"] or {}).get("seq") == 2,
+                    what="the rows pushed by the next session's watcher", **WAIT)

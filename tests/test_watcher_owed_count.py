@@ -9,6 +9,9 @@ mirror that does not read at a count (kint/tenant_worker/sessions.py, `_changes_
 - A worker's first size check is due at its first dirty tick whatever the monotonic clock
   reads (it counts from the box's boot): measured from 0 s, a worker started in the box's
   first minute put it off to the clock's 60 s.
+- A size check a failed count's wait put off is not used up: a lock let go while the
+  store keeps changing (so the quiet trigger never fires) is counted and pushed within
+  RETRY_CAP_TICKS ticks. Taken as made, the check came a minute later.
 - The mirror that does not read (a corrupt mirror file) is a count that failed for good,
   naming the mirror, not "cannot push": the store stays dirty while the worker serves a
   session, and once the mirror reads again the owed count finds nothing left and the store
@@ -16,7 +19,7 @@ mirror that does not read at a count (kint/tenant_worker/sessions.py, `_changes_
 
 Real parts: a real Watcher over a real store, and for the mirror the devchain's anvil, the
 test supervisor and the space's worker, its watcher started by a session's `attach`, the
-mirror file garbled and put back for real. Stand-ins, in the first three tests: the count,
+mirror file garbled and put back for real. Stand-ins, in the first four tests: the count,
 which answers as the space's would, and the push, which records. What they test is which
 answer comes at which tick (a count that fails as a lock would, then None or (0, 0), then
 rows), and a real space gives no such sequence in-process: its count needs a connected
@@ -156,6 +159,59 @@ def test_a_watchers_first_size_check_is_due_at_once_whatever_the_clock_reads(
         assert pushed == ["watcher"]
     finally:
         watcher.stop()
+
+
+def test_a_size_check_put_off_by_a_failed_counts_wait_is_not_used_up(tmp_path):
+    """The store dirty and past the quiet period while another process holds the lock:
+    the quiet trigger's counts fail, further apart (watcher_count.py). The lock is let go
+    just after a failed try, so the next tries are not due yet, and from then on the store
+    is written at every tick: only the size check can push. It is pushed within
+    RETRY_CAP_TICKS ticks. With the check stamped when the count was put off, it came
+    SIZE_CHECK_INTERVAL_S later (61 ticks here). The ticks are the test's own, each 1 s on
+    the watcher's clock (`now`); no clock is asserted. Timings by a stand-in (the size
+    trigger at 1 byte, below any setting's floor)."""
+    from kint.tenant_worker.unanchored import CountFailed
+    from kint.tenant_worker.watcher import Watcher
+    from kint.tenant_worker.watcher_count import RETRY_CAP_TICKS
+
+    values = {"KINT_QUIET_SECONDS": 30.0, "KINT_POLL_SECONDS": 3600.0,
+              "KINT_SIZE_TRIGGER_BYTES": 1.0, "KINT_PUSH_RETRY_SECONDS": 1.0}
+
+    def timing(name: str) -> SimpleNamespace:
+        return SimpleNamespace(value=values[name], source="test", described="test")
+
+    db = Path(write_store(tmp_path / "memory.db"))
+    dated_back(db, 3600)
+    lock = {"held": True}
+    tries: list[bool] = []  # each count made: whether the lock met it
+
+    def count() -> tuple[int, int]:
+        tries.append(lock["held"])
+        if lock["held"]:
+            raise CountFailed("the store is locked by another process", False)
+        return (100, 0)
+
+    pushed: list[str] = []
+    watcher = Watcher(str(db), count, lambda reason: pushed.append(reason) or {},
+                      timing=timing, generation=lambda: 0)
+    now = time.monotonic()
+    write_store(db, {"left": {"rule": "a change"}})
+    dated_back(db, 3000)  # a new signature: a change
+    tick, made = 0, 0
+    while tick < 60 or len(tries) == made:  # past a minute, to a tick that made a try
+        tick, made = tick + 1, len(tries)
+        watcher.tick(now + tick)
+        assert tick < 200 and pushed == []
+    assert len(tries) > 8 and all(tries), tries  # every try met the lock
+    lock["held"] = False
+    for after in range(1, 3 * RETRY_CAP_TICKS):
+        write_store(db, {f"change-{after}": {"rule": "a change"}})
+        dated_back(db, 2000 - after)  # a new signature at every tick
+        watcher.tick(now + tick + after)
+        if pushed:
+            break
+    assert pushed == ["watcher"], tries
+    assert after <= RETRY_CAP_TICKS, after
 
 
 def test_a_mirror_that_does_not_read_is_a_count_that_failed_for_good(tmp_path, chain_home):

@@ -8,6 +8,7 @@ SESSION_TTL_S (space.py) without a keepalive, so the worker can still go idle.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import time
@@ -26,13 +27,40 @@ from kint.tenant_worker.space_settings import PUSH_SETTINGS, SESSION_SETTINGS
 
 log = logging.getLogger("kint.worker")
 
+# What a read of the enrolment or of the data key's cache may meet for a moment: the
+# process or the box out of open files, memory, an I/O error. Not "cannot push", which
+# frees a dirty store from the worker once no session is attached (Watcher.work_left).
+_MAY_PASS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.EIO, errno.EAGAIN,
+                       errno.EINTR})
+
+
+def _passing(err: BaseException) -> bool:
+    """Whether `err`, or an error it was raised from or in (custody and the state files
+    wrap the OSError: a VaultCacheCorrupt "cannot be read", a CorruptStateFile), is an
+    OSError that may pass by itself (_MAY_PASS)."""
+    seen: BaseException | None = err
+    for _ in range(8):  # a chain is a few links; never a cycle's loop
+        if seen is None:
+            return False
+        if isinstance(seen, OSError) and seen.errno in _MAY_PASS:
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 def _changes_to_push(ctx: SpaceContext) -> tuple[int, int] | None:
     """The (changed, deleted) rows the watcher would push (a half-done pull's rows
     included, as push anchors them), or None when this space cannot push: not connected,
     no cached data key, nothing to count against. A count that failed (the store, the
     mirror or the pull journal did not read) raises CountFailed naming the file: the store
-    may hold rows to push, so it is not taken as clean (watcher.py). Trouble is said once
-    per reason, once the space has been seen connected."""
+    may hold rows to push, so it is not taken as clean (watcher.py). So does a read of the
+    enrolment or the key cache that may pass by itself (`_passing`: out of open files, an
+    I/O error), not lasting: taken as "cannot push", a dirty store was no work once no
+    session was attached, and the idle stop took it, against the rule that a failure that
+    may pass keeps the store the worker's. Only a key truly not there (not connected, no
+    data key or session key cached, a cache file garbled or denied, which someone must
+    mend) is None. Trouble is said once per reason, once the space has been seen
+    connected."""
     from kint.tenant_worker.data_key import current_data_key
     from kint.tenant_worker.unanchored import (WATCHER, CountFailed, count_unanchored,
                                                fails_for_good, named)
@@ -45,6 +73,8 @@ def _changes_to_push(ctx: SpaceContext) -> tuple[int, int] | None:
     except Exception as err:  # noqa: BLE001 - any trouble means: do not push from the watcher
         if ctx.enrolment_checked:
             ctx.unanchored.cannot_count(WATCHER, err, ctx.config.space16)
+        if _passing(err):
+            raise CountFailed(getattr(err, "message", None) or str(err), False) from err
         return None
     try:
         mirror = ctx.state.mirror()

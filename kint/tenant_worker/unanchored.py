@@ -91,9 +91,10 @@ _AGAIN = {WATCHER: "watcher: counting unanchored rows again", HEARTBEAT: None}
 
 class CountFailed(Exception):
     """The watcher's count could not be made: the store, the mirror or the pull journal did
-    not read. Its text names the file and says why (`named`). Not "cannot push" (not
-    connected, no data key), which the count answers with None: a store that may hold rows
-    to push, but cannot be counted, is not clean. `lasting`: it cannot be counted until
+    not read, or the enrolment or the key cache did not for a moment (no open files left).
+    Its text names the file and says why (`named`). Not "cannot push" (not connected, no
+    data key), which the count answers with None: a store that may hold rows to push, but
+    cannot be counted, is not clean. `lasting`: it cannot be counted until
     someone mends the file (`fails_for_good`), so it is no work the worker can finish;
     otherwise (a lock held past the busy wait) it is, and the worker keeps it."""
 

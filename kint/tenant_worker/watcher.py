@@ -310,7 +310,10 @@ class Watcher(OwedLook):
         if now - self._last_change >= self.quiet_s:
             self._fire("quiet trigger", sig, told, now, counted)
             return
-        if looked or counted or now - self._last_size_check >= SIZE_CHECK_INTERVAL_S:
+        # A check is used up only by a count made (`due`): one a failed count's wait put
+        # off came a minute later, past the RETRY_CAP_TICKS the wait promises.
+        if counted or ((looked or now - self._last_size_check >= SIZE_CHECK_INTERVAL_S)
+                       and self.counting.due):
             self._last_size_check = now
             counts = counted or self.counting()
             if counts is None:

@@ -64,6 +64,13 @@ class WatcherCount:
         if self._wait_ticks:
             self._wait_ticks -= 1
 
+    @property
+    def due(self) -> bool:
+        """Whether a call now makes the count (no failed count's wait runs): the watcher's
+        size check is used up only by a count made, else a lock let go during the wait
+        left the store unchecked for SIZE_CHECK_INTERVAL_S, past RETRY_CAP_TICKS."""
+        return not self._wait_ticks
+
     def __call__(self) -> tuple[int, int] | None:
         """The count, None when it failed too, or when the last one failed and its next
         try is not due (the module's docstring): `uncounted` says why, and the first
@@ -78,7 +85,7 @@ class WatcherCount:
             again = said is not None and (said.message, said.lasting) == (str(err), err.lasting)
             self._failures = self._failures + 1 if again else 1
             self._wait_ticks = min(2 ** (self._failures - 1), RETRY_CAP_TICKS)
-            self.cannot_push = False  # it got past the key: sessions._changes_to_push
+            self.cannot_push = False  # a failure, not a key absent: sessions._changes_to_push
             # The latest reason (a lock may give way to a damaged file), since the first.
             self.uncounted = Uncounted(str(err), said.since if said else time.monotonic(),
                                        err.lasting)
