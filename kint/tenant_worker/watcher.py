@@ -89,8 +89,9 @@ class Watcher(OwedLook):
         self._seen_generation = generation()
         self.backoff = PushBackoff()
         self._shown: tuple[Any, ...] | None = None
-        # (changed, deleted), or None when it cannot push or the count failed (its
-        # `uncounted` then says why: watcher_count.py).
+        # (changed, deleted), or None when it cannot push, the count failed (its
+        # `uncounted` then says why) or a failed count's next try is not due yet
+        # (watcher_count.py).
         self.counting = WatcherCount(count_unanchored)
         self._push = push  # raises when the push did not go through
         # Told when the store is clean again (pushed, or nothing left to push): the worker
@@ -352,7 +353,7 @@ class Watcher(OwedLook):
             return  # a failed push's wait is not over (checked before the diff it costs)
         counts = counted or self.counting()
         if counts is None:
-            return  # not connected, or no data key: nothing to push with
+            return  # cannot push (no data key), the count failed, or its retry is not due
         if counts == (0, 0):
             self._nothing_left(sig, told)
             return

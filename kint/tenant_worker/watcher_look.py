@@ -74,7 +74,8 @@ class OwedLook:
         (the space can no longer push: not connected, its data key no longer cached, the
         count failed) stays dirty, as any dirty store does while nothing can count it, and
         is marked clean by the first count that finds nothing left once one can be made
-        (once a minute, then at every tick past the quiet period)."""
+        (once a minute, then at every tick past the quiet period, or further apart while
+        a count keeps failing for one reason: watcher_count.RETRY_CAP_TICKS)."""
         if not told:
             return False
         self._untold = self._held_at_signature = None
