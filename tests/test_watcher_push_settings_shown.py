@@ -185,14 +185,18 @@ def test_a_push_that_times_out_names_the_rpc_timeout_it_waited_and_whose(tmp_pat
         assert (f"{RPC_TIMEOUT_WORDS}=0.5s (from file {config}; ReadTimeout)"
                 in late.stderr), late.stderr
         config.unlink()
-        # The session's watcher pushes at its first tick after the write (PROMPT).
-        agent = AgentProcess({**sb.env, "KINT_RPC_TIMEOUT": "0.5", **PROMPT}).start()
+        # The session's watcher pushes at its first tick after the write (PROMPT). That
+        # tick may come while the session's own start-up pull holds the space (a BUSY
+        # failure, retried a second later): the failure waited for is the push's timeout.
+        agent = AgentProcess({**sb.env, "KINT_RPC_TIMEOUT": "0.5", **PROMPT,
+                              "KINT_PUSH_RETRY_SECONDS": "1"}).start()
+        named = f"{RPC_TIMEOUT_WORDS}=0.5s (from kint-server session; ReadTimeout)"
         try:
             assert agent.call("memory_remember", category="notes", name="slow-balance",
                               body={"text": "pushed by the watcher"})["ok"] is True
-            failure = sb.wait_for(lambda: agent.call("memory_status")["watcher_failure"],
-                                  what="the watcher's failed push", **WAIT)
-            named = f"{RPC_TIMEOUT_WORDS}=0.5s (from kint-server session; ReadTimeout)"
+            failure = sb.wait_for(
+                lambda: (f := agent.call("memory_status")["watcher_failure"])
+                and f["code"] != "BUSY" and f, what="the watcher's failed push", **WAIT)
             assert named in failure["message"], failure
             # The supervisor shows it once the worker's next beat carries it.
             sb.wait_for(lambda: named in ok(sb.kint("supervisor", "status")).stdout,
