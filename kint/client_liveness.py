@@ -22,7 +22,9 @@ if TYPE_CHECKING:
 
 class LivenessChecks(ClosedDoorChecks):
     """A mixin of `Client`: the looks at the supervisor holding a request. `Client` owns
-    the socket, the pid file it keeps open and what it saw stopped; these read them."""
+    the socket, the pid file it keeps open and what it saw stopped; these read them, and
+    drop the socket or note the stop when the supervisor is gone (`_drop_socket`, which
+    ClosedDoorChecks calls too, `_refuse_if_stopped`)."""
 
     # Client's own, declared for the type checker.
     _holder: "HolderWatch"

@@ -134,7 +134,7 @@ STATUS_KINT_MODULES = frozenset({
     # How a refusal words its bound ("within 0.5s"): one function, importing nothing.
     "kint.seconds_text",
     # Why a supervisor short of open files takes no new clients: its note, read by every
-    # client (json and kint.paths only).
+    # client (json, kint.paths and kint.socket_paths only).
     "kint.front_closed",
     # The client's own parts, split out of kint.client (the same code, in modules of a few
     # hundred lines): the call's deadline, the request's frame, the looks at the

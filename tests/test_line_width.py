@@ -1,5 +1,5 @@
 """No line of kint/, tests/ or bench/ over 100 characters: the project's width (README,
-"Testing": `make lint` fails on a longer line), which nothing checked, so ~29 lines of
+"Development": `make lint` fails on a longer line), which nothing checked, so ~29 lines of
 kint/ had grown past it (note 29), and ~40 of tests/ and bench/ while only kint/ was
 checked, and a reader of a side-by-side diff or a review lost their ends.
 

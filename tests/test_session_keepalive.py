@@ -292,10 +292,10 @@ def test_memory_status_reads_the_worker_and_the_supervisors_row_in_one_bound(mac
     enclosing bound's), since a status made to use up its bound would make the test wait
     it out."""
     from kint import client as client_module
-    from kint.client_bound import call_deadline
-    from kint.agent_server.tools import STATUS_WAIT_S, kint_tools
     from kint.agent_server.tool_args import StatusArgs
+    from kint.agent_server.tools import STATUS_WAIT_S, kint_tools
     from kint.agent_server.wrapped_client import SharedClient
+    from kint.client_bound import call_deadline
 
     sb = machine
     taken: list[tuple[str, tuple[float, float]]] = []

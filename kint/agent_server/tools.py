@@ -31,7 +31,7 @@ from kint.protocol.hints import CHECKSUM_HINT
 # (kint.agent_server.one_call), is held no longer. A pull with `discard_local` (a restore)
 # keeps it too: past it the answer is RESTORE_RUNNING, and the store this server closed for
 # the restore stays closed until the worker ends it (kint.agent_server.restore_wait). Each
-# is the tool call's whole wait (kint.client.bounded): a tool that asks the worker twice
+# is the tool call's whole wait (kint.client_bound.bounded): a tool that asks the worker twice
 # (connect's status then its connect, a refusal worded from a status) answers within it too.
 TOOL_WAIT_S = 100.0
 STATUS_WAIT_S = 30.0

@@ -99,7 +99,7 @@ def parse_previous_head(path: Path, obj: Any,
                         space_id: str) -> tuple[Head, str | None, list[int]]:
     """A mirror in the previous layout checked as far as its head, and the head, anchored
     root and skipped epochs (`parse_head`): all a reader that only wants how far the space
-    got needs of it (kint.commands.enrolled_contract, before any conversion)."""
+    got needs of it (kint.commands.seen_here, before any conversion)."""
     require(isinstance(obj, dict), path, "is not a JSON object")
     require(obj.get("v") == PREVIOUS_VERSION, path, f"has unknown version {obj.get('v')!r}")
     require(obj.get("space") == space_id, path, "belongs to another space")

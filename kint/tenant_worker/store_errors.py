@@ -31,7 +31,7 @@ class StoreLocked(StoreUnreadable):
 
 class StoreNotCounted(Exception):
     """The store changed since its rows were last counted, and the caller asked for the
-    counts as cached only: a count reads the store, which waits up to READ_BUSY_WAIT_S on
+    counts as cached only: a count reads the store, which waits up to store.READ_BUSY_WAIT_S on
     another process's lock. The worker's main thread, which beats, asks so, and hands
     the status to its count thread when this is raised (kint.tenant_worker.process)."""
 
