@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from kint import settings
+from kint.open_files import OUT_OF_FILES, causes
 from kint.protocol import ErrorCode, ProtocolError
 from kint.rows.canon import TIERS, canonical_id
 from kint.settings.loader import SESSION
@@ -30,22 +31,15 @@ log = logging.getLogger("kint.worker")
 # What a read of the enrolment or of the data key's cache may meet for a moment: the
 # process or the box out of open files, memory, an I/O error. Not "cannot push", which
 # frees a dirty store from the worker once no session is attached (Watcher.work_left).
-_MAY_PASS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.EIO, errno.EAGAIN,
-                       errno.EINTR})
+_MAY_PASS = OUT_OF_FILES | {errno.ENOMEM, errno.EIO, errno.EAGAIN, errno.EINTR}
 
 
 def _passing(err: BaseException) -> bool:
     """Whether `err`, or an error it was raised from or in (custody and the state files
     wrap the OSError: a VaultCacheCorrupt "cannot be read", a CorruptStateFile), is an
     OSError that may pass by itself (_MAY_PASS)."""
-    seen: BaseException | None = err
-    for _ in range(8):  # a chain is a few links; never a cycle's loop
-        if seen is None:
-            return False
-        if isinstance(seen, OSError) and seen.errno in _MAY_PASS:
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
+    return any(isinstance(cause, OSError) and cause.errno in _MAY_PASS
+               for cause in causes(err))
 
 
 def _changes_to_push(ctx: SpaceContext) -> tuple[int, int] | None:
