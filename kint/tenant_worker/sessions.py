@@ -152,7 +152,8 @@ def new_watcher(ctx: SpaceContext) -> Any:
     ctx.watcher = Watcher(ctx.config.db, lambda: _changes_to_push(ctx),
                           lambda reason: _watcher_push(ctx, reason),
                           lambda name: ctx.watcher_setting(name),
-                          settled=lambda: ctx.beat_soon())
+                          settled=lambda: ctx.beat_soon(),
+                          own_op=lambda: (ctx.head_op_began or (None,))[0])
     return ctx.watcher
 
 

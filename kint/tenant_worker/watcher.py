@@ -16,7 +16,9 @@ change instead of retrying (one held within 2 s of the store's last write is loo
 once more once that write is 2 s old: below). After a push that failed otherwise it waits
 out a backoff (push_backoff.py) before it tries again, however the store changes meanwhile;
 any push of the space that goes through, its own included, ends that wait
-(`push.went_through`, the one place every successful push passes).
+(`push.went_through`, the one place every successful push passes). An op of the space this
+worker runs (pull, push, connect, rekey, settlement) is no failure but a turn to wait for
+(`_op_runs`); a BUSY from the head lock's file (another kint process) is a failure.
 
 The dirty mark is cleared (and a held push's signature kept) only for a signature read two
 seconds or more after the store's files last changed (store.SettledRule, the rule the
@@ -54,6 +56,7 @@ from typing import Any, Callable
 from kint.protocol import ProtocolError
 from kint.store_denied import DENIED_HINT, denied_message, denied_reason
 from kint.tenant_worker.changes import ESTIMATED_BYTES_PER_ROW
+from kint.tenant_worker.head_lock import TurnTaken
 from kint.tenant_worker.push_backoff import PushBackoff
 from kint.tenant_worker.store import SettledRule, settled, store_signature
 from kint.tenant_worker.space_settings import WATCHER_SETTINGS
@@ -78,7 +81,8 @@ class Watcher(OwedLook):
     def __init__(self, db: str, count_unanchored: Callable[[], tuple[int, int] | None],
                  push: Callable[[str], Any], timing: Callable[[str], Any] | None = None,
                  generation: Callable[[], int] = config_generation,
-                 settled: Callable[[], None] = lambda: None) -> None:
+                 settled: Callable[[], None] = lambda: None,
+                 own_op: Callable[[], str | None] = lambda: None) -> None:
         from kint import settings
 
         self.db = db
@@ -97,6 +101,10 @@ class Watcher(OwedLook):
         # Told when the store is clean again (pushed, or nothing left to push): the worker
         # beats at once, since no request or answer marks that its work is done.
         self._settled = settled
+        # The head-moving op this worker runs for the space, if any (ctx.head_op_began's
+        # name), and the one the last tick waited for (one log line per op).
+        self._own_op = own_op
+        self._waited_for: str | None = None
         self._stop = threading.Event()
         # Set when the timings in force may have changed (a session attached or left):
         # the wait in progress is measured again against the poll now in force.
@@ -303,6 +311,8 @@ class Watcher(OwedLook):
             counted = self._start_count(sig, told)
             if self._start_owed:
                 return
+        if self.dirty and self._op_runs():
+            return
         looked = self.dirty and sig == self._untold  # a store found clean or held: one look
         if looked and not self._look_again(told):
             return
@@ -323,6 +333,19 @@ class Watcher(OwedLook):
                 self._nothing_left(sig, told)
             elif (counts[0] + counts[1]) * ESTIMATED_BYTES_PER_ROW > self.size_trigger:
                 self._fire("size trigger", sig, told, now)
+
+    def _op_runs(self) -> bool:
+        """Whether a head-moving op of the space runs in this worker (head_lock.HeadTurn),
+        so the tick does nothing: its push was refused BUSY, waited out and shown as a
+        failed push (KINT_PUSH_RETRY_SECONDS), while the dirty store could be pushed at the
+        first tick after the op. That tick goes on by the usual rules (a look or size
+        check due is made then). An op begun since this check: `_fire`'s TurnTaken."""
+        op = self._own_op()
+        if op is not None and op != self._waited_for:
+            log.info("watcher: a %s is running for this space; the watcher waits for it "
+                     "to end", op)
+        self._waited_for = op
+        return op is not None
 
     def _settle(self, sig: tuple[int, ...] | None, told: bool) -> None:
         """Clear the dirty mark only if the store has not changed since `sig` was read: a
@@ -366,6 +389,10 @@ class Watcher(OwedLook):
             # What the push anchored is what the store held at `sig` or later; a change
             # made while it ran shows as a new signature at the next tick.
             self._settle(sig, told)
+        except TurnTaken:
+            # An op of the space began since `_op_runs`: no failure; the size check again.
+            if trigger == "size trigger":
+                self._last_size_check = float("-inf")
         except ProtocolError as err:
             if err.code.value == "HELD":
                 # Wait for the next store change; one a signature that does not tell every
