@@ -82,7 +82,8 @@ class Watcher(OwedLook):
                  push: Callable[[str], Any], timing: Callable[[str], Any] | None = None,
                  generation: Callable[[], int] = config_generation,
                  settled: Callable[[], None] = lambda: None,
-                 own_op: Callable[[], str | None] = lambda: None) -> None:
+                 own_op: Callable[[], str | None] = lambda: None,
+                 can_push: Callable[[], bool] = lambda: False) -> None:
         from kint import settings
 
         self.db = db
@@ -96,7 +97,7 @@ class Watcher(OwedLook):
         # (changed, deleted), or None when it cannot push, the count failed (its
         # `uncounted` then says why) or a failed count's next try is not due yet
         # (watcher_count.py).
-        self.counting = WatcherCount(count_unanchored)
+        self.counting = WatcherCount(count_unanchored, can_push)
         self._push = push  # raises when the push did not go through
         # Told when the store is clean again (pushed, or nothing left to push): the worker
         # beats at once, since no request or answer marks that its work is done.
@@ -306,6 +307,8 @@ class Watcher(OwedLook):
             self._doubted(sig, now)
         if told:
             self._told_at = sig
+        if self.dirty:
+            self.counting.recheck()  # the data key back: work again at once (`work_left`)
         counted = None  # the owed start's count, made in this tick: not made again
         if self._start_owed:
             counted = self._start_count(sig, told)
