@@ -224,9 +224,11 @@ class Watcher(OwedLook):
         but only at a signature that told every later commit (store.SettledRule: one read
         within two seconds of the store's last write may not change with a commit right
         after the count), else dirty and looked at once more when it tells (`_run` wakes
-        for that). None (the space cannot push: not connected, no data key): no mark, as a
-        dirty mark nothing can clear would keep the worker from its idle exit and recycle
-        for good. Returns the count (a tick's push uses it, not a second diff)."""
+        for that). None (the space cannot push: not connected, no data key): no mark.
+        Once no session is attached `work_left` frees such a store (`cannot_push`), but
+        while one is, a dirty mark is work whatever the count says: one no count clears
+        while the key stays away would keep the worker from a recycle as long as a session
+        stays. Returns the count (a tick's push uses it, not a second diff)."""
         counts = self.counting()
         if self.counting.uncounted is not None:
             if not self._start_owed:
