@@ -2,9 +2,9 @@
 push, connect, rekey: head_lock.HeadTurn) was recorded as a failed push: waited out for
 KINT_PUSH_RETRY_SECONDS (60 s by default) and shown as one by `kint status` and
 memory_status, while the store stayed dirty and could be pushed as soon as the op ended.
-It is a turn to wait for: the watcher does nothing while the op runs, records nothing,
-and its first tick after the op pushes. A BUSY from the head lock's file (another kint
-process on the space) is still a failure.
+It is a turn to wait for: the watcher neither pushes nor counts for a push while the op
+runs, records nothing, and its first tick after the op pushes. A BUSY from the head lock's
+file (another kint process on the space) is still a failure.
 
 The first test runs the real parts: the devchain's anvil behind a loopback RPC proxy
 (tests/rpc_proxy.py) that holds a pull's head read, the test supervisor, the space's

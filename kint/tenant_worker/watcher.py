@@ -341,10 +341,12 @@ class Watcher(OwedLook):
 
     def _op_runs(self) -> bool:
         """Whether a head-moving op of the space runs in this worker (head_lock.HeadTurn),
-        so the tick does nothing: its push was refused BUSY, waited out and shown as a
-        failed push (KINT_PUSH_RETRY_SECONDS), while the dirty store could be pushed at the
-        first tick after the op. That tick goes on by the usual rules (a look or size
-        check due is made then). An op begun since this check: `_fire`'s TurnTaken."""
+        so the tick neither pushes nor counts for a push or a size check (an owed start's
+        count, made before, still is): its push was refused BUSY, waited out and shown as
+        a failed push (KINT_PUSH_RETRY_SECONDS), while the dirty store could be pushed at
+        the first tick after the op. That tick goes on by the usual rules (a look or size
+        check due is made then). An op begun since this check: `_fire`'s TurnTaken, met
+        after its count."""
         op = self._own_op()
         if op is not None and op != self._waited_for:
             log.info("watcher: a %s is running for this space; the watcher waits for it "
