@@ -14,15 +14,19 @@ a worker's real space context (tests/test_head_lock.py's `_worker`): its push ru
 real `head_op` on that space's turn and head lock file, which the test's pull holds, or a
 real second process; the push's own body is a stand-in (what follows the turn is the first
 test's business). It covers the race the first cannot make at will: an op that begins
-between the tick's check and its push."""
+between the tick's check and its push. The third, on the same parts, that the op is asked
+about (and its wait logged) only where a tick would push or check the size."""
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
 import threading
 import time
+from contextlib import contextmanager
+from typing import Iterator
 
 from chain_machines import machine_behind_proxy, ok
 from conftest import write_rules, write_store
@@ -34,6 +38,11 @@ WAIT = {"timeout": 60, "interval": 0.1}
 ENV = {"KINT_POLL_SECONDS": "0.25", "KINT_TEST_POLL_MINIMUM_S": "0.25",
        "KINT_QUIET_SECONDS": "0", "KINT_RPC_TIMEOUT": "60"}
 MET = "watcher: a pull is running for this space; the watcher waits for it to end"
+
+
+def _changed(db, ago_s: int) -> None:
+    """A store write `ago_s` seconds ago: its signature tells every later commit."""
+    os.utime(db, ns=(time.time_ns(), time.time_ns() - ago_s * 10**9))
 
 
 def _op(sb, db) -> str | None:
@@ -119,13 +128,8 @@ def test_an_op_begun_between_the_check_and_the_push_is_waited_for_another_proces
     watcher = Watcher(str(db), lambda: (1, 0), push, generation=lambda: 0,
                       own_op=lambda: (ctx.head_op_began or (None,))[0])
     now = time.monotonic()
-
-    def changed(ago_s: int) -> None:
-        """A store write `ago_s` seconds ago: its signature tells every later commit."""
-        os.utime(db, ns=(time.time_ns(), time.time_ns() - ago_s * 10**9))
-
     try:
-        changed(10)
+        _changed(db, 10)
         watcher.tick(now)  # its push meets the pull begun since the check
         assert holding.is_set() and pushed == []
         assert watcher.backoff.failure is None and watcher.dirty
@@ -146,7 +150,7 @@ def test_an_op_begun_between_the_check_and_the_push_is_waited_for_another_proces
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline() == "held\n"
-        changed(9)
+        _changed(db, 9)
         watcher.tick(now + 45)
         failure = watcher.backoff.failure
         assert failure is not None and (failure.code, failure.message) == ("BUSY", MESSAGE)
@@ -154,4 +158,85 @@ def test_an_op_begun_between_the_check_and_the_push_is_waited_for_another_proces
     finally:
         holder.stdin.close()
         holder.wait(timeout=30)
+        worker.close()
+
+
+@contextmanager
+def _pulling(ctx) -> Iterator[None]:
+    """A pull of the space (a real `head_op` on its turn) that holds it until the block
+    ends."""
+    from kint.tenant_worker.head_lock import head_op
+
+    holding, let_go = threading.Event(), threading.Event()
+
+    def pull() -> None:
+        with head_op(ctx, "pull", lock_file=False):
+            holding.set()
+            let_go.wait(30)
+
+    puller = threading.Thread(target=pull)
+    puller.start()
+    try:
+        assert holding.wait(30)
+        yield
+    finally:
+        let_go.set()
+        puller.join(30)
+
+
+def test_an_op_is_waited_for_only_by_a_tick_that_would_push_or_check_the_size(
+        tmp_path, monkeypatch, caplog):
+    """The watcher asks about its space's op only where its tick would act (a push due, a
+    size check due), and says it waits only then: asked before every other rule, it
+    logged the wait at any op that met a dirty store (a `kint push` or pull just after an
+    agent's write), with the quiet period still running and no push due. A push due
+    meanwhile waits with no count made, said once an op, and goes out at the tick after
+    the op. A real Watcher over a real store; the pulls are real `head_op`s on a worker's
+    real space context (tests/test_head_lock.py's `_worker`), the push and count stand-ins."""
+    from kint.tenant_worker.watcher import Watcher
+
+    monkeypatch.setenv("KINT_QUIET_SECONDS", "300")
+    monkeypatch.setenv("KINT_POLL_SECONDS", "15")
+    caplog.set_level(logging.INFO, logger="kint.worker")
+    worker, _ = _worker(tmp_path)
+    try:
+        ctx = worker.ctx
+        db = write_store(tmp_path / "memory.db")
+        counted: list[int] = []
+        pushed: list[str] = []
+
+        def count() -> tuple[int, int]:
+            counted.append(1)
+            return (1, 0)  # one row: 400 bytes, far below the size trigger
+
+        def waits() -> list[str]:
+            return [r.getMessage() for r in caplog.records
+                    if "the watcher waits for it to end" in r.getMessage()]
+
+        watcher = Watcher(str(db), count, pushed.append, generation=lambda: 0,
+                          own_op=lambda: (ctx.head_op_began or (None,))[0])
+        now = time.monotonic()
+        _changed(db, 10)
+        watcher.tick(now)  # dirty; the first size check counts one row: nothing due
+        assert watcher.dirty and counted == [1] and pushed == []
+        with _pulling(ctx):
+            # The quiet period runs and the next size check is a minute on: nothing waits.
+            watcher.tick(now + 15)
+            watcher.tick(now + 30)
+            assert waits() == [] and counted == [1] and pushed == []
+            monkeypatch.setenv("KINT_QUIET_SECONDS", "0")  # read at each tick: a push due
+            watcher.tick(now + 45)
+            watcher.tick(now + 50)
+            assert waits() == [MET] and counted == [1] and pushed == []
+            assert watcher.backoff.failure is None and watcher.dirty
+            monkeypatch.setenv("KINT_QUIET_SECONDS", "300")
+        watcher.tick(now + 55)  # no push due as the pull ends
+        with _pulling(ctx):  # the next pull, met where a push is due, is said too
+            monkeypatch.setenv("KINT_QUIET_SECONDS", "0")
+            watcher.tick(now + 58)
+            assert waits() == [MET, MET] and counted == [1] and pushed == []
+        watcher.tick(now + 65)  # the first tick after it pushes
+        assert pushed == ["watcher"] and counted == [1, 1] and not watcher.dirty
+        assert watcher.backoff.failure is None and waits() == [MET, MET]
+    finally:
         worker.close()

@@ -288,6 +288,8 @@ class Watcher(OwedLook):
 
     def tick(self, now: float) -> None:
         self.counting.ticked()  # a failed count's next try may be due (watcher_count.py)
+        if self._own_op() is None:
+            self._waited_for = None  # the op waited for is over: the next one is said too
         self._log_timings()
         generation = self._generation()
         if generation != self._seen_generation:
@@ -316,8 +318,6 @@ class Watcher(OwedLook):
             counted = self._start_count(sig, told)
             if self._start_owed:
                 return
-        if self.dirty and self._op_runs():
-            return
         looked = self.dirty and sig == self._untold  # a store found clean or held: one look
         if looked and not self._look_again(told):
             return
@@ -330,6 +330,9 @@ class Watcher(OwedLook):
         # off came a minute later, past the RETRY_CAP_TICKS the wait promises.
         if counted or ((looked or now - self._last_size_check >= SIZE_CHECK_INTERVAL_S)
                        and self.counting.due):
+            if counted is None and self._op_runs():
+                self._turn_taken("size trigger")  # not used up, nor a look's count
+                return
             self._last_size_check = now
             counts = counted or self.counting()
             if counts is None:
@@ -341,12 +344,13 @@ class Watcher(OwedLook):
 
     def _op_runs(self) -> bool:
         """Whether a head-moving op of the space runs in this worker (head_lock.HeadTurn),
-        so the tick neither pushes nor counts for a push or a size check (an owed start's
-        count, made before, still is): its push was refused BUSY, waited out and shown as
-        a failed push (KINT_PUSH_RETRY_SECONDS), while the dirty store could be pushed at
-        the first tick after the op. That tick goes on by the usual rules (a look or size
-        check due is made then). An op begun since this check: `_fire`'s TurnTaken, met
-        after its count."""
+        so the push or size check due neither pushes nor counts (an owed start's count,
+        made before, still is): its push was refused BUSY, waited out and shown as a failed
+        push (KINT_PUSH_RETRY_SECONDS), while the dirty store could be pushed at the first
+        tick after the op. That tick goes on by the usual rules (a look or size check due
+        is made then). Asked only where the tick acts (`_fire`, the size check), so the
+        wait is said only when one was due, not for every op that meets a dirty store. An
+        op begun since: `_fire`'s TurnTaken, met after its count."""
         op = self._own_op()
         if op is not None and op != self._waited_for:
             log.info("watcher: a %s is running for this space; the watcher waits for it "
@@ -381,6 +385,9 @@ class Watcher(OwedLook):
         owed start's), not made again: each is a diff of the whole store."""
         if self.backoff.waiting(now):
             return  # a failed push's wait is not over (checked before the diff it costs)
+        if self._op_runs():
+            self._turn_taken(trigger)  # nor a diff while it runs
+            return
         counts = counted or self.counting()
         if counts is None:
             return  # cannot push (no data key), the count failed, or its retry is not due
@@ -397,9 +404,7 @@ class Watcher(OwedLook):
             # made while it ran shows as a new signature at the next tick.
             self._settle(sig, told)
         except TurnTaken:
-            # An op of the space began since `_op_runs`: no failure; the size check again.
-            if trigger == "size trigger":
-                self._last_size_check = float("-inf")
+            self._turn_taken(trigger)  # an op of the space began since `_op_runs`
         except ProtocolError as err:
             if err.code.value == "HELD":
                 # Wait for the next store change; one a signature that does not tell every
@@ -412,6 +417,12 @@ class Watcher(OwedLook):
         except Exception as err:  # noqa: BLE001 - a bug: waited out and logged like the rest
             if self._failed("INTERNAL", f"{type(err).__name__}: {err}", None, now, started):
                 log.exception("watcher push failed")
+
+    def _turn_taken(self, trigger: str) -> None:
+        """An op of the space holds its turn: no failure, and a size check (or its push, or
+        a look's count: `_look_again`) is made again at the next tick, not a minute on."""
+        if trigger == "size trigger":
+            self._last_size_check = float("-inf")
 
     def _failed(self, code: str, message: str, hint: str | None, now: float,
                 started: float) -> bool:
