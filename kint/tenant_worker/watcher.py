@@ -193,16 +193,17 @@ class Watcher(OwedLook):
         `has_work`, which keeps it from an idle stop and a recycle): dirty, unless no
         session (of `sessions` attached) is left and its count fails for good (no database,
         damaged, denied: WatcherCount.lasting) or the space cannot push from it (the last
-        count answered None: no cached data key). Either may never be pushed by this
-        worker: kept as work, it held the worker past every idle period and recycle, the
-        second however the store kept changing. Stopped idle it loses nothing: the next
-        session's watcher counts it again (and pushes it, once it can). With a session
-        attached the stop could only be a recycle, whose successor's start refuses a store
-        that is no database (a crash after crash, then quarantine), or marks nothing it
-        cannot push (its rows then wait for a write once the key is back): the worker goes
-        on serving the session. A count that fails for a moment (a lock held past the
-        busy wait) leaves the store this worker's work until it is counted and pushed:
-        taken as none, the idle stop took it, and its rows waited for the next session."""
+        count answered None, no cached data key, and no tick since found the key back:
+        WatcherCount.recheck). Either may never be pushed by this worker: kept as work, it
+        held the worker past every idle period and recycle, the second however the store
+        kept changing. Stopped idle it loses nothing: the next session's watcher counts it
+        again (and pushes it, once it can). With a session attached the stop could only be a
+        recycle, whose successor's start refuses a store that is no database (a crash after
+        crash, then quarantine), or marks nothing it cannot push (its rows then wait for a
+        write once the key is back): the worker goes on serving the session. A count that
+        fails for a moment (a lock held past the busy wait) leaves the store this worker's
+        work until it is counted and pushed: taken as none, the idle stop took it, and its
+        rows waited for the next session."""
         counting = self.counting
         return self.dirty and (sessions > 0 or not (counting.lasting or counting.cannot_push))
 

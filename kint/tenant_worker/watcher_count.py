@@ -56,8 +56,9 @@ class WatcherCount:
         self._can_push = can_push
         # While the last count failed: what it said, since when, whether for good.
         self.uncounted: Uncounted | None = None
-        # The last count answered None: the space cannot push (not connected, no cached
-        # data key), so a dirty store is no work this worker can finish (Watcher.work_left).
+        # The last count answered None, and no tick since found the key back (`recheck`):
+        # the space cannot push (not connected, no cached data key), so a dirty store is no
+        # work this worker can finish (Watcher.work_left).
         self.cannot_push = False
         self._failures = 0  # failed in a row for the same reason
         self._wait_ticks = 0  # ticks to begin before the next try (the module's docstring)
