@@ -28,6 +28,8 @@ import time
 from contextlib import contextmanager
 from typing import Iterator
 
+import pytest
+
 from chain_machines import machine_behind_proxy, ok
 from conftest import write_rules, write_store
 from test_head_lock import HOLDER, _worker
@@ -43,6 +45,15 @@ MET = "watcher: a pull is running for this space; the watcher waits for it to en
 def _changed(db, ago_s: int) -> None:
     """A store write `ago_s` seconds ago: its signature tells every later commit."""
     os.utime(db, ns=(time.time_ns(), time.time_ns() - ago_s * 10**9))
+
+
+@pytest.fixture
+def worker(tmp_path):
+    """A worker's real space context (tests/test_head_lock.py's `_worker`), closed however
+    the test ends: a failed assertion left it open."""
+    worker, _ = _worker(tmp_path)
+    yield worker
+    worker.close()
 
 
 def _op(sb, db) -> str | None:
@@ -93,7 +104,7 @@ def test_a_write_during_the_spaces_own_pull_is_pushed_after_it_with_no_failure(
 
 
 def test_an_op_begun_between_the_check_and_the_push_is_waited_for_another_process_is_not(
-        tmp_path, monkeypatch):
+        tmp_path, monkeypatch, worker):
     from kint.tenant_worker import head_lock as head_lock_mod
     from kint.tenant_worker.head_lock import MESSAGE, head_op
     from kint.tenant_worker.watcher import Watcher
@@ -102,7 +113,6 @@ def test_an_op_begun_between_the_check_and_the_push_is_waited_for_another_proces
     monkeypatch.setenv("KINT_POLL_SECONDS", "15")
     monkeypatch.setenv("KINT_PUSH_RETRY_SECONDS", "60")
     monkeypatch.setattr(head_lock_mod, "WAIT_S", 0.5)  # the file lock's wait, and the turn's
-    worker, _ = _worker(tmp_path)
     ctx = worker.ctx
     db = write_store(tmp_path / "memory.db")
     pushed: list[str] = []
@@ -158,7 +168,6 @@ def test_an_op_begun_between_the_check_and_the_push_is_waited_for_another_proces
     finally:
         holder.stdin.close()
         holder.wait(timeout=30)
-        worker.close()
 
 
 @contextmanager
@@ -185,7 +194,7 @@ def _pulling(ctx) -> Iterator[None]:
 
 
 def test_an_op_is_waited_for_only_by_a_tick_that_would_push_or_check_the_size(
-        tmp_path, monkeypatch, caplog):
+        tmp_path, monkeypatch, caplog, worker):
     """The watcher asks about its space's op only where its tick would act (a push due, a
     size check due), and says it waits only then: asked before every other rule, it
     logged the wait at any op that met a dirty store (a `kint push` or pull just after an
@@ -198,45 +207,41 @@ def test_an_op_is_waited_for_only_by_a_tick_that_would_push_or_check_the_size(
     monkeypatch.setenv("KINT_QUIET_SECONDS", "300")
     monkeypatch.setenv("KINT_POLL_SECONDS", "15")
     caplog.set_level(logging.INFO, logger="kint.worker")
-    worker, _ = _worker(tmp_path)
-    try:
-        ctx = worker.ctx
-        db = write_store(tmp_path / "memory.db")
-        counted: list[int] = []
-        pushed: list[str] = []
+    ctx = worker.ctx
+    db = write_store(tmp_path / "memory.db")
+    counted: list[int] = []
+    pushed: list[str] = []
 
-        def count() -> tuple[int, int]:
-            counted.append(1)
-            return (1, 0)  # one row: 400 bytes, far below the size trigger
+    def count() -> tuple[int, int]:
+        counted.append(1)
+        return (1, 0)  # one row: 400 bytes, far below the size trigger
 
-        def waits() -> list[str]:
-            return [r.getMessage() for r in caplog.records
-                    if "the watcher waits for it to end" in r.getMessage()]
+    def waits() -> list[str]:
+        return [r.getMessage() for r in caplog.records
+                if "the watcher waits for it to end" in r.getMessage()]
 
-        watcher = Watcher(str(db), count, pushed.append, generation=lambda: 0,
-                          own_op=lambda: (ctx.head_op_began or (None,))[0])
-        now = time.monotonic()
-        _changed(db, 10)
-        watcher.tick(now)  # dirty; the first size check counts one row: nothing due
-        assert watcher.dirty and counted == [1] and pushed == []
-        with _pulling(ctx):
-            # The quiet period runs and the next size check is a minute on: nothing waits.
-            watcher.tick(now + 15)
-            watcher.tick(now + 30)
-            assert waits() == [] and counted == [1] and pushed == []
-            monkeypatch.setenv("KINT_QUIET_SECONDS", "0")  # read at each tick: a push due
-            watcher.tick(now + 45)
-            watcher.tick(now + 50)
-            assert waits() == [MET] and counted == [1] and pushed == []
-            assert watcher.backoff.failure is None and watcher.dirty
-            monkeypatch.setenv("KINT_QUIET_SECONDS", "300")
-        watcher.tick(now + 55)  # no push due as the pull ends
-        with _pulling(ctx):  # the next pull, met where a push is due, is said too
-            monkeypatch.setenv("KINT_QUIET_SECONDS", "0")
-            watcher.tick(now + 58)
-            assert waits() == [MET, MET] and counted == [1] and pushed == []
-        watcher.tick(now + 65)  # the first tick after it pushes
-        assert pushed == ["watcher"] and counted == [1, 1] and not watcher.dirty
-        assert watcher.backoff.failure is None and waits() == [MET, MET]
-    finally:
-        worker.close()
+    watcher = Watcher(str(db), count, pushed.append, generation=lambda: 0,
+                      own_op=lambda: (ctx.head_op_began or (None,))[0])
+    now = time.monotonic()
+    _changed(db, 10)
+    watcher.tick(now)  # dirty; the first size check counts one row: nothing due
+    assert watcher.dirty and counted == [1] and pushed == []
+    with _pulling(ctx):
+        # The quiet period runs and the next size check is a minute on: nothing waits.
+        watcher.tick(now + 15)
+        watcher.tick(now + 30)
+        assert waits() == [] and counted == [1] and pushed == []
+        monkeypatch.setenv("KINT_QUIET_SECONDS", "0")  # read at each tick: a push due
+        watcher.tick(now + 45)
+        watcher.tick(now + 50)
+        assert waits() == [MET] and counted == [1] and pushed == []
+        assert watcher.backoff.failure is None and watcher.dirty
+        monkeypatch.setenv("KINT_QUIET_SECONDS", "300")
+    watcher.tick(now + 55)  # no push due as the pull ends
+    with _pulling(ctx):  # the next pull, met where a push is due, is said too
+        monkeypatch.setenv("KINT_QUIET_SECONDS", "0")
+        watcher.tick(now + 58)
+        assert waits() == [MET, MET] and counted == [1] and pushed == []
+    watcher.tick(now + 65)  # the first tick after it pushes
+    assert pushed == ["watcher"] and counted == [1, 1] and not watcher.dirty
+    assert watcher.backoff.failure is None and waits() == [MET, MET]
