@@ -1,10 +1,11 @@
 """The watcher (docs/how-it-works.md, "When the watcher pushes, and when a push is held"):
 one per space, in the space's worker, however many agent sessions use the store.
 
-Its timings are read at every tick, so a change takes effect without a restart: the newest
-kint-server session's (sent on attach, from the harness's MCP configuration), else the
-space's settings (config.toml, the supervisor's environment, the defaults). A session's
-attach or detach wakes the wait between ticks (`retime`), so a shorter poll applies at once.
+Its timings are read at every tick (watcher_timings.py), so a change takes effect without
+a restart: the newest kint-server session's (sent on attach, from the harness's MCP
+configuration), else the space's settings (config.toml, the supervisor's environment, the
+defaults). A session's attach or detach wakes the wait between ticks (`retime`), so a
+shorter poll applies at once.
 
 Every KINT_POLL_SECONDS it reads the modification time of the store and its -wal; a change
 marks the store dirty. It pushes (through the hold) once the store has stayed unchanged
@@ -59,22 +60,13 @@ from kint.tenant_worker.changes import ESTIMATED_BYTES_PER_ROW
 from kint.tenant_worker.head_lock import TurnTaken
 from kint.tenant_worker.push_backoff import PushBackoff
 from kint.tenant_worker.store import SettledRule, settled, store_signature
-from kint.tenant_worker.space_settings import WATCHER_SETTINGS
 from kint.tenant_worker.watcher_count import RETRY_CAP_TICKS, WatcherCount
 from kint.tenant_worker.watcher_look import OwedLook
+from kint.tenant_worker.watcher_timings import WatcherTimings, config_generation
 
 log = logging.getLogger("kint.worker")
 
 SIZE_CHECK_INTERVAL_S = 60.0
-
-
-def config_generation() -> int:
-    """How many times this process has read a changed config file (one stat to check)."""
-    from kint import settings
-
-    watch = settings.watch()
-    watch.current()
-    return watch.generation
 
 
 class Watcher(OwedLook):
@@ -84,16 +76,12 @@ class Watcher(OwedLook):
                  settled: Callable[[], None] = lambda: None,
                  own_op: Callable[[], str | None] = lambda: None,
                  can_push: Callable[[], bool] = lambda: False) -> None:
-        from kint import settings
-
         self.db = db
-        # name -> the settings Value in force (the newest session's, else the space's)
-        self._timing = timing or settings.lookup
+        self.timings = WatcherTimings(timing)  # read at each use (watcher_timings.py)
         # A changed configuration may have mended what made a push fail: it ends the wait.
         self._generation = generation
         self._seen_generation = generation()
         self.backoff = PushBackoff()
-        self._shown: tuple[Any, ...] | None = None
         # (changed, deleted), or None when it cannot push, the count failed (its
         # `uncounted` then says why) or a failed count's next try is not due yet
         # (watcher_count.py).
@@ -159,35 +147,6 @@ class Watcher(OwedLook):
                         "are watched from now on", self.db)
         return signature
 
-    def _value(self, name: str) -> float:
-        return float(self._timing(name).value)
-
-    @property
-    def poll_s(self) -> float:
-        return self._value("KINT_POLL_SECONDS")
-
-    @property
-    def quiet_s(self) -> float:
-        return self._value("KINT_QUIET_SECONDS")
-
-    @property
-    def size_trigger(self) -> float:
-        return self._value("KINT_SIZE_TRIGGER_BYTES")
-
-    @property
-    def first_wait_s(self) -> float:
-        """The wait after a first failed push: never shorter than a tick."""
-        return max(self._value("KINT_PUSH_RETRY_SECONDS"), self.poll_s)
-
-    def _log_timings(self) -> None:
-        """One line whenever the timings in force change (and at start)."""
-        values = [self._timing(n) for n in WATCHER_SETTINGS]
-        shown = tuple((v.value, v.source) for v in values)
-        if shown != self._shown:
-            self._shown = shown
-            log.info("watcher: quiet %gs (%s), poll %gs (%s), size trigger %g bytes (%s), "
-                     "push retry %gs (%s)", *(x for v in values for x in (v.value, v.described)))
-
     def work_left(self, sessions: int) -> bool:
         """Whether the store holds work this worker must finish before a stop (the beat's
         `has_work`, which keeps it from an idle stop and a recycle): dirty, unless no
@@ -209,7 +168,7 @@ class Watcher(OwedLook):
 
     def start(self) -> None:
         """Count what an earlier session left unanchored (`_start_count`)."""
-        self._log_timings()
+        self.timings.log()
         seen = time.monotonic()
         sig = self._signature = self._read_signature()
         self._start_count(sig, self._rule.tells(sig, settled(sig), seen))
@@ -275,7 +234,7 @@ class Watcher(OwedLook):
             self._retimed.clear()  # before the poll is read: a later retime() wakes the wait
             now = time.monotonic()
             due = self._look_due(now)
-            left = min(ticked + self.poll_s, due) - now
+            left = min(ticked + self.timings.poll_s, due) - now
             if left > 0:
                 self._retimed.wait(left)
                 continue
@@ -291,7 +250,7 @@ class Watcher(OwedLook):
         self.counting.ticked()  # a failed count's next try may be due (watcher_count.py)
         if self._own_op() is None:
             self._waited_for = None  # the op waited for is over: the next one is said too
-        self._log_timings()
+        self.timings.log()
         generation = self._generation()
         if generation != self._seen_generation:
             self._seen_generation = generation
@@ -324,7 +283,7 @@ class Watcher(OwedLook):
             return
         if not self.dirty or sig == self._held_at_signature:
             return
-        if now - self._last_change >= self.quiet_s:
+        if now - self._last_change >= self.timings.quiet_s:
             self._fire("quiet trigger", sig, told, now, counted)
             return
         # A check is used up only by a count made (`due`): one a failed count's wait put
@@ -340,7 +299,7 @@ class Watcher(OwedLook):
                 return
             if counts == (0, 0):
                 self._nothing_left(sig, told)
-            elif (counts[0] + counts[1]) * ESTIMATED_BYTES_PER_ROW > self.size_trigger:
+            elif (counts[0] + counts[1]) * ESTIMATED_BYTES_PER_ROW > self.timings.size_trigger:
                 self._fire("size trigger", sig, told, now)
 
     def _op_runs(self) -> bool:
@@ -430,4 +389,4 @@ class Watcher(OwedLook):
         """The wait runs from when the attempt ended (a hung endpoint's timeout included),
         on the tick's clock."""
         ended = now + (time.monotonic() - started)
-        return self.backoff.failed(code, message, hint, ended, self.first_wait_s)
+        return self.backoff.failed(code, message, hint, ended, self.timings.first_wait_s)
