@@ -133,3 +133,41 @@ def test_a_store_the_space_cannot_push_from_keeps_no_idle_stop_waiting(tmp_path,
         sb.call("attach", db, timeout_s=60, args={"session": "again", "watcher": True})
         sb.wait_for(lambda: (sb.row(db)["head"] or {}).get("seq") == 2,
                     what="the rows pushed by the next session's watcher", **WAIT)
+
+
+def test_the_data_key_back_makes_a_dirty_store_work_again_at_the_next_ticks(
+        tmp_path, chain_home):
+    """A dirty store the space cannot push from (the data key's cache moved aside) is no
+    work once no session is attached. The key back makes it work again at once, with no
+    count: `cannot_push` was cleared only by the next count, which before the quiet period
+    is the size check's, once a minute, and meanwhile the idle stop could take rows the
+    worker could push. The beat shows it within a few ticks (KINT_QUIET_SECONDS and
+    KINT_WORKER_IDLE_SECONDS far off: no quiet trigger counts, no idle stop comes)."""
+    trace = tmp_path / "watcher.trace"
+    sb = new_machine(tmp_path / "machine", chain_home, KINT_QUIET_SECONDS="600",
+                     KINT_WORKER_IDLE_SECONDS="600", KINT_TEST_WATCHER_TRACE=str(trace),
+                     **FAST_POLL)
+    with anchored(sb, first="pushed before"):
+        db = sb.sibyl_db
+        cache = sb.kint_home / f"vault-{sb.row(db)['space']}.aes"
+        aside = cache.with_name(cache.name + ".aside")
+        cache.rename(aside)
+        sb.call("attach", db, timeout_s=30, args={"session": "watching", "watcher": True})
+        counted = len(_trace(trace))
+        write_rules(db, sb.tenant, second="written while no key is cached")
+        # The write's first tick makes the size check (the first is due at once): None.
+        sb.wait_for(lambda: "count ok" in _trace(trace)[counted:],
+                    what="the size check after the write", **WAIT)
+        sb.call("detach", db, args={"session": "watching"})
+        sb.wait_for(lambda: sb.row(db)["work_left"] is False,
+                    what="the store no work without its key", **WAIT)
+
+        aside.rename(cache)  # the key back
+        back = len(_trace(trace))
+        # Forty ticks (ten seconds): past the beats' idle cadence (3 s at most), well
+        # short of the next size check (a minute after the last).
+        sb.wait_for(lambda: sb.row(db)["work_left"]
+                    or _trace(trace)[back:].count("tick") >= 40,
+                    what="the beat after the key's return", **WAIT)
+        assert sb.row(db)["work_left"] is True
+        assert "count ok" not in _trace(trace)[back:]  # no count made it so

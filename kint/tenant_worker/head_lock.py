@@ -56,6 +56,17 @@ class HeadTurn:
         self.settling = False
 
 
+class TurnTaken(ProtocolError):
+    """BUSY because an op of this worker holds the space's turn (`busy`): what the store
+    watcher skips its push for, since the store stays dirty and the tick after the op ends
+    can push (watcher.py). Told from the file lock's BUSY (another kint process: `head_op`,
+    a plain ProtocolError, which the watcher waits out as a failure) by its class, not its
+    words, which name the op."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.BUSY, message, BUSY_HINT)
+
+
 class HeadLockBusy(Exception):
     def __init__(self) -> None:
         super().__init__(MESSAGE)
@@ -76,17 +87,17 @@ def head_lock(path: Path, wait_s: float = WAIT_S) -> Iterator[None]:
         os.close(fd)
 
 
-def busy(running: tuple[str, float] | None) -> ProtocolError:
+def busy(running: tuple[str, float] | None) -> TurnTaken:
     """BUSY naming the op that holds the space, and how long it has run: after a command
     stopped by Ctrl-C, its op goes on, and a second try met "a push, pull or connect" when
     the user had sent a join. `running` is read under the turn's Condition (`_take`), which
     sets and clears it with the turn: None, so IN_THIS_WORKER, only for a holder that
     named itself nowhere."""
     if running is None:
-        return ProtocolError(ErrorCode.BUSY, IN_THIS_WORKER, BUSY_HINT)
+        return TurnTaken(IN_THIS_WORKER)
     op, began = running
-    return ProtocolError(ErrorCode.BUSY, f"a {_SAID.get(op, op)} is already running for this "
-                         f"space (for {max(0, int(time.monotonic() - began))} s)", BUSY_HINT)
+    return TurnTaken(f"a {_SAID.get(op, op)} is already running for this space (for "
+                     f"{max(0, int(time.monotonic() - began))} s)")
 
 
 def _take(ctx: "SpaceContext", op: str) -> None:
@@ -128,7 +139,7 @@ def head_op(ctx: "SpaceContext", op: str, lock_file: bool = True) -> Iterator[No
     _take(ctx, op)
     try:
         if lock_file:
-            with head_lock(ctx.state.files["head_lock"]):
+            with head_lock(ctx.state.files["head_lock"], WAIT_S):  # read now, as `_take` does
                 yield
         else:
             yield

@@ -83,6 +83,23 @@ def _changes_to_push(ctx: SpaceContext) -> tuple[int, int] | None:
     return len(changes.rows), len(changes.deleted)
 
 
+def _can_push(ctx: SpaceContext) -> bool:
+    """Whether `_changes_to_push` would get past its None now (enrolled, the data key
+    cached, a mirror and a store to count): the watcher asks it at each tick while the
+    last count answered None (WatcherCount.recheck), which costs a few small reads where
+    the count is a diff of the whole store. Any trouble is False here: the count, when its
+    rules make it, says what it was."""
+    from kint.tenant_worker.data_key import current_data_key
+
+    try:
+        if ctx.enrolment() is None:
+            return False
+        current_data_key(ctx)
+        return ctx.state.mirror() is not None and os.path.exists(ctx.config.db)
+    except Exception:  # noqa: BLE001 - said by the count (`_changes_to_push`), not here
+        return False
+
+
 def server_push(ctx: SpaceContext, reason: str) -> dict[str, Any]:
     """A push under the hold, with a full disk or a corrupt state file answered as what it
     is (state_health.guarded), as a request's push is: the watcher's pushes come from no
@@ -152,7 +169,9 @@ def new_watcher(ctx: SpaceContext) -> Any:
     ctx.watcher = Watcher(ctx.config.db, lambda: _changes_to_push(ctx),
                           lambda reason: _watcher_push(ctx, reason),
                           lambda name: ctx.watcher_setting(name),
-                          settled=lambda: ctx.beat_soon())
+                          settled=lambda: ctx.beat_soon(),
+                          own_op=lambda: (ctx.head_op_began or (None,))[0],
+                          can_push=lambda: _can_push(ctx))
     return ctx.watcher
 
 

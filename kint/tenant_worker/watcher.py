@@ -1,10 +1,11 @@
 """The watcher (docs/how-it-works.md, "When the watcher pushes, and when a push is held"):
 one per space, in the space's worker, however many agent sessions use the store.
 
-Its timings are read at every tick, so a change takes effect without a restart: the newest
-kint-server session's (sent on attach, from the harness's MCP configuration), else the
-space's settings (config.toml, the supervisor's environment, the defaults). A session's
-attach or detach wakes the wait between ticks (`retime`), so a shorter poll applies at once.
+Its timings are read at every tick (watcher_timings.py), so a change takes effect without
+a restart: the newest kint-server session's (sent on attach, from the harness's MCP
+configuration), else the space's settings (config.toml, the supervisor's environment, the
+defaults). A session's attach or detach wakes the wait between ticks (`retime`), so a
+shorter poll applies at once.
 
 Every KINT_POLL_SECONDS it reads the modification time of the store and its -wal; a change
 marks the store dirty. It pushes (through the hold) once the store has stayed unchanged
@@ -16,7 +17,9 @@ change instead of retrying (one held within 2 s of the store's last write is loo
 once more once that write is 2 s old: below). After a push that failed otherwise it waits
 out a backoff (push_backoff.py) before it tries again, however the store changes meanwhile;
 any push of the space that goes through, its own included, ends that wait
-(`push.went_through`, the one place every successful push passes).
+(`push.went_through`, the one place every successful push passes). An op of the space this
+worker runs (pull, push, connect, rekey, settlement) is no failure but a turn to wait for
+(`_op_runs`); a BUSY from the head lock's file (another kint process) is a failure.
 
 The dirty mark is cleared (and a held push's signature kept) only for a signature read two
 seconds or more after the store's files last changed (store.SettledRule, the rule the
@@ -54,49 +57,43 @@ from typing import Any, Callable
 from kint.protocol import ProtocolError
 from kint.store_denied import DENIED_HINT, denied_message, denied_reason
 from kint.tenant_worker.changes import ESTIMATED_BYTES_PER_ROW
+from kint.tenant_worker.head_lock import TurnTaken
 from kint.tenant_worker.push_backoff import PushBackoff
 from kint.tenant_worker.store import SettledRule, settled, store_signature
-from kint.tenant_worker.space_settings import WATCHER_SETTINGS
 from kint.tenant_worker.watcher_count import RETRY_CAP_TICKS, WatcherCount
 from kint.tenant_worker.watcher_look import OwedLook
+from kint.tenant_worker.watcher_timings import WatcherTimings, config_generation
 
 log = logging.getLogger("kint.worker")
 
 SIZE_CHECK_INTERVAL_S = 60.0
 
 
-def config_generation() -> int:
-    """How many times this process has read a changed config file (one stat to check)."""
-    from kint import settings
-
-    watch = settings.watch()
-    watch.current()
-    return watch.generation
-
-
 class Watcher(OwedLook):
     def __init__(self, db: str, count_unanchored: Callable[[], tuple[int, int] | None],
                  push: Callable[[str], Any], timing: Callable[[str], Any] | None = None,
                  generation: Callable[[], int] = config_generation,
-                 settled: Callable[[], None] = lambda: None) -> None:
-        from kint import settings
-
+                 settled: Callable[[], None] = lambda: None,
+                 own_op: Callable[[], str | None] = lambda: None,
+                 can_push: Callable[[], bool] = lambda: False) -> None:
         self.db = db
-        # name -> the settings Value in force (the newest session's, else the space's)
-        self._timing = timing or settings.lookup
+        self.timings = WatcherTimings(timing)  # read at each use (watcher_timings.py)
         # A changed configuration may have mended what made a push fail: it ends the wait.
         self._generation = generation
         self._seen_generation = generation()
         self.backoff = PushBackoff()
-        self._shown: tuple[Any, ...] | None = None
         # (changed, deleted), or None when it cannot push, the count failed (its
         # `uncounted` then says why) or a failed count's next try is not due yet
         # (watcher_count.py).
-        self.counting = WatcherCount(count_unanchored)
+        self.counting = WatcherCount(count_unanchored, can_push)
         self._push = push  # raises when the push did not go through
         # Told when the store is clean again (pushed, or nothing left to push): the worker
         # beats at once, since no request or answer marks that its work is done.
         self._settled = settled
+        # The head-moving op this worker runs for the space, if any (ctx.head_op_began's
+        # name), and the one the last tick waited for (one log line per op).
+        self._own_op = own_op
+        self._waited_for: str | None = None
         self._stop = threading.Event()
         # Set when the timings in force may have changed (a session attached or left):
         # the wait in progress is measured again against the poll now in force.
@@ -150,56 +147,28 @@ class Watcher(OwedLook):
                         "are watched from now on", self.db)
         return signature
 
-    def _value(self, name: str) -> float:
-        return float(self._timing(name).value)
-
-    @property
-    def poll_s(self) -> float:
-        return self._value("KINT_POLL_SECONDS")
-
-    @property
-    def quiet_s(self) -> float:
-        return self._value("KINT_QUIET_SECONDS")
-
-    @property
-    def size_trigger(self) -> float:
-        return self._value("KINT_SIZE_TRIGGER_BYTES")
-
-    @property
-    def first_wait_s(self) -> float:
-        """The wait after a first failed push: never shorter than a tick."""
-        return max(self._value("KINT_PUSH_RETRY_SECONDS"), self.poll_s)
-
-    def _log_timings(self) -> None:
-        """One line whenever the timings in force change (and at start)."""
-        values = [self._timing(n) for n in WATCHER_SETTINGS]
-        shown = tuple((v.value, v.source) for v in values)
-        if shown != self._shown:
-            self._shown = shown
-            log.info("watcher: quiet %gs (%s), poll %gs (%s), size trigger %g bytes (%s), "
-                     "push retry %gs (%s)", *(x for v in values for x in (v.value, v.described)))
-
     def work_left(self, sessions: int) -> bool:
         """Whether the store holds work this worker must finish before a stop (the beat's
         `has_work`, which keeps it from an idle stop and a recycle): dirty, unless no
         session (of `sessions` attached) is left and its count fails for good (no database,
         damaged, denied: WatcherCount.lasting) or the space cannot push from it (the last
-        count answered None: no cached data key). Either may never be pushed by this
-        worker: kept as work, it held the worker past every idle period and recycle, the
-        second however the store kept changing. Stopped idle it loses nothing: the next
-        session's watcher counts it again (and pushes it, once it can). With a session
-        attached the stop could only be a recycle, whose successor's start refuses a store
-        that is no database (a crash after crash, then quarantine), or marks nothing it
-        cannot push (its rows then wait for a write once the key is back): the worker goes
-        on serving the session. A count that fails for a moment (a lock held past the
-        busy wait) leaves the store this worker's work until it is counted and pushed:
-        taken as none, the idle stop took it, and its rows waited for the next session."""
+        count answered None, no cached data key, and no tick since found the key back:
+        WatcherCount.recheck). Either may never be pushed by this worker: kept as work, it
+        held the worker past every idle period and recycle, the second however the store
+        kept changing. Stopped idle it loses nothing: the next session's watcher counts it
+        again (and pushes it, once it can). With a session attached the stop could only be a
+        recycle, whose successor's start refuses a store that is no database (a crash after
+        crash, then quarantine), or marks nothing it cannot push (its rows then wait for a
+        write once the key is back): the worker goes on serving the session. A count that
+        fails for a moment (a lock held past the busy wait) leaves the store this worker's
+        work until it is counted and pushed: taken as none, the idle stop took it, and its
+        rows waited for the next session."""
         counting = self.counting
         return self.dirty and (sessions > 0 or not (counting.lasting or counting.cannot_push))
 
     def start(self) -> None:
         """Count what an earlier session left unanchored (`_start_count`)."""
-        self._log_timings()
+        self.timings.log()
         seen = time.monotonic()
         sig = self._signature = self._read_signature()
         self._start_count(sig, self._rule.tells(sig, settled(sig), seen))
@@ -215,9 +184,11 @@ class Watcher(OwedLook):
         but only at a signature that told every later commit (store.SettledRule: one read
         within two seconds of the store's last write may not change with a commit right
         after the count), else dirty and looked at once more when it tells (`_run` wakes
-        for that). None (the space cannot push: not connected, no data key): no mark, as a
-        dirty mark nothing can clear would keep the worker from its idle exit and recycle
-        for good. Returns the count (a tick's push uses it, not a second diff)."""
+        for that). None (the space cannot push: not connected, no data key): no mark.
+        Once no session is attached `work_left` frees such a store (`cannot_push`), but
+        while one is, a dirty mark is work whatever the count says: one no count clears
+        while the key stays away would keep the worker from a recycle as long as a session
+        stays. Returns the count (a tick's push uses it, not a second diff)."""
         counts = self.counting()
         if self.counting.uncounted is not None:
             if not self._start_owed:
@@ -263,7 +234,7 @@ class Watcher(OwedLook):
             self._retimed.clear()  # before the poll is read: a later retime() wakes the wait
             now = time.monotonic()
             due = self._look_due(now)
-            left = min(ticked + self.poll_s, due) - now
+            left = min(ticked + self.timings.poll_s, due) - now
             if left > 0:
                 self._retimed.wait(left)
                 continue
@@ -277,7 +248,9 @@ class Watcher(OwedLook):
 
     def tick(self, now: float) -> None:
         self.counting.ticked()  # a failed count's next try may be due (watcher_count.py)
-        self._log_timings()
+        if self._own_op() is None:
+            self._waited_for = None  # the op waited for is over: the next one is said too
+        self.timings.log()
         generation = self._generation()
         if generation != self._seen_generation:
             self._seen_generation = generation
@@ -298,6 +271,8 @@ class Watcher(OwedLook):
             self._doubted(sig, now)
         if told:
             self._told_at = sig
+        if self.dirty:
+            self.counting.recheck()  # the data key back: work again at once (`work_left`)
         counted = None  # the owed start's count, made in this tick: not made again
         if self._start_owed:
             counted = self._start_count(sig, told)
@@ -308,21 +283,40 @@ class Watcher(OwedLook):
             return
         if not self.dirty or sig == self._held_at_signature:
             return
-        if now - self._last_change >= self.quiet_s:
+        if now - self._last_change >= self.timings.quiet_s:
             self._fire("quiet trigger", sig, told, now, counted)
             return
         # A check is used up only by a count made (`due`): one a failed count's wait put
         # off came a minute later, past the RETRY_CAP_TICKS the wait promises.
         if counted or ((looked or now - self._last_size_check >= SIZE_CHECK_INTERVAL_S)
                        and self.counting.due):
+            if counted is None and self._op_runs():
+                self._turn_taken("size trigger")  # not used up, nor a look's count
+                return
             self._last_size_check = now
             counts = counted or self.counting()
             if counts is None:
                 return
             if counts == (0, 0):
                 self._nothing_left(sig, told)
-            elif (counts[0] + counts[1]) * ESTIMATED_BYTES_PER_ROW > self.size_trigger:
+            elif (counts[0] + counts[1]) * ESTIMATED_BYTES_PER_ROW > self.timings.size_trigger:
                 self._fire("size trigger", sig, told, now)
+
+    def _op_runs(self) -> bool:
+        """Whether a head-moving op of the space runs in this worker (head_lock.HeadTurn),
+        so the push or size check due neither pushes nor counts (an owed start's count,
+        made before, still is): its push was refused BUSY, waited out and shown as a failed
+        push (KINT_PUSH_RETRY_SECONDS), while the dirty store could be pushed at the first
+        tick after the op. That tick goes on by the usual rules (a look or size check due
+        is made then). Asked only where the tick acts (`_fire`, the size check), so the
+        wait is said only when one was due, not for every op that meets a dirty store. An
+        op begun since: `_fire`'s TurnTaken, met after its count."""
+        op = self._own_op()
+        if op is not None and op != self._waited_for:
+            log.info("watcher: a %s is running for this space; the watcher waits for it "
+                     "to end", op)
+        self._waited_for = op
+        return op is not None
 
     def _settle(self, sig: tuple[int, ...] | None, told: bool) -> None:
         """Clear the dirty mark only if the store has not changed since `sig` was read: a
@@ -351,6 +345,9 @@ class Watcher(OwedLook):
         owed start's), not made again: each is a diff of the whole store."""
         if self.backoff.waiting(now):
             return  # a failed push's wait is not over (checked before the diff it costs)
+        if self._op_runs():
+            self._turn_taken(trigger)  # nor a diff while it runs
+            return
         counts = counted or self.counting()
         if counts is None:
             return  # cannot push (no data key), the count failed, or its retry is not due
@@ -366,6 +363,8 @@ class Watcher(OwedLook):
             # What the push anchored is what the store held at `sig` or later; a change
             # made while it ran shows as a new signature at the next tick.
             self._settle(sig, told)
+        except TurnTaken:
+            self._turn_taken(trigger)  # an op of the space began since `_op_runs`
         except ProtocolError as err:
             if err.code.value == "HELD":
                 # Wait for the next store change; one a signature that does not tell every
@@ -379,9 +378,15 @@ class Watcher(OwedLook):
             if self._failed("INTERNAL", f"{type(err).__name__}: {err}", None, now, started):
                 log.exception("watcher push failed")
 
+    def _turn_taken(self, trigger: str) -> None:
+        """An op of the space holds its turn: no failure, and a size check (or its push, or
+        a look's count: `_look_again`) is made again at the next tick, not a minute on."""
+        if trigger == "size trigger":
+            self._last_size_check = float("-inf")
+
     def _failed(self, code: str, message: str, hint: str | None, now: float,
                 started: float) -> bool:
         """The wait runs from when the attempt ended (a hung endpoint's timeout included),
         on the tick's clock."""
         ended = now + (time.monotonic() - started)
-        return self.backoff.failed(code, message, hint, ended, self.first_wait_s)
+        return self.backoff.failed(code, message, hint, ended, self.timings.first_wait_s)

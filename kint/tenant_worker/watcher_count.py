@@ -49,12 +49,16 @@ class WatcherCount:
     failed, what it said and since when. The watcher's thread counts; the main thread
     reads `uncounted` for its beats (one attribute, replaced whole)."""
 
-    def __init__(self, count: Callable[[], tuple[int, int] | None]) -> None:
+    def __init__(self, count: Callable[[], tuple[int, int] | None],
+                 can_push: Callable[[], bool] = lambda: False) -> None:
         self._count = count
+        # The cheap half of `count`: whether it would get past "cannot push" (`recheck`).
+        self._can_push = can_push
         # While the last count failed: what it said, since when, whether for good.
         self.uncounted: Uncounted | None = None
-        # The last count answered None: the space cannot push (not connected, no cached
-        # data key), so a dirty store is no work this worker can finish (Watcher.work_left).
+        # The last count answered None, and no tick since found the key back (`recheck`):
+        # the space cannot push (not connected, no cached data key), so a dirty store is no
+        # work this worker can finish (Watcher.work_left).
         self.cannot_push = False
         self._failures = 0  # failed in a row for the same reason
         self._wait_ticks = 0  # ticks to begin before the next try (the module's docstring)
@@ -63,6 +67,16 @@ class WatcherCount:
         """A watcher tick began: one fewer to wait before a failed count is tried again."""
         if self._wait_ticks:
             self._wait_ticks -= 1
+
+    def recheck(self) -> None:
+        """A dirty store's tick while the last count answered None: whether the space can
+        push now asked again, by what the count asks before its diff (the enrolment, the
+        cached data key, the mirror: a few small files), so that the key's return makes
+        the store the worker's work at this tick. Left to the next count, made before the
+        quiet period only by the size check, `cannot_push` stayed stale up to a minute, in
+        which the idle stop could take rows the worker could now push."""
+        if self.cannot_push and self._can_push():
+            self.cannot_push = False
 
     @property
     def due(self) -> bool:
