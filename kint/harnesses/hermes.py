@@ -51,7 +51,8 @@ TIMEOUT = 120
 # Profiles set up at once. Each is its own config file and store, and most of its time is
 # Hermes' CLI starting, four to five times a profile: one after another, three profiles
 # took 12-17 s of the suite's Hermes test; side by side, bounded, so a machine with many
-# profiles does not start dozens of Pythons at once.
+# profiles does not start dozens of Pythons at once (two a profile at most, its first two
+# reads: `one_profile`).
 PROFILES_AT_ONCE = 4
 
 
@@ -204,10 +205,14 @@ def one_profile(cli: str, plan: Plan, root: Path, profile: str,
     config = profile_dir(root, profile) / "config.yaml"
     read_config(config)  # a folder, or a file this user may not read: said here, not by Hermes
     refuse_container_mode(cli, profile, profile_dir(root, profile))
-    current = current_entry(cli, profile)
+    # The profile's two reads side by side (each a `hermes` start, a second or so): both
+    # only read its config, and neither answer decides whether the other is asked.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kint-setup-hermes") as side:
+        asked = side.submit(hermes_provider.memory_provider, cli, profile)
+        current = current_entry(cli, profile)
+        provider = asked.result()
     theirs, left = users_env(current, env, hermes_refuses)
     env = {**theirs, **env}
-    provider = hermes_provider.memory_provider(cli, profile)
     no_plugin = blocker.result()
     if provider is None:
         raise HarnessFailure(f"`hermes -p {profile} config get` did not answer",
