@@ -205,8 +205,9 @@ def one_profile(cli: str, plan: Plan, root: Path, profile: str,
     config = profile_dir(root, profile) / "config.yaml"
     read_config(config)  # a folder, or a file this user may not read: said here, not by Hermes
     refuse_container_mode(cli, profile, profile_dir(root, profile))
-    # The profile's two reads side by side (each a `hermes` start, a second or so): both
-    # only read its config, and neither answer decides whether the other is asked.
+    # The profile's two reads side by side (each a `hermes` start, a second or so): neither
+    # changes its config (a start may lay out a new profile's folders, the same either
+    # way), and neither answer decides whether the other is asked.
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kint-setup-hermes") as side:
         asked = side.submit(hermes_provider.memory_provider, cli, profile)
         current = current_entry(cli, profile)
