@@ -76,6 +76,9 @@ class Client(LivenessChecks):
         # it from a later process given its pid once the pid file names it no more
         # (kint/client_liveness.py).
         self._named_at = 0.0
+        # (pid, `_named_at`) once a look found proof that the request sent then reached the
+        # supervisor `pid`, which no longer holds the home (kint/client_liveness.py).
+        self._reached_by: tuple[int, float] | None = None
         # The pid of the supervisor the last `call` sent its request to, as the pid file
         # named it then (one the call started included); None when it sent nothing or no
         # pid was known. Read after a call that got no answer, it names the supervisor that

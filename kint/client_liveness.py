@@ -12,13 +12,15 @@ runs: removed (`run/` cleaned, an upgrade's tooling), that supervisor steps down
 the requests it holds before it exits, and a successor may take the home meanwhile. So a
 client whose pid file no longer names the supervisor it sent to waits on as long as that
 process is there and is that supervisor (`began_by`: a reused pid's process began later),
-and says it exited once it has; where the request may never have reached it (a socket
-connected to no file of its), the socket is dropped at once as before, and the refusal
+and says it exited once it has; where nothing proves the request reached it (`_reached`:
+a socket connected to no file of its, or as its door closed, or a successor holding the
+home that cleared its note), the socket is dropped at once as before, and the refusal
 says that supervisor no longer holds the home, not that it exited, while it is there.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from typing import TYPE_CHECKING
 
@@ -26,9 +28,10 @@ from kint.client_closed_door import ClosedDoorChecks
 from kint.client_errors import (EXITED_HINT, NO_SUPERVISOR_HINT, UNREACHED_HINT,
                                 SupervisorUnavailable)
 from kint.front_closed import boot_time, read_stepped_down_note
-from kint.socket_paths import socket_dir
+from kint.socket_paths import FRONT_SOCKET, socket_dir
 
 if TYPE_CHECKING:
+    from kint.front_closed import Moment
     from kint.supervisor.pidlock import HolderWatch
 
 
@@ -40,10 +43,14 @@ class LivenessChecks(ClosedDoorChecks):
 
     # Client's own, declared for the type checker.
     _holder: "HolderWatch"
+    _front: "tuple[tuple[int, int, int], str, str, Moment] | None"
     _stopped_since: tuple[int, float] | None
     # When (time.monotonic()) the pid file last named, before the request went, the
     # supervisor it went to: that process began by then (`_named_since`).
     _named_at: float
+    # (pid, `_named_at`): the request sent at `_named_at` went to the supervisor `pid`, as
+    # its stepping-down note proved at a look (`_reached`); of no later request.
+    _reached_by: tuple[int, float] | None
 
     def _check_serving(self, serving: int | None, op: str) -> int:
         """While waiting on `op`: the pid of the supervisor that holds the request, or
@@ -60,7 +67,7 @@ class LivenessChecks(ClosedDoorChecks):
         if now is None or (serving not in (None, -1) and now != serving):
             assert serving is not None  # both None: refused above
             there = serving > 0 and began_by(serving, self._named_since())
-            if not (there and self._reached(serving)):
+            if not (there and self._reached(serving, now)):
                 # A request still queued on the socket (never delivered: the door closed
                 # for a stop) would go to the next supervisor to bind there, a minute on.
                 self._drop_socket()
@@ -83,20 +90,42 @@ class LivenessChecks(ClosedDoorChecks):
             self._refuse_if_closed(holding, op, sent=True)
         return holding
 
-    def _reached(self, pid: int) -> bool:
-        """Whether the request went to the supervisor `pid`, which the pid file named when
-        it went and names no more, on a connection it let in: to its socket file while
-        that was there, and, if its door has closed for its stop, before that
-        (`let_in_by`). Such a request it answers as it steps down. One that may be queued
-        still (a socket connected to no file of its) is not waited on: it would reach the
-        next supervisor to bind there."""
+    def _reached(self, pid: int, now: int | None) -> bool:
+        """Whether there is proof that the request went to the supervisor `pid`, which the
+        pid file named when it went and names no more (`now`: whom it names, if anyone),
+        on a connection it let in: one it answered on (`_answered_on`), or, if its door
+        has closed for its stop, one made to its socket file before that (`let_in_by`),
+        or, its door still open and no other supervisor holding the home, one made to that
+        file. Such a request it answers as it steps down. Without proof the request may
+        be queued still (a socket connected to no file of its, or connected as its door
+        closed) and is not waited on: it would reach the next supervisor to bind there.
+        The next one also clears the old one's note as it takes the home
+        (kint.front_closed.clear_left_behind): no note of its is no proof then."""
         stamp = self._connected_at
-        if self._sock is None or stamp is None or stamp[1] != pid:
+        if self._sock is None:
             return False
-        closed = read_stepped_down_note(socket_dir(self.home))
-        # No note of its: its door still open, or a successor took the home and cleared
-        # the note (kint.front_closed.clear_left_behind): connected while its file was there.
-        return closed is None or closed.pid != pid or self.let_in_by(pid, closed)
+        if self._reached_by == (pid, self._named_at) or self._answered_on(pid):
+            return True
+        if stamp is None or stamp[1] != pid:
+            return False
+        folder = socket_dir(self.home)
+        closed = read_stepped_down_note(folder)
+        if closed is not None and closed.pid == pid:
+            if not self.let_in_by(pid, closed):
+                return False
+            self._reached_by = (pid, self._named_at)  # let in: the note cannot unsay it
+            return True
+        # No note of its: its door is still open (its file there, which no other binds
+        # while none holds the home), or a note that said otherwise was cleared.
+        return now is None and os.path.exists(folder / FRONT_SOCKET)
+
+    def _answered_on(self, pid: int) -> bool:
+        """Whether the supervisor `pid` has answered on this client's socket: an answer
+        came from pid `pid` (`_front`, forgotten with the socket) and the process on that
+        pid now was there by then (`began_by`), so it was that process that answered, on a
+        connection it still serves."""
+        front = self._front
+        return front is not None and front[0][0] == pid and began_by(pid, front[3].boot)
 
     def _named_since(self) -> float:
         """`_named_at` on the clock /proc's start times count (`boot_time`, which counts
