@@ -19,7 +19,10 @@ import os
 import signal
 import subprocess
 import threading
+import time
 from typing import Any
+
+import pytest
 
 from conftest import make_sandbox, pid_alive, write_store
 from kint.client import Client, KintError
@@ -199,3 +202,32 @@ def test_a_process_is_the_one_looked_at_only_if_it_began_by_the_look():
     finally:
         before.kill()
         before.wait()
+
+
+
+def test_the_client_does_not_wait_on_a_process_given_the_pid_after_its_send(sandbox):
+    """The client's own use of `began_by`: its request went (`_named_at`) before process
+    P began, so P, on the pid the request went to, is a later process given that pid
+    (the supervisor exited since): said to have exited, never taken for the supervisor
+    still there ("no longer holds ... may not have reached it"). A process begun by the
+    send is taken for it. No supervisor runs in the home: its pid file names nobody."""
+    client = Client(sandbox.kint_home, autostart=False)
+    try:
+        # Sent 50 ms ago: past the 10 ms tick /proc counts a start time in.
+        client._named_at = time.monotonic() - 0.05
+        later = subprocess.Popen(["sleep", "30"])
+        try:
+            with pytest.raises(KintError) as refused:
+                client._check_serving(later.pid, "x")
+            assert refused.value.message == (f"the supervisor (pid {later.pid}) exited before "
+                                             f"answering x; whether x ran is unknown")
+            client._named_at = time.monotonic()  # sent after it began: it is the one
+            with pytest.raises(KintError) as refused:  # no socket: nothing says it got it
+                client._check_serving(later.pid, "x")
+            assert refused.value.message.startswith(
+                f"the supervisor (pid {later.pid}) no longer holds {sandbox.kint_home}")
+        finally:
+            later.kill()
+            later.wait()
+    finally:
+        client.close()
