@@ -135,6 +135,43 @@ def test_a_request_is_given_up_on_once_that_supervisor_is_gone(tmp_path):
             os.kill(pid, signal.SIGKILL)
 
 
+def test_a_stepping_down_supervisor_stopped_mid_drain_is_named_with_how_to_resume_it(
+        tmp_path):
+    """The same step-down, its supervisor then stopped (SIGSTOP) while it drains: it never
+    ends its stop on its own, so after the bound a command gives a stopped one (10 s) the
+    client names it, that it stops and is stopped, with `kill -CONT PID`, and the human's
+    hint, not "run it again once the supervisor has stopped"."""
+    from kint.front_closed import STOPPING_HINT
+
+    sb, hold = _held_attach_machine(tmp_path)
+    log = sb.kint_home / "supervisor.log"
+    pid = running_pid(sb.kint_home)
+    assert pid is not None and pid > 0
+    outcome: dict[str, Any] = {}
+    client = Client(sb.kint_home, autostart=False)
+    try:
+        hold.touch()
+        caller = _attach_on(client, sb, outcome)
+        (run_dir(sb.kint_home) / PID_FILE).unlink()
+        sb.wait_for(lambda: "stop requested (stop)" in log.read_text(errors="replace"),
+                    what="the stop read by the worker")
+        sb.wait_for(lambda: _looked_without_pid_file(client, outcome),
+                    what="a look at the pid file since it went")
+        os.kill(pid, signal.SIGSTOP)
+        caller.join(40)  # named 10 s after a look finds it stopped
+        assert not caller.is_alive()
+        err = outcome["error"]
+        assert err.code == "SUPERVISOR_UNAVAILABLE", err.message
+        assert err.message.startswith(f"the supervisor (pid {pid}) is stopping"), err.message
+        assert f"(it is stopped: `kill -CONT {pid}` resumes it)" in err.message, err.message
+        assert err.hint != STOPPING_HINT and f"kill {pid}" in (err.hint or ""), err.hint
+    finally:
+        hold.unlink(missing_ok=True)
+        client.close()
+        if pid_alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
 def test_a_request_that_may_not_have_reached_it_is_not_waited_on(sandbox):
     """The drop-the-socket guard kept: a request sent while the supervisor's socket file
     was not there (moved aside here, the supervisor held by SIGSTOP so that it binds no
