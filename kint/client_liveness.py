@@ -129,12 +129,14 @@ class LivenessChecks(ClosedDoorChecks):
 
     def _named_since(self) -> float:
         """`_named_at` on the clock /proc's start times count (`boot_time`, which counts
-        the time the machine slept, as monotonic time does not): read from the clock now
-        rather than at every send, which would cost every call. A sleep since then makes
-        it later than the moment was, never earlier: the supervisor it named always passes
-        `began_by`, and a process given its pid after it exited passes only had the
-        machine slept, after that process began, longer than it was awake between the
-        send and that start."""
+        the time the machine slept, as monotonic time does not), worked out at a look
+        rather than read at every send: read there, CLOCK_BOOTTIME measured 0.13 against
+        0.09 us for time.monotonic() on a busy box (review33b saw 0.114 against 0.100), a
+        cost on every call of a client that calls often, for a case that needs a reused
+        pid and a suspend. A sleep since the send makes it later than the moment was,
+        never earlier: the supervisor it named always passes `began_by`, and a process
+        given its pid after it exited passes only had the machine slept, after that
+        process began, longer than it was awake between the send and that start."""
         return boot_time() - (time.monotonic() - self._named_at)
 
     def _drop_socket(self) -> None:
