@@ -55,9 +55,13 @@ def _held_attach_machine(tmp_path):
     hold = tmp_path / "hold-attach"
     sb = make_sandbox(tmp_path / "machine", KINT_TEST_HOLD_ATTACH=str(hold),
                       KINT_WORKER_HEARTBEAT_TIMEOUT="60")
-    sb.start_entitled()
-    write_store(sb.sibyl_db, tenant=sb.tenant)
-    sb.call("status", sb.sibyl_db, timeout_s=60)
+    try:
+        sb.start_entitled()
+        write_store(sb.sibyl_db, tenant=sb.tenant)
+        sb.call("status", sb.sibyl_db, timeout_s=60)
+    except BaseException:
+        sb.shutdown()
+        raise
     return sb, hold
 
 
@@ -98,6 +102,7 @@ def test_a_stepping_down_supervisor_still_answers_the_request_it_holds(tmp_path)
     finally:
         hold.unlink(missing_ok=True)
         client.close()
+        sb.shutdown()  # where it failed first; a no-op with its pid file gone
         if pid is not None and pid_alive(pid):
             os.kill(pid, signal.SIGKILL)
 
@@ -131,6 +136,7 @@ def test_a_request_is_given_up_on_once_that_supervisor_is_gone(tmp_path):
     finally:
         hold.unlink(missing_ok=True)
         client.close()
+        sb.shutdown()  # where it failed first; a no-op with its pid file gone
         if pid_alive(pid):
             os.kill(pid, signal.SIGKILL)
 
@@ -168,6 +174,7 @@ def test_a_stepping_down_supervisor_stopped_mid_drain_is_named_with_how_to_resum
     finally:
         hold.unlink(missing_ok=True)
         client.close()
+        sb.shutdown()  # where it failed first; a no-op with its pid file gone
         if pid_alive(pid):
             os.kill(pid, signal.SIGKILL)
 
