@@ -72,8 +72,11 @@ class LivenessChecks(ClosedDoorChecks):
                 # for a stop) would go to the next supervisor to bind there, a minute on.
                 self._drop_socket()
                 if there:
+                    # -1: a pid file held but not read, maybe still that supervisor's.
+                    holds = ("may no longer hold" if now == -1 else "no longer holds")
+                    why = " (its pid file cannot be read)" if now == -1 else ""
                     raise SupervisorUnavailable(
-                        f"the supervisor (pid {serving}) no longer holds {self.home} and "
+                        f"the supervisor (pid {serving}) {holds} {self.home}{why} and "
                         f"{op} may not have reached it; whether {op} ran is unknown",
                         UNREACHED_HINT)
                 raise SupervisorUnavailable(

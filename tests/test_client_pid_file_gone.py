@@ -275,3 +275,26 @@ def test_the_client_does_not_wait_on_a_process_given_the_pid_after_its_send(sand
             later.wait()
     finally:
         client.close()
+
+
+def test_a_pid_file_that_cannot_be_read_is_not_said_to_name_another(sandbox):
+    """The pid file still held (by the supervisor it named, as far as anyone can tell) but
+    no longer readable as a pid (-1): the client does not wait on a request nothing proves
+    reached that supervisor, but it says the supervisor may no longer hold the home, as
+    its pid file cannot be read, not that it no longer does."""
+    sb = sandbox
+    pid = sb.start()
+    client = Client(sb.kint_home, autostart=False)
+    try:
+        client._named_at = time.monotonic()  # sent to it, on no socket: not proved reached
+        with open(run_dir(sb.kint_home) / PID_FILE, "r+") as pid_file:  # its lock stays
+            pid_file.write("garbled\n")
+        assert client.serving_pid() == -1
+        with pytest.raises(KintError) as refused:
+            client._check_serving(pid, "x")
+        assert refused.value.message == (
+            f"the supervisor (pid {pid}) may no longer hold {sb.kint_home} (its pid file "
+            f"cannot be read) and x may not have reached it; whether x ran is unknown")
+    finally:
+        client.close()
+        os.kill(pid, signal.SIGKILL)
