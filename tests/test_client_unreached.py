@@ -17,7 +17,10 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from typing import Any
+
+import pytest
 
 from conftest import pid_alive
 from kint.client import Client, KintError
@@ -121,6 +124,65 @@ def test_a_request_connected_as_the_door_closed_is_not_waited_on(sandbox):
         _unreached(outcome["error"], pid, sb.kint_home)
         assert client._sock is None
         assert pid_alive(pid)
+    finally:
+        client.close()
+        os.kill(pid, signal.SIGKILL)
+
+
+def test_a_request_its_note_showed_let_in_is_waited_on_after_a_successor_clears_it(sandbox):
+    """The proof a look found in the stepping-down supervisor N's note (the connection
+    made well before its door closed: let in) holds for that request once a successor,
+    taking the home, clears the note (kint.front_closed.clear_left_behind): the client
+    goes on waiting on N. A later request has no such proof. Looks made by hand on a
+    client whose state is set as such a request leaves it (nothing is sent)."""
+    from kint.front_closed import clear_left_behind
+
+    sb = sandbox
+    pid = sb.start()
+    folder = socket_dir(sb.kint_home)
+    client = Client(sb.kint_home, autostart=False)
+    os.kill(pid, signal.SIGSTOP)  # no stop of its own meanwhile: the test says what it did
+    try:
+        at = moment()
+        (folder / FRONT_SOCKET).rename(folder / CLOSED_SOCKET)
+        client._socket(pid)
+        client._connected_at = (at, pid)  # connected while its file was there
+        client._named_at = time.monotonic()
+        began = process_began(pid)
+        assert began is not None and at.boot > 0
+        write_note(folder, FrontClosed(pid, 10, 1024, 1, at.wall + 2.0, at.wall - 5.0, True,
+                                       at.boot + 2.0, began))
+        (run_dir(sb.kint_home) / PID_FILE).unlink()
+        assert client._check_serving(pid, "x") == pid  # let in: waited on
+        clear_left_behind(folder)  # the successor's first step
+        assert client._check_serving(pid, "x") == pid  # still: the note proved it
+        client._named_at = time.monotonic() + 1.0  # a later request, sent after the note
+        with pytest.raises(KintError) as refused:
+            client._check_serving(pid, "x")
+        assert "may not have reached it" in refused.value.message
+        assert client._sock is None
+    finally:
+        client.close()
+        os.kill(pid, signal.SIGKILL)
+
+
+def test_a_request_on_a_connection_the_supervisor_answered_on_is_waited_on(sandbox):
+    """A supervisor N that answered on this client's socket still serves that connection
+    as it steps down, whatever is left of its door (here: its socket file gone, no note,
+    as once a successor cleared them): its pid file removed, the client waits on a
+    request sent on it. Looks made by hand, the request's state set as a send leaves it."""
+    sb = sandbox
+    pid = sb.start()
+    folder = socket_dir(sb.kint_home)
+    client = Client(sb.kint_home, autostart=False)
+    try:
+        assert client.call("sup.ping", timeout_s=30)["pid"] == pid  # answered on it
+        os.kill(pid, signal.SIGSTOP)  # no step-down of its own meanwhile
+        (folder / FRONT_SOCKET).rename(folder / (FRONT_SOCKET + ".aside"))
+        (run_dir(sb.kint_home) / PID_FILE).unlink()
+        client._named_at = time.monotonic()
+        assert client._check_serving(pid, "x") == pid
+        assert client._sock is not None
     finally:
         client.close()
         os.kill(pid, signal.SIGKILL)
