@@ -71,6 +71,14 @@ class Client(LivenessChecks):
         # (pid, since): the supervisor holding this client's request, seen stopped
         # (SIGSTOP) at every liveness check since `since` (time.monotonic()).
         self._stopped_since: tuple[int, float] | None = None
+        # When (time.monotonic()) the request being waited on was sent, after the look at
+        # the pid file that named its supervisor: that process began by then. What tells
+        # it from a later process given its pid once the pid file names it no more
+        # (kint/client_liveness.py).
+        self._named_at = 0.0
+        # (pid, `_named_at`) once a look found proof that the request sent then reached the
+        # supervisor `pid`, which no longer holds the home (kint/client_liveness.py).
+        self._reached_by: tuple[int, float] | None = None
         # The pid of the supervisor the last `call` sent its request to, as the pid file
         # named it then (one the call started included); None when it sent nothing or no
         # pid was known. Read after a call that got no answer, it names the supervisor that
@@ -324,6 +332,7 @@ class Client(LivenessChecks):
         # The receive timeout on `sock` now: a kept socket keeps it from call to call.
         waiting_ms = -1 if fresh_socket else self._rcvtimeo
         self._stopped_since = None
+        self._named_at = time.monotonic()
         try:
             _send(sock, encoded(request), 0)
             while True:

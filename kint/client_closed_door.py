@@ -99,6 +99,18 @@ class ClosedDoorChecks:
         return (self._sock is not None and front is not None
                 and (closed is None or closed.started_by(front[3])))
 
+    def let_in_by(self, pid: int | None, closed: FrontClosed) -> bool:
+        """Whether this client's connection is one the supervisor `pid`, whose door is
+        closed (`closed`, its note), let in: answered on it, or connected to its file
+        before its door closed. Such a connection is served (a first request slower than
+        a liveness look is no refusal); never one made before it took the home: that was
+        another supervisor's, even with its pid."""
+        stamp = self._connected_at
+        return self.answered_by(pid, closed) or (
+            self._sock is not None and stamp is not None and stamp[1] == pid
+            and closed.started_by(stamp[0])
+            and closed.closed_after(stamp[0], CONNECT_SLACK_S))
+
     def _refuse_if_closed(self, pid: int | None, op: str, *, sent: bool) -> bool:
         """Whether the supervisor `pid` has closed its socket to new clients
         (kint/front_closed.py) while this client holds a connection it accepted (which it
@@ -118,14 +130,7 @@ class ClosedDoorChecks:
             # ends the wait of one it did not. A socket that connected to no file (made as
             # the stop began) delivers nothing: refused at once, not after the whole stop.
             return True
-        if self.answered_by(pid, closed) or (
-                self._sock is not None and stamp is not None and stamp[1] == pid
-                and closed.started_by(stamp[0])
-                and closed.closed_after(stamp[0], CONNECT_SLACK_S)):
-            # Answered on this connection, or connected to this supervisor's file before
-            # its door closed: accepted, and served (a first request slower than a
-            # liveness look is no refusal). Never one made before it took the home: that
-            # was another supervisor's, even with its pid.
+        if self.let_in_by(pid, closed):
             return True
         self._drop_socket()  # connecting to a path that is gone: stop trying
         unsent = (f"; whether {op} reached it is unknown"

@@ -14,6 +14,11 @@ NO_SUPERVISOR_HINT = "run `kint supervisor start`, or any command that starts on
 NO_ANSWER_HINT = "see `kint supervisor status` and the supervisor log"
 EXITED_HINT = ("run the command again (it starts a new supervisor); the supervisor log "
                "says why it exited")
+# The hint of a call whose supervisor no longer holds KINT_HOME (its pid file removed or
+# another's) and may never have got the call: the next call reaches (or starts) the one
+# that holds it.
+UNREACHED_HINT = ("run the command again: it reaches the supervisor that holds KINT_HOME "
+                  "now, or starts one")
 
 
 class KintError(Exception):

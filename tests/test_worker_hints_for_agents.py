@@ -798,3 +798,16 @@ def test_a_pull_stopped_at_a_rotated_key_gives_the_agent_its_pull_after_the_conn
         assert "then `kint pull`" not in message, message
         assert message.endswith(" (1 warning(s))") == bool(warnings), message
     assert pull_result({"message": said})["message"] == said
+
+
+def test_a_call_that_may_not_have_reached_a_stepping_down_supervisor_is_the_agents_to_retry():
+    """UNREACHED_HINT (the supervisor a call went to no longer holds the home, and the call
+    may never have reached it: kint.client_liveness) tells a person to run the command
+    again; an agent is told to call the tool again, not to stop and hand it to the human
+    (what an unmapped hint falls to)."""
+    from kint.client_errors import UNREACHED_HINT
+
+    hint = agent_error("memory_status", KintError("SUPERVISOR_UNAVAILABLE", "x",
+                                                  UNREACHED_HINT)).hint
+    assert hint is not None and hint.startswith("call memory_status again: "), hint
+    assert "stop and tell the human" not in hint

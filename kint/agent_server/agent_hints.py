@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from kint.agent_server.hint_matchers import (Matcher, built, endpoint_check, humans, named,
                                              pull_first, unsettled)
-from kint.client_errors import EXITED_HINT, NO_ANSWER_HINT, KintError
+from kint.client_errors import EXITED_HINT, NO_ANSWER_HINT, UNREACHED_HINT, KintError
 from kint.front_closed import CLOSED_HINT, STOPPING_HINT
 from kint.open_files import ROOM_HINT, SYSTEM_FILES_HINT, WORKER_ROOM_HINT
 from kint.pid_file_lock import FOREIGN_FILE_HINT
@@ -205,6 +205,11 @@ _AGENT_HINTS = {
                                                                 "changed"),
     EXITED_HINT: "call {tool} again: kint-server starts a new supervisor (memory_status says "
                  "whether the call that failed had run)",
+    # A supervisor whose pid file went (stepping down) before the call surely reached it:
+    # the call again goes to the one that holds the home now.
+    UNREACHED_HINT: "call {tool} again: kint-server reaches the supervisor that holds the "
+                    "home now, or starts one (memory_status says whether the call that "
+                    "failed had run)",
     # A supervisor that stops ends by itself, in a minute at most (its workers first):
     # nothing for the human, and no sooner than that is the call worth making again.
     STOPPING_HINT: "the supervisor is stopping (up to a minute, its workers first), and "

@@ -307,16 +307,20 @@ def silent_supervisor(home: Path, pid: int) -> SupervisorNotReachable:
     says it serves, but does not answer: stopped (SIGSTOP, a debugger) or stuck. Never
     "no supervisor is running", which would send the user to start one beside it. One that
     closed its socket to new clients for want of open files, or as it stops, says so
-    (kint/front_closed.py)."""
+    (kint/front_closed.py), and, stopped as well, how to resume it."""
     from kint.front_closed import read_note
 
     closed = read_note(socket_dir(home), pid)
+    hint = f"see {log_path(home)}; `kill {pid}` lets the next command start a new one"
     if closed is not None:
-        return SupervisorNotReachable(closed.message(), closed.hint)
+        stopped = stopped_note(pid)
+        # A stopped one never ends its stop, nor takes clients again, on its own: it is
+        # named with how to resume it, and the human's hint, not "once it has stopped".
+        return SupervisorNotReachable(closed.message() + stopped,
+                                      hint if stopped else closed.hint)
     return SupervisorNotReachable(
         f"the supervisor (pid {pid}) runs but does not answer on "
-        f"{front_address(home)}{stopped_note(pid)}",
-        f"see {log_path(home)}; `kill {pid}` lets the next command start a new one")
+        f"{front_address(home)}{stopped_note(pid)}", hint)
 
 
 def unanswering_supervisor(home: Path) -> SupervisorNotReachable | None:

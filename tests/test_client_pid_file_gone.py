@@ -1,0 +1,300 @@
+"""A client waiting on a request whose supervisor's pid file is removed while that
+supervisor still serves it (lane client33).
+
+A supervisor whose pid file goes steps down: it stops, and its stop drains the requests it
+holds before it exits (kint/supervisor/housekeeping.py). The client watched only the pid
+file: gone, it said "the supervisor (pid N) exited before answering" within a second,
+although process N was alive and answered moments later, the answer thrown away. Now it
+waits while process N is still the supervisor it sent to (alive, and begun before the
+look that named it: a reused pid's process begins later), and says it exited once it has.
+
+Real supervisors, workers and files: the request is an agent's `attach` held on the
+worker's pool (KINT_TEST_HOLD_ATTACH, tests/support/kint_test_faults.py) while the test
+removes the pid file.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from conftest import make_sandbox, pid_alive, write_store
+from kint.client import Client, KintError
+from kint.client_liveness import began_by
+from kint.front_closed import boot_time
+from kint.paths import run_dir
+from kint.supervisor.pidlock import PID_FILE, running_pid
+
+
+def _attach_on(client: Client, sb: Any, outcome: dict[str, Any]) -> threading.Thread:
+    """`attach` sent on `client` from a thread, returned once the worker runs it."""
+
+    def attach() -> None:
+        try:
+            outcome["reply"] = client.call(
+                "attach", tenant=sb.tenant, db=str(sb.sibyl_db),
+                space=sb.label(sb.sibyl_db), timeout_s=90,
+                args={"session": "agent-1", "watcher": False})
+        except KintError as err:
+            outcome["error"] = err
+
+    caller = threading.Thread(target=attach, daemon=True)
+    caller.start()
+    sb.wait_for(lambda: (sb.row(sb.sibyl_db).get("ops_running") or 0) >= 1,
+                what="the attach in flight")
+    return caller
+
+
+def _held_attach_machine(tmp_path):
+    hold = tmp_path / "hold-attach"
+    sb = make_sandbox(tmp_path / "machine", KINT_TEST_HOLD_ATTACH=str(hold),
+                      KINT_WORKER_HEARTBEAT_TIMEOUT="60")
+    try:
+        sb.start_entitled()
+        write_store(sb.sibyl_db, tenant=sb.tenant)
+        sb.call("status", sb.sibyl_db, timeout_s=60)
+    except BaseException:
+        sb.shutdown()
+        raise
+    return sb, hold
+
+
+def _looked_without_pid_file(client: Client, outcome: dict[str, Any]) -> bool:
+    """Whether the waiting client has looked at the pid file since it went (its watch
+    forgets the run it found at a look that finds no file), or has given up already.
+    Read, not looked: a look from this thread would race the caller's."""
+    return client._holder.run is None or bool(outcome)
+
+
+def test_a_stepping_down_supervisor_still_answers_the_request_it_holds(tmp_path):
+    """The pid file removed with an attach held in the worker: the supervisor steps down
+    and drains; the client, having looked with the file gone (and the drain begun), is
+    still waiting, and gets the worker's real reply once the attach is let go."""
+    sb, hold = _held_attach_machine(tmp_path)
+    log = sb.kint_home / "supervisor.log"
+    pid = running_pid(sb.kint_home)
+    outcome: dict[str, Any] = {}
+    client = Client(sb.kint_home, autostart=False)
+    try:
+        hold.touch()
+        caller = _attach_on(client, sb, outcome)
+        (run_dir(sb.kint_home) / PID_FILE).unlink()
+        sb.wait_for(lambda: "stepping down" in log.read_text(errors="replace"),
+                    what="the supervisor stepping down")
+        sb.wait_for(lambda: "stop requested (stop)" in log.read_text(errors="replace"),
+                    what="the stop read by the worker")
+        sb.wait_for(lambda: _looked_without_pid_file(client, outcome),
+                    what="a look at the pid file since it went")
+        assert "error" not in outcome, outcome["error"].message
+        assert pid is not None and pid_alive(pid)  # what the client waits on: still there
+        hold.unlink()
+        caller.join(60)
+        assert not caller.is_alive()
+        assert "error" not in outcome, outcome["error"].message
+        assert outcome["reply"]["sessions"] == 1, outcome
+        sb.wait_for(lambda: not pid_alive(pid), what="the stepped-down supervisor's exit")
+    finally:
+        hold.unlink(missing_ok=True)
+        client.close()
+        sb.shutdown()  # where it failed first; a no-op with its pid file gone
+        if pid is not None and pid_alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_a_request_is_given_up_on_once_that_supervisor_is_gone(tmp_path):
+    """The same wait ends, saying the supervisor exited, once the process it sent to is
+    gone (killed here mid-drain): long before the request's 90 s deadline, and the socket
+    dropped, so nothing queued on it reaches a later supervisor."""
+    sb, hold = _held_attach_machine(tmp_path)
+    log = sb.kint_home / "supervisor.log"
+    pid = running_pid(sb.kint_home)
+    assert pid is not None and pid > 0
+    outcome: dict[str, Any] = {}
+    client = Client(sb.kint_home, autostart=False)
+    try:
+        hold.touch()
+        caller = _attach_on(client, sb, outcome)
+        (run_dir(sb.kint_home) / PID_FILE).unlink()
+        sb.wait_for(lambda: "stepping down" in log.read_text(errors="replace"),
+                    what="the supervisor stepping down")
+        sb.wait_for(lambda: _looked_without_pid_file(client, outcome),
+                    what="a look at the pid file since it went")
+        assert "error" not in outcome, outcome["error"].message
+        os.kill(pid, signal.SIGKILL)
+        caller.join(30)  # a look a second: far less than the attach's 90 s
+        assert not caller.is_alive()
+        err = outcome["error"]
+        assert err.code == "SUPERVISOR_UNAVAILABLE", err.message
+        assert f"the supervisor (pid {pid}) exited before answering attach" in err.message
+        assert client._sock is None  # dropped: nothing on it goes to the next supervisor
+    finally:
+        hold.unlink(missing_ok=True)
+        client.close()
+        sb.shutdown()  # where it failed first; a no-op with its pid file gone
+        if pid_alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_a_stepping_down_supervisor_stopped_mid_drain_is_named_with_how_to_resume_it(
+        tmp_path):
+    """The same step-down, its supervisor then stopped (SIGSTOP) while it drains: it never
+    ends its stop on its own, so after the bound a command gives a stopped one (10 s) the
+    client names it, that it stops and is stopped, with `kill -CONT PID`, and the human's
+    hint, not "run it again once the supervisor has stopped"."""
+    from kint.front_closed import STOPPING_HINT
+
+    sb, hold = _held_attach_machine(tmp_path)
+    log = sb.kint_home / "supervisor.log"
+    pid = running_pid(sb.kint_home)
+    assert pid is not None and pid > 0
+    outcome: dict[str, Any] = {}
+    client = Client(sb.kint_home, autostart=False)
+    try:
+        hold.touch()
+        caller = _attach_on(client, sb, outcome)
+        (run_dir(sb.kint_home) / PID_FILE).unlink()
+        sb.wait_for(lambda: "stop requested (stop)" in log.read_text(errors="replace"),
+                    what="the stop read by the worker")
+        sb.wait_for(lambda: _looked_without_pid_file(client, outcome),
+                    what="a look at the pid file since it went")
+        os.kill(pid, signal.SIGSTOP)
+        caller.join(40)  # named 10 s after a look finds it stopped
+        assert not caller.is_alive()
+        err = outcome["error"]
+        assert err.code == "SUPERVISOR_UNAVAILABLE", err.message
+        assert err.message.startswith(f"the supervisor (pid {pid}) is stopping"), err.message
+        assert f"(it is stopped: `kill -CONT {pid}` resumes it)" in err.message, err.message
+        assert err.hint != STOPPING_HINT and f"kill {pid}" in (err.hint or ""), err.hint
+    finally:
+        hold.unlink(missing_ok=True)
+        client.close()
+        sb.shutdown()  # where it failed first; a no-op with its pid file gone
+        if pid_alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_a_request_that_may_not_have_reached_it_is_not_waited_on(sandbox):
+    """The drop-the-socket guard kept: a request sent while the supervisor's socket file
+    was not there (moved aside here, the supervisor held by SIGSTOP so that it binds no
+    other) sits queued on the client's socket, for whichever supervisor binds there next.
+    Its pid file removed, the client does not wait on that supervisor, though its process
+    is there: it drops the socket at the next look, and says the supervisor no longer
+    holds the home and the request may not have reached it, not that it exited."""
+    from kint.socket_paths import FRONT_SOCKET, socket_dir
+
+    sb = sandbox
+    pid = sb.start()
+    front = socket_dir(sb.kint_home) / FRONT_SOCKET
+    aside = front.with_name(FRONT_SOCKET + ".aside")
+    outcome: dict[str, Any] = {}
+    client = Client(sb.kint_home, autostart=False)
+
+    def ping() -> None:
+        try:
+            outcome["reply"] = client.call("sup.ping", timeout_s=60)
+        except KintError as err:
+            outcome["error"] = err
+
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        front.rename(aside)
+        caller = threading.Thread(target=ping, daemon=True)
+        caller.start()
+        # Sent (queued) to the supervisor the pid file names: its first look is a second on.
+        sb.wait_for(lambda: client.sent_to == pid or outcome, interval=0.01,
+                    what="the request sent")
+        (run_dir(sb.kint_home) / PID_FILE).unlink()
+        caller.join(30)  # a look a second, where the stop is named after 10 s
+        assert not caller.is_alive()
+        err = outcome["error"]
+        assert err.code == "SUPERVISOR_UNAVAILABLE", err.message
+        assert err.message == (f"the supervisor (pid {pid}) no longer holds {sb.kint_home} "
+                               f"and sup.ping may not have reached it; whether sup.ping ran "
+                               f"is unknown"), err.message
+        assert "starts one" in (err.hint or "")
+        assert client._sock is None  # dropped: the queued request goes to nobody
+        assert pid_alive(pid)
+    finally:
+        client.close()
+        os.kill(pid, signal.SIGKILL)
+
+
+def test_a_process_is_the_one_looked_at_only_if_it_began_by_the_look():
+    """Whether process `pid` is the supervisor a look named, by when it began: one begun
+    after the look has the pid of one that exited since (reused), and is not waited on;
+    nor is a pid nobody has."""
+    before = subprocess.Popen(["sleep", "30"])
+    try:
+        looked = boot_time()
+        after = subprocess.Popen(["sleep", "30"])
+        try:
+            assert began_by(before.pid, looked)
+            assert began_by(os.getpid(), looked)
+            # Ticks are 10 ms: a process begun within a tick of the look could read as
+            # begun at it. Looked at a tick before, the later process began after.
+            assert not began_by(after.pid, looked - 0.02)
+        finally:
+            after.kill()
+            after.wait()
+        assert not began_by(after.pid, boot_time())  # reaped: no such process
+    finally:
+        before.kill()
+        before.wait()
+
+
+
+def test_the_client_does_not_wait_on_a_process_given_the_pid_after_its_send(sandbox):
+    """The client's own use of `began_by`: its request went (`_named_at`) before process
+    P began, so P, on the pid the request went to, is a later process given that pid
+    (the supervisor exited since): said to have exited, never taken for the supervisor
+    still there ("no longer holds ... may not have reached it"). A process begun by the
+    send is taken for it. No supervisor runs in the home: its pid file names nobody."""
+    client = Client(sandbox.kint_home, autostart=False)
+    try:
+        # Sent 50 ms ago: past the 10 ms tick /proc counts a start time in.
+        client._named_at = time.monotonic() - 0.05
+        later = subprocess.Popen(["sleep", "30"])
+        try:
+            with pytest.raises(KintError) as refused:
+                client._check_serving(later.pid, "x")
+            assert refused.value.message == (f"the supervisor (pid {later.pid}) exited before "
+                                             f"answering x; whether x ran is unknown")
+            client._named_at = time.monotonic()  # sent after it began: it is the one
+            with pytest.raises(KintError) as refused:  # no socket: nothing says it got it
+                client._check_serving(later.pid, "x")
+            assert refused.value.message.startswith(
+                f"the supervisor (pid {later.pid}) no longer holds {sandbox.kint_home}")
+        finally:
+            later.kill()
+            later.wait()
+    finally:
+        client.close()
+
+
+def test_a_pid_file_that_cannot_be_read_is_not_said_to_name_another(sandbox):
+    """The pid file still held (by the supervisor it named, as far as anyone can tell) but
+    no longer readable as a pid (-1): the client does not wait on a request nothing proves
+    reached that supervisor, but it says the supervisor may no longer hold the home, as
+    its pid file cannot be read, not that it no longer does."""
+    sb = sandbox
+    pid = sb.start()
+    client = Client(sb.kint_home, autostart=False)
+    try:
+        client._named_at = time.monotonic()  # sent to it, on no socket: not proved reached
+        with open(run_dir(sb.kint_home) / PID_FILE, "r+") as pid_file:  # its lock stays
+            pid_file.write("garbled\n")
+        assert client.serving_pid() == -1
+        with pytest.raises(KintError) as refused:
+            client._check_serving(pid, "x")
+        assert refused.value.message == (
+            f"the supervisor (pid {pid}) may no longer hold {sb.kint_home} (its pid file "
+            f"cannot be read) and x may not have reached it; whether x ran is unknown")
+    finally:
+        client.close()
+        os.kill(pid, signal.SIGKILL)
