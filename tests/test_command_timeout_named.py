@@ -116,3 +116,40 @@ def test_a_chain_config_from_a_worker_of_another_kint_is_read():
     assert taken == chain and taken.rpc_timeout_source == "this call"
     del sent["rpc_timeout_source"], sent["rpc_timeout_where"]  # an older kint's worker
     assert chain_config({"chain": sent}).rpc_timeout_source == "default"
+
+
+def test_a_bound_a_caller_set_is_named_with_its_own_source(monkeypatch):
+    """A chain whose timeout a caller replaced (ChainConfig.with_rpc_timeout) names that
+    bound, its value and its source, never the loaded KINT_RPC_TIMEOUT's source beside the
+    new value: verify's head read (ChainHeadSource, here through a real Anchor to a closed
+    port) and status's key facts wait KINT_VERIFY_HEAD_SECONDS, and doctor's calls at most
+    its cap. Replaced with the value alone, the message read "KINT_RPC_TIMEOUT=0.5s (from
+    file /h/config.toml ...)", a value that file never set."""
+    from kint.tenant_worker.chain_head import ChainHeadSource
+    from kint.tenant_worker.doctor_chain import DOCTOR_CALL_S, DOCTOR_CAP
+    from kint.tenant_worker.rpc_hint import chain_timeout_named
+    from rpc_proxy import closed_port_url
+
+    monkeypatch.setenv("KINT_VERIFY_HEAD_SECONDS", "0.5")
+    loaded = ChainConfig((closed_port_url(),), 31337, "0x" + "11" * 20, 1, 30.0,
+                         rpc_timeout_source="file", rpc_timeout_where="/h/config.toml")
+    tracker = RpcTracker()
+    given: list[ChainConfig] = []
+
+    def anchor_for(config: ChainConfig) -> Anchor:
+        given.append(config)
+        return Anchor(config, tracker)
+
+    reading = ChainHeadSource(loaded, tracker, anchor_for, "0x" + "33" * 20,
+                              "22" * 32).read(0.5)
+    assert reading.head is None and len(given) == 1, reading
+    timed_out = f"{RPC_TIMEOUT_WORDS} (ReadTimeout)"
+    within = RPC_TIMEOUT_WORDS.removesuffix("KINT_RPC_TIMEOUT")
+    said = chain_timeout_named(timed_out, given[0])
+    assert said == f"{within}KINT_VERIFY_HEAD_SECONDS=0.5s (from this call; ReadTimeout)", said
+    assert not given[0].rpc_retries
+    said = chain_timeout_named(timed_out, loaded.with_rpc_timeout(DOCTOR_CALL_S, DOCTOR_CAP))
+    assert said == (f"{RPC_TIMEOUT_WORDS}=12s (from kint doctor's cap on one call; "
+                    "ReadTimeout)"), said
+    said = chain_timeout_named(timed_out, loaded)  # the loaded chain still says its own
+    assert said == f"{RPC_TIMEOUT_WORDS}=30s (from file /h/config.toml; ReadTimeout)", said

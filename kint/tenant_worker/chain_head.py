@@ -68,8 +68,6 @@ class ChainHeadSource:
         self.owner, self.space_id = owner, space_id
 
     def read(self, timeout_s: float) -> HeadReading:
-        from dataclasses import replace
-
         from kint.chain.anchor import NoContractThere
         from kint.chain.rpc import RpcUnavailable
 
@@ -80,8 +78,8 @@ class ChainHeadSource:
         try:
             # One try: the budget bounds the whole read, and a verify that misses it
             # checks against the mirror, where retries would triple the budget.
-            anchor = self.anchor_for(replace(self.chain, rpc_timeout_s=timeout_s,
-                                             rpc_retries=False))
+            anchor = self.anchor_for(self.chain.with_rpc_timeout(
+                timeout_s, settings.lookup("KINT_VERIFY_HEAD_SECONDS")))
             head = anchor.head(self.owner, self.space_id)
         except NoContractThere as err:  # it answered: say what, not "unresponsive"
             return HeadReading(None, str(err))

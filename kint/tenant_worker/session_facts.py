@@ -12,9 +12,9 @@ read that fails leaves the local half and says why in `error`.
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 from typing import Any
 
+from kint import settings
 from kint.chain.calls import ChainRefused
 from kint.chain.key_facts import read_key_facts
 from kint.chain.rpc import RpcUnavailable
@@ -51,8 +51,8 @@ def session_key_facts(ctx: SpaceContext, owner: str) -> dict[str, Any]:
             raise _OutOfTime
 
     try:
-        anchor = ctx.head_anchor(replace(ctx.chain(), rpc_timeout_s=timeout_s,
-                                         rpc_retries=False))
+        anchor = ctx.head_anchor(ctx.chain().with_rpc_timeout(timeout_s,
+                                                              settings.lookup(HEAD_BUDGET)))
         facts = read_key_facts(anchor, out["address"], owner, before_read=in_time)
     except (RpcUnavailable, ChainRefused) as err:  # a timeout names the head's budget
         out["error"] = f"the chain did not answer: {bound_named(str(err), HEAD_BUDGET)}"
