@@ -22,6 +22,7 @@ from kint.chain.calls import RPC_TIMEOUT_WORDS
 from kint.chain.anchor import Anchor
 from kint.chain.config import ChainConfig
 from kint.chain.rpc import RpcTracker, RpcUnavailable
+from kint.settings.schema import BY_NAME
 from test_recycle_sessions import _worker
 
 
@@ -31,8 +32,12 @@ def test_session_key_show_and_authorize_name_the_rpc_timeout_they_waited_and_who
     eth_getBlockByNumber (the first read of each command): `session-key show` warns,
     `authorize payload` refuses, each naming KINT_RPC_TIMEOUT's value and source, given by
     the caller's environment, then by the supervisor's, which only the space's worker
-    reads: a lookup in the command's own process would say "the default"."""
-    with machine_behind_proxy(tmp_path, chain_home, KINT_RPC_TIMEOUT="0.75") as (sb, proxy):
+    reads: a lookup in the command's own process would say "the default". The supervisor
+    runs with 0.75 s, which the test needs in its environment; the set-up's connect sends
+    the default as its own value, so a slow anvil answer on a loaded box does not fail it."""
+    sane = {"KINT_RPC_TIMEOUT": str(BY_NAME["KINT_RPC_TIMEOUT"].default)}
+    with machine_behind_proxy(tmp_path, chain_home, connect_settings=sane,
+                              KINT_RPC_TIMEOUT="0.75") as (sb, proxy):
         del sb.env["KINT_RPC_TIMEOUT"]  # the supervisor was started with it; commands are not
         proxy.set_mode("hang_methods", methods=["eth_chainId", "eth_getBlockByNumber"])
         shown = ok(sb.kint("session-key", "show", env={"KINT_RPC_TIMEOUT": "0.5"}))
