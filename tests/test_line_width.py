@@ -3,9 +3,10 @@
 kint/ had grown past it (note 29), and ~40 of tests/ and bench/ while only kint/ was
 checked, and a reader of a side-by-side diff or a review lost their ends.
 
-The Markdown too (README.md, docs/, bench/'s README.md and RESULTS.md): only .py files were
-checked, and README.md had 31 lines past the width, docs/ ~100 besides their tables,
-bench/ ~65. Exempt there, each because no wrap can shorten it without changing what it says:
+The Markdown too (every .md of the project's own: README.md, docs/, bench/, deploy/'s and
+tests/vectors/'s READMEs): only .py files were checked, and README.md had 31 lines past the
+width, docs/ ~100 besides their tables, bench/ ~65. Exempt there, each because no wrap can
+shorten it without changing what it says:
 - a table row and a heading: Markdown ends either at its line's end (tests/test_docs_tables.py);
 - a line that is one word after its indentation or list marker: a URL, a link's destination
   (bench/RESULTS.md's contents, anchors of long headings), a hash; no such line is a URL now;
@@ -25,6 +26,7 @@ arrow or a dash counts as it reads.
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from pathlib import Path
@@ -33,8 +35,9 @@ WIDTH = 100
 REPO = Path(__file__).resolve().parent.parent
 # The folders of the project's own Python: the package, its tests and its benchmarks.
 CHECKED = ("kint", "tests", "bench")
-# The project's Markdown: its README, its docs, its benchmarks' README and results.
-MARKDOWN = ("README.md", "docs/**/*.md", "bench/*.md")
+# Folders that hold no Markdown of the project's own: tools' caches, the venvs' and
+# node_modules' links (a dependency's README is not ours to wrap).
+NOT_OURS = re.compile(r"^(\.|node_modules$)")
 # The comment that exempts the code block whose first line (its fence, or its first indented
 # line) is the next line; `why` is required.
 WIDE = re.compile(r"^\s*<!-- wide: \S.* -->\s*$")
@@ -99,11 +102,17 @@ def too_long_markdown(text: str, width: int = WIDTH) -> list[tuple[int, int]]:
 
 
 def markdown_pages() -> list[Path]:
-    return sorted({path for pattern in MARKDOWN for path in REPO.glob(pattern)})
+    """Every .md under the checkout but in NOT_OURS's folders, which the walk does not enter
+    (a real .venv or node_modules, as in a main checkout, holds thousands of files)."""
+    found = []
+    for folder, subfolders, files in os.walk(REPO):
+        subfolders[:] = [name for name in subfolders if not NOT_OURS.match(name)]
+        found += [Path(folder) / name for name in files if name.endswith(".md")]
+    return sorted(found)
 
 
 def too_long_anywhere() -> list[str]:
-    """`too_long` over every folder of CHECKED, and `too_long_markdown` over MARKDOWN."""
+    """`too_long` over every folder of CHECKED, and `too_long_markdown` over every page."""
     found = [entry for folder in CHECKED for entry in too_long(REPO / folder)]
     for page in markdown_pages():
         found += [f"{page.relative_to(REPO)}:{number}: {count} characters (at most {WIDTH})"
@@ -116,9 +125,14 @@ def test_no_line_of_kint_tests_or_bench_is_over_the_width():
 
 
 def test_the_markdown_pages_are_found():
-    """The globs name the pages (a glob that matched nothing would check nothing)."""
+    """The walk names the pages (a walk that found nothing would check nothing), the READMEs
+    of deploy/ and tests/vectors/ among them, and none of a cache's, a venv's or
+    node_modules' (a dependency's README past the width is not the project's to mend)."""
     names = {str(page.relative_to(REPO)) for page in markdown_pages()}
-    assert {"README.md", "docs/commands.md", "bench/RESULTS.md"} <= names, names
+    assert {"README.md", "docs/commands.md", "bench/RESULTS.md", "deploy/hermes/README.md",
+            "deploy/mcp/README.md", "tests/vectors/README.md"} <= names, names
+    assert not [name for name in names
+                if name.startswith((".", "node_modules/")) or "/." in name], names
 
 
 def test_the_markdown_check_finds_a_long_line_and_passes_only_the_exempt():
