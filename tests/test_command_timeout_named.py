@@ -128,8 +128,10 @@ def test_a_bound_a_caller_set_is_named_with_its_own_source(monkeypatch):
     bound, its value and its source, never the loaded KINT_RPC_TIMEOUT's source beside the
     new value: verify's head read (ChainHeadSource, here through a real Anchor to a closed
     port) and status's key facts wait KINT_VERIFY_HEAD_SECONDS, and doctor's calls at most
-    its cap. Replaced with the value alone, the message read "KINT_RPC_TIMEOUT=0.5s (from
-    file /h/config.toml ...)", a value that file never set."""
+    its cap. Replaced with the value alone, the message would read "KINT_RPC_TIMEOUT=0.5s
+    (from file /h/config.toml ...)", a value that file never set; no caller yet makes a
+    message from such a config (chain_timeout_named's one caller, kint.commands.onchain,
+    passes the chain the worker loaded, from space_chain), so this guards the next one."""
     from kint.tenant_worker.chain_head import ChainHeadSource
     from kint.tenant_worker.doctor_chain import DOCTOR_CALL_S, DOCTOR_CAP
     from kint.tenant_worker.rpc_hint import chain_timeout_named
