@@ -133,7 +133,8 @@ def test_a_bound_a_caller_set_is_named_with_its_own_source(monkeypatch):
     message from such a config (chain_timeout_named's one caller, kint.commands.onchain,
     passes the chain the worker loaded, from space_chain), so this guards the next one."""
     from kint.tenant_worker.chain_head import ChainHeadSource
-    from kint.tenant_worker.doctor_chain import DOCTOR_CALL_S, DOCTOR_CAP
+    from kint import settings
+    from kint.tenant_worker.doctor_chain import DOCTOR_CAP
     from kint.tenant_worker.rpc_hint import chain_timeout_named
     from rpc_proxy import closed_port_url
 
@@ -148,14 +149,14 @@ def test_a_bound_a_caller_set_is_named_with_its_own_source(monkeypatch):
         return Anchor(config, tracker)
 
     reading = ChainHeadSource(loaded, tracker, anchor_for, "0x" + "33" * 20,
-                              "22" * 32).read(0.5)
+                              "22" * 32).read(settings.lookup("KINT_VERIFY_HEAD_SECONDS"))
     assert reading.head is None and len(given) == 1, reading
     timed_out = f"{RPC_TIMEOUT_WORDS} (ReadTimeout)"
     within = RPC_TIMEOUT_WORDS.removesuffix("KINT_RPC_TIMEOUT")
     said = chain_timeout_named(timed_out, given[0])
     assert said == f"{within}KINT_VERIFY_HEAD_SECONDS=0.5s (from this call; ReadTimeout)", said
     assert not given[0].rpc_retries
-    said = chain_timeout_named(timed_out, loaded.with_rpc_timeout(DOCTOR_CALL_S, DOCTOR_CAP))
+    said = chain_timeout_named(timed_out, loaded.with_rpc_timeout(DOCTOR_CAP))
     assert said == (f"{RPC_TIMEOUT_WORDS}=12s (from kint doctor's cap on one call; "
                     "ReadTimeout)"), said
     said = chain_timeout_named(timed_out, loaded)  # the loaded chain still says its own

@@ -117,15 +117,16 @@ class ChainConfig:
     # (`with_rpc_timeout`: verify's head budget is KINT_VERIFY_HEAD_SECONDS).
     rpc_timeout_name: str = field(default="KINT_RPC_TIMEOUT", compare=False)
 
-    def with_rpc_timeout(self, timeout_s: float, bound: settings.Value) -> ChainConfig:
+    def with_rpc_timeout(self, bound: settings.Value) -> ChainConfig:
         """This chain for a read its caller bounds: one try (three would triple the
-        caller's bound) of `timeout_s`, said as the value of `bound`'s setting, from
-        `bound`'s source. Verify's head read, status's session key facts and doctor's calls
-        each replaced the timeout and kept the loaded KINT_RPC_TIMEOUT's name and source, so
-        a message made from the config after (rpc_hint.chain_timeout_named) would have said
-        the head's 0.5 s was the KINT_RPC_TIMEOUT of, say, config.toml."""
+        caller's bound) of `bound`'s value, said as the value of its setting, from its
+        source; one argument, so the value and whose it is cannot disagree. Verify's head
+        read, status's session key facts and doctor's calls each replaced the timeout and
+        kept the loaded KINT_RPC_TIMEOUT's name and source, so a message made from the
+        config after (rpc_hint.chain_timeout_named) would have said the head's 0.5 s was
+        the KINT_RPC_TIMEOUT of, say, config.toml."""
         source, where = _source(bound)
-        return replace(self, rpc_timeout_s=timeout_s, rpc_retries=False,
+        return replace(self, rpc_timeout_s=bound.value, rpc_retries=False,
                        rpc_timeout_name=bound.name, rpc_timeout_source=source,
                        rpc_timeout_where=where)
 

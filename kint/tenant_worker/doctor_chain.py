@@ -68,7 +68,7 @@ def chain_checks(chain: ChainConfig, tracker: RpcTracker, enrolment: Enrolment, 
                  space_id: str, mirror: Mirror | None) -> list[dict[str, Any]]:
     """The chain's checks for a connected space, read through the space's own tracker."""
     setting_s = chain.rpc_timeout_s
-    chain = (chain.with_rpc_timeout(DOCTOR_CALL_S, DOCTOR_CAP) if setting_s > DOCTOR_CALL_S
+    chain = (chain.with_rpc_timeout(DOCTOR_CAP) if setting_s > DOCTOR_CALL_S
              else replace(chain, rpc_retries=False))
     budget_s = CHAIN_CALLS_WORTH * chain.rpc_timeout_s
     deadline = time.monotonic() + budget_s
