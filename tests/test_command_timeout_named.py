@@ -123,6 +123,25 @@ def test_a_chain_config_from_a_worker_of_another_kint_is_read():
     assert chain_config({"chain": sent}).rpc_timeout_source == "default"
 
 
+def test_a_bound_this_kint_does_not_know_is_named_as_kint_rpc_timeout():
+    """A chain from another kint's worker (`space_chain`, during an upgrade on disk) may
+    name a bound this kint has no setting of: its timeout is said as KINT_RPC_TIMEOUT with
+    the value and source the worker sent, where looking the name up raised KeyError while
+    the command was already saying why a chain call failed."""
+    import dataclasses
+
+    from kint.tenant_worker.rpc_hint import chain_timeout_named
+    from kint.tenant_worker.space_chain import chain_config
+
+    sent = dataclasses.asdict(ChainConfig(("http://127.0.0.1:1",), 31337, "0x" + "11" * 20,
+                                          1, 4.0, rpc_timeout_source="file",
+                                          rpc_timeout_where="/h/config.toml"))
+    sent["rpc_timeout_name"] = "KINT_A_NEWER_KINTS_BOUND"
+    chain = chain_config({"chain": sent})
+    said = chain_timeout_named(f"{RPC_TIMEOUT_WORDS} (ReadTimeout)", chain)
+    assert said == f"{RPC_TIMEOUT_WORDS}=4s (from file /h/config.toml; ReadTimeout)", said
+
+
 def test_a_bound_a_caller_set_is_named_with_its_own_source(monkeypatch):
     """A chain whose timeout a caller replaced (ChainConfig.with_rpc_timeout) names that
     bound, its value and its source, never the loaded KINT_RPC_TIMEOUT's source beside the

@@ -103,9 +103,12 @@ def chain_timeout_named(text: str, chain: ChainConfig) -> str:
     (KINT_RPC_TIMEOUT, or the one a caller set: ChainConfig.with_rpc_timeout) and whose it
     was. Not looked up here: the value and its source are the ones `chain` was loaded
     with, the space's worker's when it handed them over (`space_chain`: the supervisor's
-    environment or the space's table in config.toml, which this process does not read)."""
-    value = settings.Value(BY_NAME[chain.rpc_timeout_name], chain.rpc_timeout_s,
-                           chain.rpc_timeout_source, chain.rpc_timeout_where)
+    environment or the space's table in config.toml, which this process does not read).
+    A bound this kint does not know (a newer kint's worker named it) is said as
+    KINT_RPC_TIMEOUT, the one it stands in for, where a KeyError would end the command."""
+    setting = BY_NAME.get(chain.rpc_timeout_name, BY_NAME["KINT_RPC_TIMEOUT"])
+    value = settings.Value(setting, chain.rpc_timeout_s, chain.rpc_timeout_source,
+                           chain.rpc_timeout_where)
     return _bound_said(text, value.name, shown(value.setting, value.value), source_text(value))
 
 
