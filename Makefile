@@ -87,8 +87,8 @@ demo: venv node
 
 # pyflakes (pinned in requirements.lock) over kint's code, the tests and the benchmarks: an
 # unused import, an undefined name or a shadowed test fails the build; so does a line of
-# kint/, tests/ or bench/ over 100 characters (the suite's test_line_width.py, run as a
-# script). A few seconds.
+# kint/, tests/ or bench/, or of README.md, docs/ or bench/'s Markdown, over 100 characters
+# (the suite's test_line_width.py, run as a script). A few seconds.
 lint: venv
 	$(PY) -m pyflakes kint tests bench
 	$(PY) tests/test_line_width.py

@@ -100,18 +100,25 @@ def anchored(sb: Sandbox, **rules: str) -> Iterator[Sandbox]:
 
 
 @contextmanager
-def behind_proxy(machine: Sandbox, chain_home: Path) -> Iterator[tuple[Sandbox, RpcProxy]]:
+def behind_proxy(machine: Sandbox, chain_home: Path, *,
+                 connect_settings: dict[str, str] | None = None
+                 ) -> Iterator[tuple[Sandbox, RpcProxy]]:
     """`machine` connected to the session's devchain through a loopback RPC proxy the test
     switches (tests/rpc_proxy.py). On the way out the proxy forwards again, so nothing of
     the machine's shutdown waits on a hung call, then the machine is stopped, then the
     proxy. The connect is the op `kint connect --dev --rpc-urls <proxy>` sends, asked from
     the test process: no test behind the proxy checks that command (its start, interpreter
-    and imports, spared)."""
+    and imports, spared). `connect_settings` are the connect's own (a caller's call-scope
+    values, as a command sends its environment's): a machine whose supervisor runs with a
+    short KINT_RPC_TIMEOUT connects under a sane one, which a slow anvil answer on a loaded
+    box does not fail."""
     record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
     proxy = RpcProxy(record["rpc_url"], max_hang_s=30).start()
+    args: dict[str, object] = {"dev": True, "rpc_urls": proxy.url}
+    if connect_settings:
+        args["settings"] = connect_settings
     try:
-        machine.call("connect", machine.sibyl_db, args={"dev": True, "rpc_urls": proxy.url},
-                     timeout_s=300)
+        machine.call("connect", machine.sibyl_db, args=args, timeout_s=300)
         yield machine, proxy
     finally:
         proxy.forward()
@@ -120,10 +127,12 @@ def behind_proxy(machine: Sandbox, chain_home: Path) -> Iterator[tuple[Sandbox, 
 
 
 @contextmanager
-def machine_behind_proxy(root: Path, chain_home: Path,
+def machine_behind_proxy(root: Path, chain_home: Path, *,
+                         connect_settings: dict[str, str] | None = None,
                          **env: str) -> Iterator[tuple[Sandbox, RpcProxy]]:
     """A new machine (`new_machine`), connected through a proxy as `behind_proxy` says."""
-    with behind_proxy(new_machine(root, chain_home, **env), chain_home) as pair:
+    with behind_proxy(new_machine(root, chain_home, **env), chain_home,
+                      connect_settings=connect_settings) as pair:
         yield pair
 
 

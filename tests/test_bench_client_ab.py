@@ -40,6 +40,18 @@ def _partial_tree(tmp_path: Path) -> Path:
     return tree
 
 
+def _served_from(tree: Path) -> Path:
+    """The folder this venv serves `kint.client` from to a process whose path starts with
+    the tree at `tree`, as the child's does: its editable install's checkout, which is the
+    checkout running the test only when that is the one the venv was installed from (a
+    lane's worktree runs against /work/main's)."""
+    probe = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
+                            "import kint.client; print(kint.client.__file__)", str(tree)],
+                           text=True, capture_output=True, timeout=60)
+    assert probe.returncode == 0, probe.stderr
+    return Path(probe.stdout.strip()).parent
+
+
 def _child(tree: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, str(BENCH / "client_ab.py"), "--child", str(tree),
                            json.dumps(_spec(tmp_path))], input="", text=True,
@@ -63,11 +75,14 @@ def test_every_kint_module_is_checked_by_path_components(tmp_path):
 
 def test_a_partial_trees_client_is_refused_and_a_whole_trees_runs(tmp_path):
     """The old guard read `kint.__file__` only: a tree with nothing but `__init__.py`
-    passed it while its client was this checkout's."""
-    out = _child(_partial_tree(tmp_path), tmp_path)
+    passed it while its client was the venv's checkout's (named: `_served_from`)."""
+    tree = _partial_tree(tmp_path)
+    served = _served_from(tree)
+    assert not served.resolve().is_relative_to(tree.resolve()), served  # a client not its own
+    out = _child(tree, tmp_path)
     assert out.returncode == 1, out.stdout + out.stderr
     assert "not the tree at " in out.stderr, out.stderr
-    assert f" ({Path(kint.__file__).parent}/" in out.stderr  # this checkout's, named
+    assert f" ({served}/" in out.stderr, out.stderr  # the checkout it came from, named
     kint_copy(tmp_path / "whole")
     out = _child(tmp_path / "whole", tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr

@@ -22,6 +22,7 @@ from kint.chain.calls import RPC_TIMEOUT_WORDS
 from kint.chain.anchor import Anchor
 from kint.chain.config import ChainConfig
 from kint.chain.rpc import RpcTracker, RpcUnavailable
+from kint.settings.schema import BY_NAME
 from test_recycle_sessions import _worker
 
 
@@ -31,8 +32,12 @@ def test_session_key_show_and_authorize_name_the_rpc_timeout_they_waited_and_who
     eth_getBlockByNumber (the first read of each command): `session-key show` warns,
     `authorize payload` refuses, each naming KINT_RPC_TIMEOUT's value and source, given by
     the caller's environment, then by the supervisor's, which only the space's worker
-    reads: a lookup in the command's own process would say "the default"."""
-    with machine_behind_proxy(tmp_path, chain_home, KINT_RPC_TIMEOUT="0.75") as (sb, proxy):
+    reads: a lookup in the command's own process would say "the default". The supervisor
+    runs with 0.75 s, which the test needs in its environment; the set-up's connect sends
+    the default as its own value, so a slow anvil answer on a loaded box does not fail it."""
+    sane = {"KINT_RPC_TIMEOUT": str(BY_NAME["KINT_RPC_TIMEOUT"].default)}
+    with machine_behind_proxy(tmp_path, chain_home, connect_settings=sane,
+                              KINT_RPC_TIMEOUT="0.75") as (sb, proxy):
         del sb.env["KINT_RPC_TIMEOUT"]  # the supervisor was started with it; commands are not
         proxy.set_mode("hang_methods", methods=["eth_chainId", "eth_getBlockByNumber"])
         shown = ok(sb.kint("session-key", "show", env={"KINT_RPC_TIMEOUT": "0.5"}))
@@ -116,3 +121,62 @@ def test_a_chain_config_from_a_worker_of_another_kint_is_read():
     assert taken == chain and taken.rpc_timeout_source == "this call"
     del sent["rpc_timeout_source"], sent["rpc_timeout_where"]  # an older kint's worker
     assert chain_config({"chain": sent}).rpc_timeout_source == "default"
+
+
+def test_a_bound_this_kint_does_not_know_is_named_as_kint_rpc_timeout():
+    """A chain from another kint's worker (`space_chain`, during an upgrade on disk) may
+    name a bound this kint has no setting of: its timeout is said as KINT_RPC_TIMEOUT with
+    the value and source the worker sent, where looking the name up raised KeyError while
+    the command was already saying why a chain call failed."""
+    import dataclasses
+
+    from kint.tenant_worker.rpc_hint import chain_timeout_named
+    from kint.tenant_worker.space_chain import chain_config
+
+    sent = dataclasses.asdict(ChainConfig(("http://127.0.0.1:1",), 31337, "0x" + "11" * 20,
+                                          1, 4.0, rpc_timeout_source="file",
+                                          rpc_timeout_where="/h/config.toml"))
+    sent["rpc_timeout_name"] = "KINT_A_NEWER_KINTS_BOUND"
+    chain = chain_config({"chain": sent})
+    said = chain_timeout_named(f"{RPC_TIMEOUT_WORDS} (ReadTimeout)", chain)
+    assert said == f"{RPC_TIMEOUT_WORDS}=4s (from file /h/config.toml; ReadTimeout)", said
+
+
+def test_a_bound_a_caller_set_is_named_with_its_own_source(monkeypatch):
+    """A chain whose timeout a caller replaced (ChainConfig.with_rpc_timeout) names that
+    bound, its value and its source, never the loaded KINT_RPC_TIMEOUT's source beside the
+    new value: verify's head read (ChainHeadSource, here through a real Anchor to a closed
+    port) and status's key facts wait KINT_VERIFY_HEAD_SECONDS, and doctor's calls at most
+    its cap. Replaced with the value alone, the message would read "KINT_RPC_TIMEOUT=0.5s
+    (from file /h/config.toml ...)", a value that file never set; no caller yet makes a
+    message from such a config (chain_timeout_named's one caller, kint.commands.onchain,
+    passes the chain the worker loaded, from space_chain), so this guards the next one."""
+    from kint.tenant_worker.chain_head import ChainHeadSource
+    from kint import settings
+    from kint.tenant_worker.doctor_chain import DOCTOR_CAP
+    from kint.tenant_worker.rpc_hint import chain_timeout_named
+    from rpc_proxy import closed_port_url
+
+    monkeypatch.setenv("KINT_VERIFY_HEAD_SECONDS", "0.5")
+    loaded = ChainConfig((closed_port_url(),), 31337, "0x" + "11" * 20, 1, 30.0,
+                         rpc_timeout_source="file", rpc_timeout_where="/h/config.toml")
+    tracker = RpcTracker()
+    given: list[ChainConfig] = []
+
+    def anchor_for(config: ChainConfig) -> Anchor:
+        given.append(config)
+        return Anchor(config, tracker)
+
+    reading = ChainHeadSource(loaded, tracker, anchor_for, "0x" + "33" * 20,
+                              "22" * 32).read(settings.lookup("KINT_VERIFY_HEAD_SECONDS"))
+    assert reading.head is None and len(given) == 1, reading
+    timed_out = f"{RPC_TIMEOUT_WORDS} (ReadTimeout)"
+    within = RPC_TIMEOUT_WORDS.removesuffix("KINT_RPC_TIMEOUT")
+    said = chain_timeout_named(timed_out, given[0])
+    assert said == f"{within}KINT_VERIFY_HEAD_SECONDS=0.5s (from this call; ReadTimeout)", said
+    assert not given[0].rpc_retries
+    said = chain_timeout_named(timed_out, loaded.with_rpc_timeout(DOCTOR_CAP))
+    assert said == (f"{RPC_TIMEOUT_WORDS}=12s (from kint doctor's cap on one call; "
+                    "ReadTimeout)"), said
+    said = chain_timeout_named(timed_out, loaded)  # the loaded chain still says its own
+    assert said == f"{RPC_TIMEOUT_WORDS}=30s (from file /h/config.toml; ReadTimeout)", said

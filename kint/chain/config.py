@@ -22,7 +22,7 @@ the machine's, and a `[spaces."<label>"]` table in config.toml beats those.
 from __future__ import annotations
 
 import urllib.parse
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import orjson
@@ -113,6 +113,22 @@ class ChainConfig:
     # chain, and verify's head Anchor (SpaceContext.head_anchor) is kept while they are.
     rpc_timeout_source: str = field(default="default", compare=False)
     rpc_timeout_where: str | None = field(default=None, compare=False)
+    # The setting `rpc_timeout_s` is the value of: another bound where a caller set one
+    # (`with_rpc_timeout`: verify's head budget is KINT_VERIFY_HEAD_SECONDS).
+    rpc_timeout_name: str = field(default="KINT_RPC_TIMEOUT", compare=False)
+
+    def with_rpc_timeout(self, bound: settings.Value) -> ChainConfig:
+        """This chain for a read its caller bounds: one try (three would triple the
+        caller's bound) of `bound`'s value, said as the value of its setting, from its
+        source; one argument, so the value and whose it is cannot disagree. Verify's head
+        read, status's session key facts and doctor's calls each replaced the timeout and
+        kept the loaded KINT_RPC_TIMEOUT's name and source, so a message made from the
+        config after (rpc_hint.chain_timeout_named) would have said the head's 0.5 s was
+        the KINT_RPC_TIMEOUT of, say, config.toml."""
+        source, where = _source(bound)
+        return replace(self, rpc_timeout_s=bound.value, rpc_retries=False,
+                       rpc_timeout_name=bound.name, rpc_timeout_source=source,
+                       rpc_timeout_where=where)
 
     @property
     def second_is_same_endpoint(self) -> bool:

@@ -82,6 +82,19 @@ class _EndpointRecord:
     # for it (`unavailable`).
     last_failure_bound_s: float | None = None
 
+    def bound_against(self, bound_s: float) -> int:
+        """How the last failure's bound stands to `bound_s`: -1 shorter, 0 the same, 1
+        longer; a failure of no bound (None: three KINT_RPC_TIMEOUT tries, a refusal) is
+        longer than any. The one comparison `end` and `unavailable` each weigh, from either
+        side: a failure of a shorter bound than the standing one's says less and leaves it
+        standing (1), and a standing failure of a shorter bound than a read's says nothing
+        of that read (-1). A tie is neither: the same bound's failure again is recorded, and
+        a read of the bound that ran out is skipped."""
+        mine = self.last_failure_bound_s
+        if mine is None or mine > bound_s:
+            return 1
+        return -1 if mine < bound_s else 0
+
 
 def _standing(record: _EndpointRecord, now: float) -> bool:
     """Whether `record`'s last failure still counts: inside the window, no success since."""
@@ -134,9 +147,8 @@ class RpcTracker:
             self._records[endpoint] = record
             if ok:
                 record.last_ok_at = now
-            elif not (_standing(record, now) and bound_s is not None and (
-                    record.last_failure_bound_s is None
-                    or record.last_failure_bound_s > bound_s)):
+            elif not (_standing(record, now) and bound_s is not None
+                      and record.bound_against(bound_s) > 0):
                 record.last_failure_at = now
                 record.last_failure = error
                 record.last_failure_bound_s = bound_s
@@ -200,8 +212,7 @@ class RpcTracker:
         a shorter read's timeout since or not (`end`)."""
         age, record = self._seen(endpoint)
         stuck = age is not None and age > stuck_after_s
-        shorter = (bound_s is not None and record.last_failure_bound_s is not None
-                   and record.last_failure_bound_s < bound_s)
+        shorter = bound_s is not None and record.bound_against(bound_s) < 0
         if stuck or (_standing(record, time.monotonic()) and not shorter):
             return _words(age, record)
         return None

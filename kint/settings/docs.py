@@ -1,7 +1,10 @@
 """The tables of docs/settings.md, made from the schema, so the docs list each setting
-once and say the same as the code (tests/test_settings.py compares them)."""
+once and say the same as the code (tests/test_settings.py compares them). Its prose is
+wrapped at the docs' width (tests/test_line_width.py); a table row stays one line."""
 
 from __future__ import annotations
+
+import textwrap
 
 from kint.settings.schema import (CALL_SWITCHES, EXTENSIONS, GROUPS, SETTINGS,
                                   V030_DEPARTURES, Setting)
@@ -74,13 +77,14 @@ def tables() -> str:
             if s.group == group:
                 out.append(f"| `{s.name}` | {_default(s)} | {s.scope} | {where_set(s)} | "
                            f"{_read_by(s)} | {s.doc} |")
-    out += ["", "† A command reads it for what it does itself (`kint session-key`'s keystore "
-            "and the session key `kint join` makes; the chain of `kint authorize` and `kint "
-            "session-key show` for a store whose space is not connected here, an endpoint "
-            "they name). The chain of a connected space is its worker's, for `authorize` and "
-            "`session-key show` as for join's chain reads, connect and restore; the "
-            "supervisor does not take a command's value for a space: it reports a different "
-            "one in one line.", ""]
+    out += ["", *_wrapped("† A command reads it for what it does itself (`kint session-key`'s "
+                          "keystore and the session key `kint join` makes; the chain of `kint "
+                          "authorize` and `kint session-key show` for a store whose space is "
+                          "not connected here, an endpoint they name). The chain of a "
+                          "connected space is its worker's, for `authorize` and `session-key "
+                          "show` as for join's chain reads, connect and restore; the "
+                          "supervisor does not take a command's value for a space: it reports "
+                          "a different one in one line."), ""]
     out += departures()
     out += ["", END]
     return "\n".join(out)
@@ -90,19 +94,31 @@ def departures() -> list[str]:
     """Where a setting differs from the same variable in kint v0.3.0, and which settings
     are kint's own."""
     out = ["### Where a setting departs from kint v0.3.0", "",
-           "kint v0.3.0's configuration page is the specification of the variables it "
-           "documents: their names, defaults and bounds are the same here. Where one behaves "
-           "otherwise:", ""]
+           *_wrapped("kint v0.3.0's configuration page is the specification of the variables "
+                     "it documents: their names, defaults and bounds are the same here. Where "
+                     "one behaves otherwise:"), ""]
     by_note: dict[str, list[str]] = {}  # one line for the settings that share a departure
     for s in SETTINGS:
         if s.name in V030_DEPARTURES:
             by_note.setdefault(V030_DEPARTURES[s.name], []).append(f"`{s.name}`")
-    out += [f"- {', '.join(names)}: {note}." for note, names in by_note.items()]
+    for note, names in by_note.items():
+        out += _wrapped(f"- {', '.join(names)}: {note}.", indent="  ")
     own = ", ".join(f"`{s.name}`" for s in SETTINGS if s.name in EXTENSIONS)
-    out += ["", f"kint's own settings, which v0.3.0 does not have: {own}. `PYTHONPATH`, the "
-            "one variable v0.3.0 reads that is no setting, is flagged by `kint doctor` here "
-            "too (a warning while it is set)."]
+    out += ["", *_wrapped(f"kint's own settings, which v0.3.0 does not have: {own}. "
+                          "`PYTHONPATH`, the one variable v0.3.0 reads that is no setting, is "
+                          "flagged by `kint doctor` here too (a warning while it is set).")]
     return out
+
+
+# The docs' width (tests/test_line_width.py checks README.md and docs/ against it).
+WIDTH = 100
+
+
+def _wrapped(text: str, indent: str = "") -> list[str]:
+    """`text`, a paragraph or a list item (its further lines indented by `indent`), as lines
+    of at most WIDTH. Words are never broken, nor at a hyphen (a setting's name, a flag)."""
+    return textwrap.wrap(text, WIDTH, subsequent_indent=indent, break_long_words=False,
+                         break_on_hyphens=False)
 
 
 def replace_block(text: str) -> str:

@@ -12,7 +12,6 @@ read that fails leaves the local half and says why in `error`.
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 from typing import Any
 
 from kint.chain.calls import ChainRefused
@@ -43,7 +42,8 @@ def session_key_facts(ctx: SpaceContext, owner: str) -> dict[str, Any]:
     except CustodyError as err:
         out["error"] = str(err)
         return out
-    timeout_s = ctx.verify_head_seconds
+    bound = ctx.verify_head_bound
+    timeout_s = bound.value
     deadline = time.monotonic() + timeout_s
 
     def in_time() -> None:
@@ -51,8 +51,7 @@ def session_key_facts(ctx: SpaceContext, owner: str) -> dict[str, Any]:
             raise _OutOfTime
 
     try:
-        anchor = ctx.head_anchor(replace(ctx.chain(), rpc_timeout_s=timeout_s,
-                                         rpc_retries=False))
+        anchor = ctx.head_anchor(ctx.chain().with_rpc_timeout(bound))
         facts = read_key_facts(anchor, out["address"], owner, before_read=in_time)
     except (RpcUnavailable, ChainRefused) as err:  # a timeout names the head's budget
         out["error"] = f"the chain did not answer: {bound_named(str(err), HEAD_BUDGET)}"

@@ -34,10 +34,19 @@ log = logging.getLogger("kint.worker")
 _MAY_PASS = OUT_OF_FILES | {errno.ENOMEM, errno.EIO, errno.EAGAIN, errno.EINTR}
 
 
-def _passing(err: BaseException) -> bool:
-    """Whether `err`, or an error it was raised from or in (custody and the state files
-    wrap the OSError: a VaultCacheCorrupt "cannot be read", a CorruptStateFile), is an
-    OSError that may pass by itself (_MAY_PASS)."""
+def _key_read_may_pass(err: BaseException) -> bool:
+    """Whether a read of the enrolment or the key cache that failed with `err` is known to
+    be a moment's trouble: `err`, or an error it was raised from or in (custody and the
+    state files wrap the OSError: a VaultCacheCorrupt "cannot be read", a
+    CorruptStateFile), is an OSError that may pass by itself (_MAY_PASS). Anything else is
+    taken as the key not there (missing, garbled, denied: "cannot push").
+
+    Not unanchored.count_fails_for_good, which asks the opposite of the store's count,
+    whose default is the other way: a key read's failures are mostly a file to mend, told
+    apart from one that may pass by an errno; a count's are mostly a lock or SQLite's
+    "unable to open" (no errno to read), told apart from the lasting ones by the file.
+    Either, asked of the other's failures, is wrong: the errno test calls a locked store
+    lasting, the file test a garbled key cache passing."""
     return any(isinstance(cause, OSError) and cause.errno in _MAY_PASS
                for cause in causes(err))
 
@@ -48,7 +57,7 @@ def _changes_to_push(ctx: SpaceContext) -> tuple[int, int] | None:
     no cached data key, nothing to count against. A count that failed (the store, the
     mirror or the pull journal did not read) raises CountFailed naming the file: the store
     may hold rows to push, so it is not taken as clean (watcher.py). So does a read of the
-    enrolment or the key cache that may pass by itself (`_passing`: out of open files, an
+    enrolment or the key cache that may pass by itself (`_key_read_may_pass`: out of open files, an
     I/O error), not lasting: taken as "cannot push", a dirty store was no work once no
     session was attached, and the idle stop took it, against the rule that a failure that
     may pass keeps the store the worker's. Only a key truly not there (not connected, no
@@ -57,7 +66,7 @@ def _changes_to_push(ctx: SpaceContext) -> tuple[int, int] | None:
     connected."""
     from kint.tenant_worker.data_key import current_data_key
     from kint.tenant_worker.unanchored import (WATCHER, CountFailed, count_unanchored,
-                                               fails_for_good, named)
+                                               count_fails_for_good, named)
 
     try:
         if ctx.enrolment() is None:
@@ -67,7 +76,7 @@ def _changes_to_push(ctx: SpaceContext) -> tuple[int, int] | None:
     except Exception as err:  # noqa: BLE001 - any trouble means: do not push from the watcher
         if ctx.enrolment_checked:
             ctx.unanchored.cannot_count(WATCHER, err, ctx.config.space16)
-        if _passing(err):
+        if _key_read_may_pass(err):
             raise CountFailed(getattr(err, "message", None) or str(err), False) from err
         return None
     try:
@@ -78,7 +87,7 @@ def _changes_to_push(ctx: SpaceContext) -> tuple[int, int] | None:
     except Exception as err:  # noqa: BLE001 - not counted: the watcher says so by name
         failed = named(err, ctx.config.db)
         ctx.unanchored.cannot_count(WATCHER, failed, ctx.config.space16)
-        raise CountFailed(str(failed), fails_for_good(err, ctx.config.db)) from err
+        raise CountFailed(str(failed), count_fails_for_good(err, ctx.config.db)) from err
     ctx.unanchored.counts_again(WATCHER)
     return len(changes.rows), len(changes.deleted)
 

@@ -95,7 +95,7 @@ class CountFailed(Exception):
     Its text names the file and says why (`named`). Not "cannot push" (not connected, no
     data key), which the count answers with None: a store that may hold rows to push, but
     cannot be counted, is not clean. `lasting`: it cannot be counted until
-    someone mends the file (`fails_for_good`), so it is no work the worker can finish;
+    someone mends the file (`count_fails_for_good`), so it is no work the worker can finish;
     otherwise (a lock held past the busy wait) it is, and the worker keeps it."""
 
     def __init__(self, message: str, lasting: bool) -> None:
@@ -103,14 +103,17 @@ class CountFailed(Exception):
         self.lasting = lasting
 
 
-def fails_for_good(err: Exception, db: str) -> bool:
+def count_fails_for_good(err: Exception, db: str) -> bool:
     """Whether a count that failed with `err` fails until someone acts on a file: the store
     no database or damaged, this user not allowed to read it (kint.store_denied), a state
     file the count reads corrupt. Anything else may pass by itself: another process's lock
     held past the busy wait, the process out of file descriptors for a moment, a reader
     that did not open, an I/O error. Taken as lasting, such a failure let the idle stop
     take a dirty store whose rows were never pushed; nothing pushed them until the next
-    session."""
+    session. The lasting ones are told by the file, not by an errno: SQLite's errors (a
+    lock, "unable to open database file") carry none. A read of the enrolment or the key
+    cache is asked the other way round (sessions._key_read_may_pass: may it pass, by its
+    errno; if not, the key is taken as not there)."""
     if isinstance(err, CorruptStateFile):
         return True
     if isinstance(err, sqlite3.DatabaseError) and is_no_database(err):
