@@ -251,8 +251,11 @@ def test_a_push_whose_send_times_out_says_the_epoch_may_still_land(machine, chai
     try:
         ok(machine.kint(*on_store, "connect", "--dev", "--rpc-urls", proxy.url))
         sibyl_client(store, tenant).set_entity("rules", "slow", {"rule": "sent late"})
-        proxy.set_mode("delay_methods", methods=["eth_sendRawTransaction"], seconds=3)
-        late = machine.kint(*on_store, "push", env={"KINT_RPC_TIMEOUT": "1"})
+        # The send is held until the test lets it through (forward(), below), when it lands:
+        # it times out on any bound, so the bound can be long enough that the push's reads
+        # before it, each on the same bound, are answered within it on a loaded box.
+        proxy.set_mode("delay_methods", methods=["eth_sendRawTransaction"], seconds=60)
+        late = machine.kint(*on_store, "push", env={"KINT_RPC_TIMEOUT": "5"})
         assert late.returncode == 5 and "[RPC_UNAVAILABLE]" in late.stderr, late.stderr
         assert ("sending a transaction: the endpoint did not answer within KINT_RPC_TIMEOUT"
                 in late.stderr), late.stderr

@@ -41,6 +41,9 @@ SESSION = {"KINT_RPC_TIMEOUT": "60", "KINT_KEY_TTL": "30d", "KINT_NONCE_RETRY_SE
 # The session's watcher pushes at its first tick after a write (a quarter second: the
 # poll's least lowered by KINT_TEST_POLL_MINIMUM_S, tests/support/kint_test_timings.py).
 PROMPT = {"KINT_QUIET_SECONDS": "0", "KINT_POLL_SECONDS": "0.25"}
+# The head budget of the status whose read of the held balance times out: long enough for
+# its head read, which comes first, on a loaded box (test_short_bound_not_failed's too).
+STATUS_BOUND_S = "5"
 
 
 def _shown(row: dict) -> dict:
@@ -160,20 +163,27 @@ def test_a_push_that_times_out_names_the_rpc_timeout_it_waited_and_whose(tmp_pat
     "within KINT_RPC_TIMEOUT"; the watcher's failed push names the kint-server session's
     value, and so does a closing server's exit push in the log, the one place its failure
     is read. A read status makes within its head budget names that budget, not
-    KINT_RPC_TIMEOUT, which changes nothing there."""
+    KINT_RPC_TIMEOUT, which changes nothing there. For that status the proxy holds the
+    balance unanswered, so its read times out on a bound long enough for the head read
+    before it."""
     with machine_behind_proxy(tmp_path, chain_home,
                               KINT_TEST_POLL_MINIMUM_S="0.25") as (sb, proxy):
         # The session key's balance, read by status within KINT_VERIFY_HEAD_SECONDS (one
         # status: the endpoint's timeout marks it failed for the next 30 s' head reads).
-        # 1.5 s: the status's own head read, first and needed for the key's facts, has room
-        # on a loaded box (0.5 s missed it once in test_short_bound_not_failed).
-        proxy.set_mode("delay_methods", methods=["eth_getBalance"], seconds=2)
+        # Several seconds: the status's own head read, first and needed for the key's
+        # facts, has room on a loaded box (0.5 s, then 1.5 s, missed it there); the held
+        # balance read times out on it all the same.
+        proxy.set_mode("hang_methods", methods=["eth_getBalance"])
         budget = f"{RPC_TIMEOUT_WORDS.removesuffix('KINT_RPC_TIMEOUT')}KINT_VERIFY_HEAD_SECONDS"
         status = json.loads(ok(sb.kint("status", "--json", env={
-            "KINT_VERIFY_HEAD_SECONDS": "1.5"})).stdout)
+            "KINT_VERIFY_HEAD_SECONDS": STATUS_BOUND_S})).stdout)
         assert status["chain_head"] is not None, status  # the premise: its head was read
         key = status["session_key"]
-        assert f"{budget}=1.5s (from this call; ReadTimeout)" in key["error"], key
+        assert f"{budget}={STATUS_BOUND_S}s (from this call; ReadTimeout)" in key["error"], key
+        # From here the balance comes 2 s late: past every push's 0.5 s, and within the head
+        # budget (the machine's) of memory_status's reads of the key's facts below, which a
+        # held balance would make wait that budget out at every call.
+        proxy.set_mode("delay_methods", methods=["eth_getBalance"], seconds=2)
         # A command's own push names the value it waited and whose it was too: this
         # call's environment, then config.toml's (before any session: no watcher then).
         write_rules(sb.sibyl_db, sb.tenant, slow="a row to push")
@@ -189,6 +199,24 @@ def test_a_push_that_times_out_names_the_rpc_timeout_it_waited_and_whose(tmp_pat
         assert (f"{RPC_TIMEOUT_WORDS}=0.5s (from file {config}; ReadTimeout)"
                 in late.stderr), late.stderr
         config.unlink()
+        # A closing server's exit push times out too: its log line names the value. The
+        # server asks for no watcher, and its own pull has ended before it writes (a pull
+        # refused BUSY is the start-up pull still running): no other push or pull of the
+        # space can hold it when the exit push comes, which would refuse it BUSY.
+        closing = AgentProcess({**sb.env, "KINT_RPC_TIMEOUT": "0.5",
+                                "KINT_NO_WATCHER": "1"}).start()
+        try:
+            sb.wait_for(lambda: closing.call("memory_pull")["ok"],
+                        what="a pull of the closing server's own", **WAIT)
+            assert closing.call("memory_remember", category="notes", name="exit-push",
+                                body={"text": "pushed as the server closes"})["ok"] is True
+        finally:
+            closing.close()
+        log = sb.kint_home / "supervisor.log"
+        sb.wait_for(lambda: "exit push not made" in log.read_text(), what="the exit push",
+                    **WAIT)
+        line = next(x for x in log.read_text().splitlines() if "exit push not made" in x)
+        assert f"{RPC_TIMEOUT_WORDS}=0.5s (from this call; ReadTimeout)" in line, line
         # The session's watcher pushes at its first tick after the write (PROMPT). That
         # tick may come while the session's own start-up pull holds the space (a BUSY
         # failure, retried a second later): the failure waited for is the push's timeout.
@@ -205,14 +233,7 @@ def test_a_push_that_times_out_names_the_rpc_timeout_it_waited_and_whose(tmp_pat
             # The supervisor shows it once the worker's next beat carries it.
             sb.wait_for(lambda: named in ok(sb.kint("supervisor", "status")).stdout,
                         what="the failure in the supervisor's status", **WAIT)
-            assert named in (sb.kint_home / "supervisor.log").read_text()
-            # The closing server's exit push times out too: its log line names the value.
-            agent.close()
-            sb.wait_for(lambda: "exit push not made" in (
-                sb.kint_home / "supervisor.log").read_text(), what="the exit push", **WAIT)
-            line = next(x for x in (sb.kint_home / "supervisor.log").read_text().splitlines()
-                        if "exit push not made" in x)
-            assert f"{RPC_TIMEOUT_WORDS}=0.5s (from this call; ReadTimeout)" in line, line
+            assert named in log.read_text()
         finally:
             proxy.forward()
             agent.close()
