@@ -20,11 +20,16 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from conftest import make_sandbox, pid_alive, write_store
+from support.attach_in_flight import attach_in_flight
 from kint.client import Client, KintError
 from kint.client_liveness import began_by
 from kint.front_closed import boot_time
@@ -32,73 +37,48 @@ from kint.paths import run_dir
 from kint.supervisor.pidlock import PID_FILE, running_pid
 
 
-def _attach_on(client: Client, sb: Any, outcome: dict[str, Any]) -> threading.Thread:
-    """`attach` sent on `client` from a thread, returned once the worker runs it."""
+@dataclass
+class SteppingDown:
+    """A machine whose supervisor steps down (its pid file removed) with an `attach` sent
+    on `client` and held in the worker until `hold` goes."""
+    sb: Any
+    hold: Path
+    pid: int
+    client: Client
+    outcome: dict[str, Any]
+    caller: threading.Thread
 
-    def attach() -> None:
-        try:
-            outcome["reply"] = client.call(
-                "attach", tenant=sb.tenant, db=str(sb.sibyl_db),
-                space=sb.label(sb.sibyl_db), timeout_s=90,
-                args={"session": "agent-1", "watcher": False})
-        except KintError as err:
-            outcome["error"] = err
+    @property
+    def log(self) -> str:
+        return (self.sb.kint_home / "supervisor.log").read_text(errors="replace")
 
-    caller = threading.Thread(target=attach, daemon=True)
-    caller.start()
-    sb.wait_for(lambda: (sb.row(sb.sibyl_db).get("ops_running") or 0) >= 1,
-                what="the attach in flight")
-    return caller
+    def looked_without_pid_file(self) -> bool:
+        """Whether the waiting client has looked at the pid file since it went (its watch
+        forgets the run it found at a look that finds no file), or has given up already.
+        Read, not looked: a look from this thread would race the caller's."""
+        return self.client._holder.run is None or bool(self.outcome)
 
 
-def _held_attach_machine(tmp_path):
+@contextmanager
+def _stepping_down(tmp_path: Path) -> Iterator[SteppingDown]:
+    """The held attach in flight, then the pid file removed; afterwards the hold let go, the
+    client closed, and the supervisor gone however the test left it (stopped included)."""
     hold = tmp_path / "hold-attach"
     sb = make_sandbox(tmp_path / "machine", KINT_TEST_HOLD_ATTACH=str(hold),
                       KINT_WORKER_HEARTBEAT_TIMEOUT="60")
+    client = Client(sb.kint_home, autostart=False)
+    pid = None
     try:
         sb.start_entitled()
         write_store(sb.sibyl_db, tenant=sb.tenant)
         sb.call("status", sb.sibyl_db, timeout_s=60)
-    except BaseException:
-        sb.shutdown()
-        raise
-    return sb, hold
-
-
-def _looked_without_pid_file(client: Client, outcome: dict[str, Any]) -> bool:
-    """Whether the waiting client has looked at the pid file since it went (its watch
-    forgets the run it found at a look that finds no file), or has given up already.
-    Read, not looked: a look from this thread would race the caller's."""
-    return client._holder.run is None or bool(outcome)
-
-
-def test_a_stepping_down_supervisor_still_answers_the_request_it_holds(tmp_path):
-    """The pid file removed with an attach held in the worker: the supervisor steps down
-    and drains; the client, having looked with the file gone (and the drain begun), is
-    still waiting, and gets the worker's real reply once the attach is let go."""
-    sb, hold = _held_attach_machine(tmp_path)
-    log = sb.kint_home / "supervisor.log"
-    pid = running_pid(sb.kint_home)
-    outcome: dict[str, Any] = {}
-    client = Client(sb.kint_home, autostart=False)
-    try:
+        pid = running_pid(sb.kint_home)
+        assert pid is not None and pid > 0
+        outcome: dict[str, Any] = {}
         hold.touch()
-        caller = _attach_on(client, sb, outcome)
+        caller = attach_in_flight(sb, outcome, client=client)
         (run_dir(sb.kint_home) / PID_FILE).unlink()
-        sb.wait_for(lambda: "stepping down" in log.read_text(errors="replace"),
-                    what="the supervisor stepping down")
-        sb.wait_for(lambda: "stop requested (stop)" in log.read_text(errors="replace"),
-                    what="the stop read by the worker")
-        sb.wait_for(lambda: _looked_without_pid_file(client, outcome),
-                    what="a look at the pid file since it went")
-        assert "error" not in outcome, outcome["error"].message
-        assert pid is not None and pid_alive(pid)  # what the client waits on: still there
-        hold.unlink()
-        caller.join(60)
-        assert not caller.is_alive()
-        assert "error" not in outcome, outcome["error"].message
-        assert outcome["reply"]["sessions"] == 1, outcome
-        sb.wait_for(lambda: not pid_alive(pid), what="the stepped-down supervisor's exit")
+        yield SteppingDown(sb, hold, pid, client, outcome, caller)
     finally:
         hold.unlink(missing_ok=True)
         client.close()
@@ -107,38 +87,42 @@ def test_a_stepping_down_supervisor_still_answers_the_request_it_holds(tmp_path)
             os.kill(pid, signal.SIGKILL)
 
 
+def test_a_stepping_down_supervisor_still_answers_the_request_it_holds(tmp_path):
+    """The pid file removed with an attach held in the worker: the supervisor steps down
+    and drains; the client, having looked with the file gone (and the drain begun), is
+    still waiting, and gets the worker's real reply once the attach is let go."""
+    with _stepping_down(tmp_path) as down:
+        sb, outcome = down.sb, down.outcome
+        sb.wait_for(lambda: "stepping down" in down.log, what="the supervisor stepping down")
+        sb.wait_for(lambda: "stop requested (stop)" in down.log,
+                    what="the stop read by the worker")
+        sb.wait_for(down.looked_without_pid_file, what="a look at the pid file since it went")
+        assert "error" not in outcome, outcome["error"].message
+        assert pid_alive(down.pid)  # what the client waits on: still there
+        down.hold.unlink()
+        down.caller.join(60)
+        assert not down.caller.is_alive()
+        assert "error" not in outcome, outcome["error"].message
+        assert outcome["reply"]["sessions"] == 1, outcome
+        sb.wait_for(lambda: not pid_alive(down.pid), what="the stepped-down supervisor's exit")
+
+
 def test_a_request_is_given_up_on_once_that_supervisor_is_gone(tmp_path):
     """The same wait ends, saying the supervisor exited, once the process it sent to is
     gone (killed here mid-drain): long before the request's 90 s deadline, and the socket
     dropped, so nothing queued on it reaches a later supervisor."""
-    sb, hold = _held_attach_machine(tmp_path)
-    log = sb.kint_home / "supervisor.log"
-    pid = running_pid(sb.kint_home)
-    assert pid is not None and pid > 0
-    outcome: dict[str, Any] = {}
-    client = Client(sb.kint_home, autostart=False)
-    try:
-        hold.touch()
-        caller = _attach_on(client, sb, outcome)
-        (run_dir(sb.kint_home) / PID_FILE).unlink()
-        sb.wait_for(lambda: "stepping down" in log.read_text(errors="replace"),
-                    what="the supervisor stepping down")
-        sb.wait_for(lambda: _looked_without_pid_file(client, outcome),
-                    what="a look at the pid file since it went")
+    with _stepping_down(tmp_path) as down:
+        sb, outcome, pid = down.sb, down.outcome, down.pid
+        sb.wait_for(lambda: "stepping down" in down.log, what="the supervisor stepping down")
+        sb.wait_for(down.looked_without_pid_file, what="a look at the pid file since it went")
         assert "error" not in outcome, outcome["error"].message
         os.kill(pid, signal.SIGKILL)
-        caller.join(30)  # a look a second: far less than the attach's 90 s
-        assert not caller.is_alive()
+        down.caller.join(30)  # a look a second: far less than the attach's 90 s
+        assert not down.caller.is_alive()
         err = outcome["error"]
         assert err.code == "SUPERVISOR_UNAVAILABLE", err.message
         assert f"the supervisor (pid {pid}) exited before answering attach" in err.message
-        assert client._sock is None  # dropped: nothing on it goes to the next supervisor
-    finally:
-        hold.unlink(missing_ok=True)
-        client.close()
-        sb.shutdown()  # where it failed first; a no-op with its pid file gone
-        if pid_alive(pid):
-            os.kill(pid, signal.SIGKILL)
+        assert down.client._sock is None  # dropped: nothing on it goes to the next supervisor
 
 
 def test_a_stepping_down_supervisor_stopped_mid_drain_is_named_with_how_to_resume_it(
@@ -149,34 +133,19 @@ def test_a_stepping_down_supervisor_stopped_mid_drain_is_named_with_how_to_resum
     hint, not "run it again once the supervisor has stopped"."""
     from kint.front_closed import STOPPING_HINT
 
-    sb, hold = _held_attach_machine(tmp_path)
-    log = sb.kint_home / "supervisor.log"
-    pid = running_pid(sb.kint_home)
-    assert pid is not None and pid > 0
-    outcome: dict[str, Any] = {}
-    client = Client(sb.kint_home, autostart=False)
-    try:
-        hold.touch()
-        caller = _attach_on(client, sb, outcome)
-        (run_dir(sb.kint_home) / PID_FILE).unlink()
-        sb.wait_for(lambda: "stop requested (stop)" in log.read_text(errors="replace"),
+    with _stepping_down(tmp_path) as down:
+        sb, outcome, pid = down.sb, down.outcome, down.pid
+        sb.wait_for(lambda: "stop requested (stop)" in down.log,
                     what="the stop read by the worker")
-        sb.wait_for(lambda: _looked_without_pid_file(client, outcome),
-                    what="a look at the pid file since it went")
+        sb.wait_for(down.looked_without_pid_file, what="a look at the pid file since it went")
         os.kill(pid, signal.SIGSTOP)
-        caller.join(40)  # named 10 s after a look finds it stopped
-        assert not caller.is_alive()
+        down.caller.join(40)  # named 10 s after a look finds it stopped
+        assert not down.caller.is_alive()
         err = outcome["error"]
         assert err.code == "SUPERVISOR_UNAVAILABLE", err.message
         assert err.message.startswith(f"the supervisor (pid {pid}) is stopping"), err.message
         assert f"(it is stopped: `kill -CONT {pid}` resumes it)" in err.message, err.message
         assert err.hint != STOPPING_HINT and f"kill {pid}" in (err.hint or ""), err.hint
-    finally:
-        hold.unlink(missing_ok=True)
-        client.close()
-        sb.shutdown()  # where it failed first; a no-op with its pid file gone
-        if pid_alive(pid):
-            os.kill(pid, signal.SIGKILL)
 
 
 def test_a_request_that_may_not_have_reached_it_is_not_waited_on(sandbox):

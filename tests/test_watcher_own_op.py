@@ -116,21 +116,13 @@ def test_an_op_begun_between_the_check_and_the_push_is_waited_for_another_proces
     ctx = worker.ctx
     db = write_store(tmp_path / "memory.db")
     pushed: list[str] = []
-    holding, let_go = threading.Event(), threading.Event()
-
-    def pull() -> None:
-        with head_op(ctx, "pull", lock_file=False):
-            holding.set()
-            let_go.wait(30)
-
-    puller = threading.Thread(target=pull)
+    puller = _HeldPull(ctx)
 
     def push(reason: str) -> None:
         """The worker's push as far as its turn and file lock: a pull of the space begins
         as the watcher's push comes (the first time), after the tick's check."""
-        if not puller.is_alive() and not holding.is_set():
-            puller.start()
-            assert holding.wait(30)
+        if not puller.began:
+            puller.begin()
         with head_op(ctx, "push"):
             pushed.append(reason)
 
@@ -141,19 +133,16 @@ def test_an_op_begun_between_the_check_and_the_push_is_waited_for_another_proces
     try:
         _changed(db, 10)
         watcher.tick(now)  # its push meets the pull begun since the check
-        assert holding.is_set() and pushed == []
+        assert puller.began and pushed == []
         assert watcher.backoff.failure is None and watcher.dirty
         watcher.tick(now + 15)  # the pull still runs: nothing tried, nothing recorded
         assert pushed == [] and watcher.backoff.failure is None and watcher.dirty
-        let_go.set()
-        puller.join(30)
+        puller.end()
         watcher.tick(now + 30)  # the first tick after it pushes
         assert pushed == ["watcher"] and not watcher.dirty
         assert watcher.backoff.failure is None
     finally:
-        let_go.set()
-        if puller.is_alive():
-            puller.join(30)
+        puller.end()
 
     # Another process holds the space's head lock file: a failure, waited out.
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(ctx.state.files["head_lock"])],
@@ -170,27 +159,45 @@ def test_an_op_begun_between_the_check_and_the_push_is_waited_for_another_proces
         holder.wait(timeout=30)
 
 
+class _HeldPull:
+    """A pull of the space (a real `head_op` on its turn) on a thread of its own, holding
+    the space from `begin` until `end`."""
+
+    def __init__(self, ctx) -> None:
+        self._ctx = ctx
+        self._holding, self._let_go = threading.Event(), threading.Event()
+        self._thread = threading.Thread(target=self._pull)
+
+    def _pull(self) -> None:
+        from kint.tenant_worker.head_lock import head_op
+
+        with head_op(self._ctx, "pull", lock_file=False):
+            self._holding.set()
+            self._let_go.wait(30)
+
+    @property
+    def began(self) -> bool:
+        return self._holding.is_set()
+
+    def begin(self) -> None:
+        self._thread.start()
+        assert self._holding.wait(30)
+
+    def end(self) -> None:
+        self._let_go.set()
+        if self._thread.is_alive():
+            self._thread.join(30)
+
+
 @contextmanager
 def _pulling(ctx) -> Iterator[None]:
-    """A pull of the space (a real `head_op` on its turn) that holds it until the block
-    ends."""
-    from kint.tenant_worker.head_lock import head_op
-
-    holding, let_go = threading.Event(), threading.Event()
-
-    def pull() -> None:
-        with head_op(ctx, "pull", lock_file=False):
-            holding.set()
-            let_go.wait(30)
-
-    puller = threading.Thread(target=pull)
-    puller.start()
+    """A held pull of the space until the block ends."""
+    pull = _HeldPull(ctx)
     try:
-        assert holding.wait(30)
+        pull.begin()
         yield
     finally:
-        let_go.set()
-        puller.join(30)
+        pull.end()
 
 
 def test_an_op_is_waited_for_only_by_a_tick_that_would_push_or_check_the_size(

@@ -9,19 +9,26 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from kint.client import KintError
+from kint.client import Client, KintError
 
 
-def attach_in_flight(sb: Any, outcome: dict[str, Any],
-                     timeout_s: float = 90) -> threading.Thread:
+def attach_in_flight(sb: Any, outcome: dict[str, Any], timeout_s: float = 90,
+                     client: Client | None = None) -> threading.Thread:
     """Send `attach` (session `agent-1`, no watcher) for the sandbox `sb`'s store on a
     thread, and return it once the worker runs it; its result goes to `outcome["reply"]`,
-    its refusal to `outcome["error"]`."""
+    its refusal to `outcome["error"]`. `client`: the one to send it on, for a test that
+    looks at that client while it waits (else a client of the call's own)."""
 
     def attach() -> None:
+        args = {"session": "agent-1", "watcher": False}
         try:
-            outcome["reply"] = sb.call("attach", sb.sibyl_db, timeout_s=timeout_s,
-                                       args={"session": "agent-1", "watcher": False})
+            if client is None:
+                outcome["reply"] = sb.call("attach", sb.sibyl_db, timeout_s=timeout_s,
+                                           args=args)
+            else:
+                outcome["reply"] = client.call(
+                    "attach", tenant=sb.tenant, db=str(sb.sibyl_db),
+                    space=sb.label(sb.sibyl_db), timeout_s=timeout_s, args=args)
         except KintError as err:
             outcome["error"] = err
 
