@@ -148,6 +148,52 @@ def test_a_stepping_down_supervisor_stopped_mid_drain_is_named_with_how_to_resum
         assert err.hint != STOPPING_HINT and f"kill {pid}" in (err.hint or ""), err.hint
 
 
+def test_a_request_that_reached_it_is_waited_on_though_a_successor_holds_the_home(tmp_path):
+    """An attach held in the supervisor N's worker (it surely reached N), N stopped for a
+    moment (a loaded box: its once-a-second ownership look lags) while its pid file goes and
+    a successor S takes KINT_HOME, so N leaves no stepping-down note: N's socket file is
+    there (S's by now), and the client waits on N, which answers as it steps down. It
+    dropped the request ("may not have reached it") once S held the home with no note."""
+    hold = tmp_path / "hold-attach"
+    sb = make_sandbox(tmp_path / "machine", KINT_TEST_HOLD_ATTACH=str(hold),
+                      KINT_WORKER_HEARTBEAT_TIMEOUT="60")
+    client = Client(sb.kint_home, autostart=False)
+    pid = None
+    try:
+        sb.start_entitled()
+        write_store(sb.sibyl_db, tenant=sb.tenant)
+        sb.call("status", sb.sibyl_db, timeout_s=60)
+        pid = running_pid(sb.kint_home)
+        assert pid is not None and pid > 0
+        outcome: dict[str, Any] = {}
+        hold.touch()
+        caller = attach_in_flight(sb, outcome, client=client)  # in N's worker: reached
+        os.kill(pid, signal.SIGSTOP)
+        (run_dir(sb.kint_home) / PID_FILE).unlink()
+        successor = sb.start()
+        os.kill(pid, signal.SIGCONT)
+        assert successor != pid
+        sb.wait_for(lambda: (client._holder.run is not None
+                             and client._holder.run[0] == successor) or bool(outcome),
+                    what="a look naming the successor")
+        log = sb.kint_home / "supervisor.log"
+        sb.wait_for(lambda: "stop requested (stop)" in log.read_text(errors="replace")
+                    or bool(outcome), what="N's stop")
+        assert "error" not in outcome, outcome["error"].message
+        hold.unlink()
+        caller.join(60)
+        assert not caller.is_alive()
+        assert "error" not in outcome, outcome["error"].message
+        assert outcome["reply"]["sessions"] == 1, outcome
+    finally:
+        hold.unlink(missing_ok=True)
+        client.close()
+        sb.shutdown()
+        if pid is not None and pid_alive(pid):
+            os.kill(pid, signal.SIGCONT)
+            os.kill(pid, signal.SIGKILL)
+
+
 def test_a_request_that_may_not_have_reached_it_is_not_waited_on(sandbox):
     """The drop-the-socket guard kept: a request sent while the supervisor's socket file
     was not there (moved aside here, the supervisor held by SIGSTOP so that it binds no
