@@ -67,7 +67,7 @@ class LivenessChecks(ClosedDoorChecks):
         if now is None or (serving not in (None, -1) and now != serving):
             assert serving is not None  # both None: refused above
             there = serving > 0 and began_by(serving, self._named_since())
-            if not (there and self._reached(serving, now)):
+            if not (there and self._reached(serving)):
                 # A request still queued on the socket (never delivered: the door closed
                 # for a stop) would go to the next supervisor to bind there, a minute on.
                 self._drop_socket()
@@ -93,17 +93,17 @@ class LivenessChecks(ClosedDoorChecks):
             self._refuse_if_closed(holding, op, sent=True)
         return holding
 
-    def _reached(self, pid: int, now: int | None) -> bool:
+    def _reached(self, pid: int) -> bool:
         """Whether there is proof that the request went to the supervisor `pid`, which the
-        pid file named when it went and names no more (`now`: whom it names, if anyone),
-        on a connection it let in: one it answered on (`_answered_on`), or, if its door
-        has closed for its stop, one made to its socket file before that (`let_in_by`),
-        or, its door still open and no other supervisor holding the home, one made to that
-        file. Such a request it answers as it steps down. Without proof the request may
-        be queued still (a socket connected to no file of its, or connected as its door
-        closed) and is not waited on: it would reach the next supervisor to bind there.
-        The next one also clears the old one's note as it takes the home
-        (kint.front_closed.clear_left_behind): no note of its is no proof then."""
+        pid file named when it went and names no more, on a connection it let in: one it
+        answered on (`_answered_on`); or, if its door has closed for its stop, one made to
+        its socket file before that (`let_in_by`); or, no note of a closed door, one made
+        to a socket file that is still there. Such a request it answers as it steps down.
+        Without proof the request may be queued still (a socket connected to no file of
+        its, or connected as its door closed) and is not waited on: it would reach the
+        next supervisor to bind there. The next one also clears the old one's note as it
+        takes the home (kint.front_closed.clear_left_behind): no note of its is no proof
+        that its door is open, only the socket file is."""
         stamp = self._connected_at
         if self._sock is None:
             return False
