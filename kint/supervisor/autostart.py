@@ -24,7 +24,7 @@ import threading
 import time
 from pathlib import Path
 
-from kint.front_closed import clear_left_behind
+from kint.front_closed import clear_left_behind, read_note
 from kint.logs import setup_file_logging
 from kint.open_files import (FDS_PER_WORKER, RAISE_SOFT_TO, START_FDS, START_ROOM_HINT, open_files,
                              out_of_files, raise_soft_limit)
@@ -286,7 +286,14 @@ def _wait_for_supervisor(home: Path, ping, deadline: float, wait_s: float,
                     "to watch it start")
         elif found.serving:
             silent_since = silent_since if silent_since is not None else now
-            if now - silent_since >= UNREACHABLE_AFTER_S:
+            # One that is ending its stop is no silent one: it lets go of the home within
+            # its stop's own bound (its workers' 10 s grace for an op in flight, SIGKILL at
+            # 15 s, then its close: 11.4 s measured with an op held), past this one's
+            # 10 s, which refused a start a second before the stop ended. Waited for to
+            # the deadline, the next look after it lets go (every RETRY_EVERY_S) starting
+            # the new one.
+            if now - silent_since >= UNREACHABLE_AFTER_S and (
+                    now >= deadline or not _ending_its_stop(home, found.pid)):
                 raise silent_supervisor(home, found.pid)
         if now >= deadline:
             raise SupervisorNotReachable(
@@ -294,6 +301,15 @@ def _wait_for_supervisor(home: Path, ping, deadline: float, wait_s: float,
                 f"see {log_path(home)} and {run_dir(home) / DAEMON_STDERR}, or run "
                 "`kint supervisor start --foreground` to see why it does not start")
         time.sleep(RETRY_EVERY_S)
+
+
+def _ending_its_stop(home: Path, pid: int) -> bool:
+    """Whether the supervisor `pid`, which holds `home` and does not answer, is stopping
+    (its door closed as its stop began, its note says: kint/front_closed.py) and runs: not
+    stopped (SIGSTOP), which would never end its stop. Read once it has been silent for
+    UNREACHABLE_AFTER_S, at each look after: a stop's note, no ordinary look's cost."""
+    closed = read_note(socket_dir(home), pid)
+    return closed is not None and closed.stopping and not process_stopped(pid)
 
 
 def _look_s(deadline: float) -> float:
