@@ -131,12 +131,20 @@ class Client(LivenessChecks):
 
     def _follow(self, serving: int | None) -> None:
         """Before a request goes to a supervisor this client has not heard from yet: if
-        the socket's folder is no longer the one the socket was connected in (a long
-        KINT_HOME whose short folder was refused when this supervisor started, so it
-        bound in a fresh one), drop the socket and connect again where it is now. Kept,
-        the old socket would wait out every deadline on a path nobody serves, and
-        ZeroMQ would keep reconnecting it to a folder that may now be anyone's."""
+        the one that last answered on the socket no longer holds the home (`_left_by`:
+        it steps down, or is gone), or the socket's folder is no longer the one the
+        socket was connected in (a long KINT_HOME whose short folder was refused when
+        this supervisor started, so it bound in a fresh one), drop the socket and connect
+        again where the supervisor holding the home is. Kept, the old socket would carry
+        the request to a supervisor that refuses it as it stops (a kint-server was told
+        WORKER_DOWN, `the supervisor is stopping`, with the successor serving), or wait
+        out every deadline on a path nobody serves, ZeroMQ reconnecting it to a folder
+        that may now be anyone's. Only off the hot path: a supervisor that has answered
+        on the socket and holds the home (`_front_of`) costs no more than before."""
         if self._sock is None or self._front_of(serving) is not None:
+            return
+        if self._left_by(serving):
+            self._drop_socket()
             return
         if self._connected is not None and str(socket_dir(self.home)) != self._connected[0]:
             self._sock.close(linger=0)

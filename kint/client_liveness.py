@@ -125,6 +125,26 @@ class LivenessChecks(ClosedDoorChecks):
         # has it already: dropping the socket would undo nothing, and lose the answer).
         return os.path.exists(folder / FRONT_SOCKET)
 
+    def _left_by(self, serving: int | None) -> bool:
+        """Before a request on a kept socket: whether the supervisor that last answered on
+        it (`_front`) is not the one the pid file names now (`serving`): another pid, or
+        its pid given to a process that began after that answer (`began_by`, a
+        container's successor). One that no longer holds the home is stepping down
+        (kint.supervisor.housekeeping, within a second of losing its pid file) and
+        refuses what comes on the connections it still has (WORKER_DOWN, the supervisor
+        is stopping): its socket path is the holder's now, which binds it, so it takes no
+        new clients. One that is gone left a connection that ZeroMQ makes again by itself
+        to whatever is at the path. Either way the request must go on a new connection,
+        to the holder's socket. False with no answer yet, or no pid file naming a
+        supervisor (None) or naming one unread (-1): nobody to follow; and where the
+        same process still holds the home, its pid file rewritten since the look that
+        sent what it answered (it marks itself serving once it has bound)."""
+        front = self._front
+        if front is None or serving is None or serving <= 0:
+            return False
+        pid = front[0][0]
+        return pid != serving or not began_by(pid, front[3].boot)
+
     def _answered_on(self, pid: int) -> bool:
         """Whether the supervisor `pid` has answered on this client's socket: an answer
         came from pid `pid` (`_front`, forgotten with the socket) and the process on that

@@ -24,7 +24,7 @@ import threading
 import time
 from pathlib import Path
 
-from kint.front_closed import clear_left_behind
+from kint.front_closed import clear_left_behind, read_note
 from kint.logs import setup_file_logging
 from kint.open_files import (FDS_PER_WORKER, RAISE_SOFT_TO, START_FDS, START_ROOM_HINT, open_files,
                              out_of_files, raise_soft_limit)
@@ -269,13 +269,17 @@ def _wait_for_supervisor(home: Path, ping, deadline: float, wait_s: float,
     (never spinning) until one answers or waiting cannot help."""
     started: subprocess.Popen[bytes] | None = None
     silent_since: float | None = None
+    # The pid of the holder whose note said it stops: its stop's end removes the note a
+    # moment before it lets go of the home (its sockets closed first), and it never serves
+    # again, so once seen stopping it is waited for as such to the end.
+    stopping: int | None = None
     while True:
         if ping(_look_s(deadline)):
             return
         now = time.monotonic()
         found = holder(home)
         if found is None:
-            silent_since = None
+            silent_since = stopping = None
             if started is None:
                 started = spawn_daemon(home, on_demand=on_demand)
             elif started.poll() is not None:
@@ -286,7 +290,16 @@ def _wait_for_supervisor(home: Path, ping, deadline: float, wait_s: float,
                     "to watch it start")
         elif found.serving:
             silent_since = silent_since if silent_since is not None else now
-            if now - silent_since >= UNREACHABLE_AFTER_S:
+            if stopping != found.pid and _stop_noted(home, found.pid):
+                stopping = found.pid
+            # One that is ending its stop is no silent one: it lets go of the home within
+            # its stop's own bound (its workers' 10 s grace for an op in flight, SIGKILL at
+            # 15 s, then its close: 11.4 s measured with an op held), past this one's
+            # 10 s, which refused a start a second before the stop ended. Waited for to
+            # the deadline, unless stopped (SIGSTOP: it never ends its stop), the next look
+            # after it lets go (every RETRY_EVERY_S) starting the new one.
+            if now - silent_since >= UNREACHABLE_AFTER_S and (
+                    now >= deadline or stopping != found.pid or process_stopped(found.pid)):
                 raise silent_supervisor(home, found.pid)
         if now >= deadline:
             raise SupervisorNotReachable(
@@ -294,6 +307,15 @@ def _wait_for_supervisor(home: Path, ping, deadline: float, wait_s: float,
                 f"see {log_path(home)} and {run_dir(home) / DAEMON_STDERR}, or run "
                 "`kint supervisor start --foreground` to see why it does not start")
         time.sleep(RETRY_EVERY_S)
+
+
+def _stop_noted(home: Path, pid: int) -> bool:
+    """Whether the supervisor `pid`, which holds `home` and does not answer, is stopping:
+    its door closed as its stop began, its note says (kint/front_closed.py). Read at the
+    looks while it is silent, until it is seen stopping: a stat where its socket file is
+    there (one that is merely slow), the note's few bytes where it is not."""
+    closed = read_note(socket_dir(home), pid)
+    return closed is not None and closed.stopping
 
 
 def _look_s(deadline: float) -> float:

@@ -1,0 +1,125 @@
+"""A long-lived client (kint-server) whose supervisor stepped down while a successor already
+holds KINT_HOME (lane follow33).
+
+A supervisor N whose pid file is replaced steps down: it stops, serving the connections it
+has until it exits (up to its workers' stop grace). A kint-server that N had answered kept
+its socket, and ZeroMQ keeps a connection while the peer keeps it open: the server's next
+tool call went to N over it and was refused WORKER_DOWN, "the supervisor is stopping ...
+the next call starts a new supervisor", though the successor M had been serving the home
+all along. Now a client whose pid file names another supervisor than the one that last
+answered on its socket, that one stepping down or gone, connects again before it sends.
+
+Real parts: a real kint-server under the `mcp` SDK's stdio client, the test supervisors
+(tests/support/run_supervisor.py, kint's `run_foreground`) and their workers, a real
+store. N is kept stopping by an `attach` held on the pool of its worker of another store
+(KINT_TEST_HOLD_ATTACH, tests/support/kint_test_faults.py); N is held (SIGSTOP) while M
+takes the home, so that N's stop, bounded by its worker's 10 s grace, begins only once M
+serves, however long M's start takes on a loaded box.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from typing import Any
+
+from conftest import SUPPORT, make_sandbox, pid_alive, write_store
+from kint.client import KintError
+from kint.paths import run_dir
+from kint.supervisor.pidlock import PID_FILE, running_pid
+from mcp_session import AgentProcess
+
+HOLD = "KINT_TEST_HOLD_ATTACH"
+
+
+def _held_attach(sb: Any, db: Any, outcome: dict[str, Any]) -> threading.Thread:
+    """`attach` for the store `db` sent on a thread, returned once its worker runs it: the
+    work that keeps that worker, and so its supervisor, from exiting as it stops."""
+
+    def attach() -> None:
+        try:
+            outcome["reply"] = sb.call("attach", db, timeout_s=90,
+                                       args={"session": "held", "watcher": False})
+        except KintError as err:
+            outcome["error"] = err
+
+    caller = threading.Thread(target=attach, daemon=True)
+    caller.start()
+    sb.wait_for(lambda: (sb.row(db).get("ops_running") or 0) >= 1, what="the attach held")
+    return caller
+
+
+def _successor(sb: Any) -> subprocess.Popen[bytes]:
+    """The next test supervisor of the home, with the machine's environment less the hold
+    (its workers hold no attach): a new process, which takes the home the pid file's
+    removal left to it."""
+    env = {k: v for k, v in sb.env.items() if k != HOLD}
+    log = open(sb.root / "successor.err", "ab")
+    try:
+        return subprocess.Popen([sys.executable, str(SUPPORT / "run_supervisor.py"), "--home",
+                                 str(sb.kint_home)], env=env, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
+    finally:
+        log.close()
+
+
+def test_an_agents_next_call_reaches_the_supervisor_that_took_over(tmp_path):
+    hold = tmp_path / "hold-attach"
+    sb = make_sandbox(tmp_path / "machine", KINT_WORKER_HEARTBEAT_TIMEOUT="60",
+                      KINT_QUIET_SECONDS="3600")
+    other = sb.profile_db("held")
+    agent: AgentProcess | None = None
+    old: int | None = None
+    outcome: dict[str, Any] = {}
+    try:
+        sb.env[HOLD] = str(hold)
+        sb.start_entitled()
+        del sb.env[HOLD]  # the old supervisor's workers alone hold an attach
+        old = running_pid(sb.kint_home)
+        assert old is not None and old > 0
+        write_store(sb.sibyl_db, tenant=sb.tenant)
+        other.parent.mkdir(parents=True)
+        write_store(other, tenant=sb.tenant)
+        agent = AgentProcess(sb.env).start()
+        assert agent.call("memory_status")["ok"] is True  # answered by N on its socket
+        sb.call("status", other, timeout_s=60)
+        hold.touch()
+        caller = _held_attach(sb, other, outcome)
+
+        # N held while its pid file goes and M takes the home and answers; then N, let go,
+        # finds its pid file replaced and steps down, its held attach keeping it stopping.
+        os.kill(old, signal.SIGSTOP)
+        try:
+            (run_dir(sb.kint_home) / PID_FILE).unlink()
+            _successor(sb)
+            sb.wait_for(lambda: running_pid(sb.kint_home) not in (None, old)
+                        and sb.client().ping(0.5), what="the successor serving")
+        finally:
+            os.kill(old, signal.SIGCONT)
+        new = running_pid(sb.kint_home)
+        log = sb.kint_home / "supervisor.log"
+        sb.wait_for(lambda: "stop requested (stop)" in log.read_text(errors="replace"),
+                    what="the old supervisor's stop read by its worker")
+        # N stops, and serves the connections it has for up to its worker's grace (10 s
+        # from that line): the call below goes out well inside it. (The held attach
+        # itself is given up on by its own client: sent on a connection N never answered
+        # on, nothing proves it reached N once M holds the home, kint/client_liveness.py.)
+        assert pid_alive(old)
+        status = agent.call("memory_status")
+        assert status.get("ok") is True, status
+        assert running_pid(sb.kint_home) == new
+        said = (sb.kint_home / "kint.log").read_text(errors="replace")
+        assert "the supervisor is stopping" not in said, said[-3000:]
+        hold.unlink()
+        caller.join(60)
+        sb.wait_for(lambda: not pid_alive(old), what="the old supervisor's exit")
+    finally:
+        hold.unlink(missing_ok=True)
+        if agent is not None:
+            agent.close()
+        sb.shutdown()
+        if old is not None and pid_alive(old):
+            os.kill(old, signal.SIGKILL)
