@@ -68,6 +68,9 @@ class Client(LivenessChecks):
         # yet record another. A successor with its pid (a container's) is another run;
         # the time tells them apart by a closed door's `started` (kint/front_closed.py).
         self._front: tuple[tuple[int, int, int], str, str, Moment] | None = None
+        # Whether the socket was connected while the pid file named a supervisor that had
+        # not bound yet: the file at the path then may have been the one stepping down.
+        self._connected_unserved = False
         # (pid, since): the supervisor holding this client's request, seen stopped
         # (SIGSTOP) at every liveness check since `since` (time.monotonic()).
         self._stopped_since: tuple[int, float] | None = None
@@ -127,6 +130,7 @@ class Client(LivenessChecks):
             self._connected = (str(folder), str(front))
             self._front = None
             self._connected_at = stamp
+            self._connected_unserved = serving is not None and not self._holder.serving
         return self._sock
 
     def _follow(self, serving: int | None) -> None:
@@ -143,7 +147,10 @@ class Client(LivenessChecks):
         on the socket and holds the home (`_front_of`) costs no more than before."""
         if self._sock is None or self._front_of(serving) is not None:
             return
-        if self._left_by(serving):
+        if self._left_by(serving) or (self._front is None and self._connected_unserved
+                                      and self._holder.serving):
+            # The second: connected before the holder bound, no answer of its recorded
+            # since (`_served_run`): what answered may have been the one stepping down.
             self._drop_socket()
             return
         if self._connected is not None and str(socket_dir(self.home)) != self._connected[0]:
@@ -160,6 +167,14 @@ class Client(LivenessChecks):
         if front is None or serving is None or front[0][0] != serving:
             return None
         return front if front[0] == self._holder.run else None
+
+    def _served_run(self) -> tuple[int, int, int] | None:
+        """The run the pid file's last look found, if it said that supervisor has bound its
+        sockets: who answers is learnt only of such a one (`_front`). Before it binds, a
+        connection made reaches whatever file is at the path (the supervisor stepping
+        down, which has not seen yet that it lost the home), whose answer would be taken
+        for the new holder's, and `_left_by` would then keep that connection."""
+        return self._holder.run if self._holder.serving else None
 
     def serving_pid(self) -> int | None:
         """The pid of the supervisor that holds the home now (-1 when unreadable), or None:
@@ -252,7 +267,7 @@ class Client(LivenessChecks):
         `bound_s`."""
         self.sent_to = None
         serving = self._holder.pid()
-        run = self._holder.run
+        run = self._served_run()
         if self.autostart and (serving is None or self._sock is None
                                or not self.socket_exists(serving)):
             # No supervisor holds the home (a stale socket file says nothing), or this
@@ -263,7 +278,7 @@ class Client(LivenessChecks):
             if not self._refuse_if_closed(serving, op, sent=False):
                 self.ensure_running(min(30.0, max(0.0, deadline - time.monotonic())))
                 serving = self._holder.pid()
-                run = self._holder.run
+                run = self._served_run()
         self._follow(serving)
         left = deadline - time.monotonic()
         if left <= 0:  # starting the supervisor, or the block's calls before, spent it

@@ -123,3 +123,49 @@ def test_an_agents_next_call_reaches_the_supervisor_that_took_over(tmp_path):
         sb.shutdown()
         if old is not None and pid_alive(old):
             os.kill(old, signal.SIGKILL)
+
+
+def test_an_answer_before_the_successor_binds_is_not_taken_for_its(tmp_path):
+    """The successor M has taken the pid lock and named itself, not yet bound its socket,
+    while N has not seen that it lost the home: a connection made then reaches N's file,
+    and N answers. That answer was recorded as M's (the run the pid file named), so once M
+    marked itself serving the client kept N's connection, and its calls were refused
+    "the supervisor is stopping" until N exited. Now only a serving holder's answer is
+    recorded: the next call, M serving, connects again. M is this test process holding the
+    pid lock (a real supervisor cannot be held between its lock and its bind), N a real
+    supervisor held by SIGSTOP while the call is sent."""
+    import fcntl
+
+    from kint.client import Client
+
+    sb = make_sandbox(tmp_path)
+    old = sb.start()
+    client = Client(sb.kint_home, autostart=False)
+    fd = -1
+    outcome: dict[str, Any] = {}
+    try:
+        assert client.call("sup.ping", timeout_s=10)["pid"] == old
+        os.kill(old, signal.SIGSTOP)
+        path = run_dir(sb.kint_home) / PID_FILE
+        path.unlink()
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)  # M starting: not bound yet
+        caller = threading.Thread(target=lambda: outcome.update(
+            reply=client.call("sup.ping", timeout_s=10)), daemon=True)
+        caller.start()
+        sb.wait_for(lambda: client.sent_to == os.getpid(), what="the ping sent, M named")
+        os.kill(old, signal.SIGCONT)
+        caller.join(15)
+        assert outcome["reply"]["pid"] == old  # N answered it
+        kept = client._sock
+        os.pwrite(fd, f"{os.getpid()} serving\n".encode(), 0)  # M bound, says so
+        client._follow(client._holder.pid())
+        assert kept is not None and client._sock is not kept  # N's connection dropped
+    finally:
+        client.close()
+        if fd >= 0:
+            os.close(fd)
+        if pid_alive(old):
+            os.kill(old, signal.SIGCONT)
+            os.kill(old, signal.SIGKILL)

@@ -127,6 +127,8 @@ class HolderWatch:
         # The pid file's bytes as last read, and the pid they say: read at every look,
         # parsed again only when they change (once per supervisor, and once it serves).
         self._read: tuple[bytes, int] = (b"", -1)
+        # Whether the pid file, as last read, says its supervisor has bound its sockets.
+        self.serving = False
         # The supervisor run the last look found holding the lock: its pid, and the pid
         # file's inode and modification time as the look's stat gave them (None when it
         # found none). A supervisor writes its file as it takes the lock and once it
@@ -156,7 +158,9 @@ class HolderWatch:
             self.run = None
             return None
         if data != self._read[0]:  # held, by a supervisor new to this watch, or now serving
-            self._read = (data, _pid_in(_words(data)))
+            words = _words(data)
+            self._read = (data, _pid_in(words))
+            self.serving = SERVING in words[1:]
         self.run = (self._read[1], st.st_ino, st.st_mtime_ns)
         return self._read[1]
 
