@@ -73,7 +73,12 @@ class HeadLockBusy(Exception):
 
 
 @contextmanager
-def head_lock(path: Path, wait_s: float = WAIT_S) -> Iterator[None]:
+def head_lock(path: Path, wait_s: float | None = None) -> Iterator[None]:
+    """The file lock on `path`, waited for up to `wait_s`, else WAIT_S as it is at the call
+    (not at import: the settlement's wait was bound then while an op's was read at each
+    call, so the two could differ)."""
+    if wait_s is None:
+        wait_s = WAIT_S
     ensure_private_dir(path.parent)
     fd = open_own_file(path)  # a link there: NotOwnFile, CORRUPT_STATE (state_health)
     try:
@@ -139,7 +144,7 @@ def head_op(ctx: "SpaceContext", op: str, lock_file: bool = True) -> Iterator[No
     _take(ctx, op)
     try:
         if lock_file:
-            with head_lock(ctx.state.files["head_lock"], WAIT_S):  # read now, as `_take` does
+            with head_lock(ctx.state.files["head_lock"]):
                 yield
         else:
             yield
