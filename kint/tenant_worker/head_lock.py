@@ -4,7 +4,8 @@ machine take turns on a space's head instead of racing. Between machines, the ch
 decides.
 
 `head_op` is how an op takes it: first this worker's own turn on the space (`HeadTurn`: a
-second head-moving op of the space is refused BUSY at once), then the file. `settlement_op`
+second head-moving op of the space is refused BUSY at once, but for a closing server's exit
+push, which waits its turn: `TurnWait`), then the file. `settlement_op`
 is how a worker's start settlement takes them: an op that comes meanwhile waits for it, as
 for the file."""
 
@@ -15,8 +16,9 @@ import os
 import threading
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from kint.paths import ensure_private_dir
 from kint.pid_file_lock import flock_by, open_own_file
@@ -101,23 +103,46 @@ def busy(running: tuple[str, float] | None) -> TurnTaken:
     if running is None:
         return TurnTaken(IN_THIS_WORKER)
     op, began = running
-    return TurnTaken(f"a {_SAID.get(op, op)} is already running for this space (for "
+    return TurnTaken(f"a {named(running)} is already running for this space (for "
                      f"{max(0, int(time.monotonic() - began))} s)")
 
 
-def _take(ctx: "SpaceContext", op: str) -> None:
+def named(running: tuple[str, float] | None) -> str:
+    """What the op that holds the space (head_op_began) is called where a user reads it."""
+    return "push, pull or connect" if running is None else _SAID.get(running[0], running[0])
+
+
+@dataclass(frozen=True)
+class TurnWait:
+    """How an op that waits for its turn rather than be refused BUSY waits (`head_op`): up
+    to `seconds` for whatever holds the space in this worker, `said` told once of that
+    holder (head_op_began) as the wait begins. A closing kint-server's exit push's
+    (push._turn_wait): nobody is left to try it again, so a refusal left the session's last
+    rows to the watcher's next push, if one came before the worker idled out."""
+
+    seconds: float
+    said: Callable[[tuple[str, float] | None], None]
+
+
+def _take(ctx: "SpaceContext", op: str, wait: TurnWait | None = None) -> None:
     """The space's turn for `op`, or BUSY naming what holds it, read as it is refused. Only
     the start settlement is waited for, up to WAIT_S: it is no command the user could wait
     for, and it settles what this op would settle first (a command sent just after a
     restart was refused BUSY). Once it lets go, a command it held that finds another one
-    took the space is refused at once, as it would have been had it come then."""
+    took the space is refused at once, as it would have been had it come then. An op with
+    a `wait` waits for any holder, and for the next if another op takes the turn first, up
+    to its seconds."""
     turn = ctx.head_ops
-    deadline = time.monotonic() + WAIT_S
+    deadline = time.monotonic() + (WAIT_S if wait is None else wait.seconds)
+    say = None if wait is None else wait.said
     with turn.changed:
         while turn.held:
             left = deadline - time.monotonic()
-            if not turn.settling or left <= 0:
+            if not (turn.settling or wait is not None) or left <= 0:
                 raise busy(ctx.head_op_began)
+            if say is not None:
+                say(ctx.head_op_began)
+                say = None
             turn.changed.wait(left)
         turn.held = True
         ctx.head_op_began = (op, time.monotonic())
@@ -135,13 +160,14 @@ def _let_go(ctx: "SpaceContext") -> None:
 
 
 @contextmanager
-def head_op(ctx: "SpaceContext", op: str, lock_file: bool = True) -> Iterator[None]:
+def head_op(ctx: "SpaceContext", op: str, lock_file: bool = True,
+            wait: TurnWait | None = None) -> Iterator[None]:
     """One head-moving op of the space (`op`: push, pull, connect, rekey) at a time: BUSY
-    at once when this worker already runs one, BUSY when another process keeps the head
-    lock past its wait. The op and when it began go beside its progress line; both are
-    cleared when it ends, however it ends. The worker's start settlement is waited for
-    (`_take`)."""
-    _take(ctx, op)
+    at once when this worker already runs one (unless it `wait`s its turn), BUSY when
+    another process keeps the head lock past its wait, however it waited for its turn. The
+    op and when it began go beside its progress line; both are cleared when it ends,
+    however it ends. The worker's start settlement is waited for (`_take`)."""
+    _take(ctx, op, wait)
     try:
         if lock_file:
             with head_lock(ctx.state.files["head_lock"]):
