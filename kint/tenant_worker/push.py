@@ -79,9 +79,11 @@ TOLD = frozenset({None, "tool"})
 EXIT_TURN_S = OPS["exit_push"].max_timeout_ms // 1000
 
 
-def push(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
+def push(ctx: SpaceContext, args: dict[str, Any], wait: bool = False) -> dict[str, Any]:
+    """A push; `wait` (the exit push's, sessions.exit_push: never from a request's args)
+    waits for an op of the space this worker runs rather than be refused BUSY."""
     try:
-        with head_op(ctx, "push", wait=_turn_wait(ctx, args.get("hold_reason"))):
+        with head_op(ctx, "push", wait=_turn_wait(ctx) if wait else None):
             result = _push(ctx, bool(args.get("snapshot")), args.get("hold_reason"),
                            over_skipped=bool(args.get("over_skipped")),
                            dry_run=bool(args.get("dry_run")),
@@ -94,15 +96,14 @@ def push(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def _turn_wait(ctx: SpaceContext, hold_reason: str | None) -> TurnWait | None:
+def _turn_wait(ctx: SpaceContext) -> TurnWait:
     """The exit push waits for an op of its space this worker runs (the watcher's push,
     another session's, a pull) rather than be refused BUSY: its server is gone, so nobody
     tries it again, and the rows it wrote after that op read the store waited for the
     watcher's next push, if one came before the worker idled out. It waits up to its own
     bound (EXIT_TURN_S), then pushes what that op left, or says nothing is left. Every
-    other push is refused at once, as its caller can try again."""
-    if hold_reason != "exit":
-        return None
+    other push is refused at once, as its caller can try again: chosen by the caller
+    (sessions.exit_push), not by the hold_reason a request sends."""
 
     def said(running: tuple[str, float] | None) -> None:
         log.info("space %s: exit push waits for the %s running for this space to end "
