@@ -14,10 +14,65 @@ Real parts: a worker's real space context and op pool (tests/test_head_lock.py's
 
 from __future__ import annotations
 
+import logging
+import threading
+
 import pytest
 
 from test_head_lock import _worker
 from test_watcher_own_op import _pulling
+from kint.protocol import ProtocolError
+
+
+def _ended(results: list, done: threading.Event, count: int):
+    """A `then` for the pool that records each exit push's end, setting `done` at `count`."""
+    def then(result) -> None:
+        results.append(result)
+        if len(results) == count:
+            done.set()
+    return then
+
+
+def _exit_push(ctx):
+    """The exit push as the worker runs it, its refusal returned rather than raised."""
+    from kint.tenant_worker.sessions import exit_push
+
+    try:
+        return exit_push(ctx, {})
+    except ProtocolError as err:
+        return err
+
+
+def test_one_exit_push_waits_and_a_fifth_op_of_the_space_runs_meanwhile(
+        tmp_path, monkeypatch, caplog):
+    """Four exit pushes meet a running pull on a worker of four pool threads: one waits,
+    the three later ones answer at once that they leave their rows to it (logged, no
+    failure), and a fifth op of the space runs while the pull still holds the turn."""
+    from kint.tenant_worker import push as push_mod
+
+    monkeypatch.setattr(push_mod, "EXIT_TURN_S", 120)
+    caplog.set_level(logging.INFO, logger="kint.worker")
+    worker, seen = _worker(tmp_path)
+    ctx = worker.ctx
+    assert worker.config.threads == 4
+    later: list = []
+    three_answered, ran = threading.Event(), threading.Event()
+    holder: list = []
+    try:
+        with _pulling(ctx):
+            first: list = []
+            worker.pool.submit(_exit_push, ctx, then=first.append)
+            assert seen.waiting(1)  # the first waits its turn
+            for _ in range(3):
+                worker.pool.submit(_exit_push, ctx, then=_ended(later, three_answered, 3))
+            worker.pool.submit(lambda: (holder.append(ctx.head_op_began), ran.set()))
+            assert ran.wait(60) and three_answered.wait(60)
+            # It ran while the pull still held the turn, not once the pull let go.
+            assert holder[0] is not None and holder[0][0] == "pull", holder
+        assert all(r["message"] == push_mod.LEFT_TO_WAITING for r in later), later
+        assert caplog.text.count("exit push: left to the exit push already waiting") == 3
+    finally:
+        worker.close()
 
 
 def test_a_plain_push_request_saying_exit_is_refused_busy_at_once(tmp_path, monkeypatch):

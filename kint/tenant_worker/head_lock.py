@@ -5,7 +5,7 @@ decides.
 
 `head_op` is how an op takes it: first this worker's own turn on the space (`HeadTurn`: a
 second head-moving op of the space is refused BUSY at once, but for a closing server's exit
-push, which waits its turn: `TurnWait`), then the file. `settlement_op`
+push, which waits its turn, one at a time: `TurnWait`), then the file. `settlement_op`
 is how a worker's start settlement takes them: an op that comes meanwhile waits for it, as
 for the file."""
 
@@ -56,6 +56,8 @@ class HeadTurn:
         self.changed = threading.Condition()
         self.held = False
         self.settling = False
+        # An op waits its turn (TurnWait): one at a time, so waiters never fill the op pool.
+        self.waiting = False
 
 
 class TurnTaken(ProtocolError):
@@ -67,6 +69,12 @@ class TurnTaken(ProtocolError):
 
     def __init__(self, message: str) -> None:
         super().__init__(ErrorCode.BUSY, message, BUSY_HINT)
+
+
+class TurnLeft(Exception):
+    """An op that would wait its turn (TurnWait) found another already waiting: it leaves
+    its work to that one (push.py says what that means for an exit push). Not a
+    ProtocolError: no failure, so the closing server's log does not read it as one."""
 
 
 class HeadLockBusy(Exception):
@@ -130,22 +138,63 @@ def _take(ctx: "SpaceContext", op: str, wait: TurnWait | None = None) -> None:
     for, and it settles what this op would settle first (a command sent just after a
     restart was refused BUSY). Once it lets go, a command it held that finds another one
     took the space is refused at once, as it would have been had it come then. An op with
-    a `wait` waits for any holder, and for the next if another op takes the turn first, up
-    to its seconds."""
+    a `wait` waits for any holder instead (`_wait_turn`)."""
+    if wait is not None:
+        _wait_turn(ctx, op, wait)
+        return
     turn = ctx.head_ops
-    deadline = time.monotonic() + (WAIT_S if wait is None else wait.seconds)
-    say = None if wait is None else wait.said
+    deadline = time.monotonic() + WAIT_S
     with turn.changed:
         while turn.held:
             left = deadline - time.monotonic()
-            if not (turn.settling or wait is not None) or left <= 0:
+            if not turn.settling or left <= 0:
                 raise busy(ctx.head_op_began)
-            if say is not None:
-                say(ctx.head_op_began)
-                say = None
             turn.changed.wait(left)
-        turn.held = True
-        ctx.head_op_began = (op, time.monotonic())
+        _hold(ctx, op)
+
+
+def _wait_turn(ctx: "SpaceContext", op: str, wait: TurnWait) -> None:
+    """The turn for an op that waits for any holder, and for the next if another op takes
+    the turn first, up to `wait.seconds`. One such op waits at a time (TurnLeft for a
+    second): each sat on a thread of the worker's op pool, so four of them filled it and
+    every other op of the space (an attach's keepalive, a verify) waited behind the holder."""
+    turn = ctx.head_ops
+    deadline = time.monotonic() + wait.seconds
+    with turn.changed:
+        if not turn.held:
+            _hold(ctx, op)
+            return
+        if turn.waiting:
+            raise TurnLeft()
+        turn.waiting = True
+        running = ctx.head_op_began
+    try:
+        wait.said(running)  # logged out of the lock: a slow log write holds no one's turn
+        with turn.changed:
+            while turn.held:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise waited_out(ctx.head_op_began, wait.seconds)
+                turn.changed.wait(left)
+            _hold(ctx, op)
+    finally:
+        with turn.changed:
+            turn.waiting = False
+
+
+def waited_out(running: tuple[str, float] | None, seconds: float) -> TurnTaken:
+    """BUSY for an op that waited its whole `seconds` for the space: it says it waited,
+    where `busy`'s "is already running" read as refused at once."""
+    began = "" if running is None else \
+        f" (for {max(0, int(time.monotonic() - running[1]))} s)"
+    return TurnTaken(f"waited {int(seconds)} s for the {named(running)} running for this "
+                     f"space{began} to end")
+
+
+def _hold(ctx: "SpaceContext", op: str) -> None:
+    """The turn taken by `op`, under the turn's Condition."""
+    ctx.head_ops.held = True
+    ctx.head_op_began = (op, time.monotonic())
 
 
 def _let_go(ctx: "SpaceContext") -> None:

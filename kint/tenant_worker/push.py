@@ -48,7 +48,7 @@ from kint.tenant_worker.connected import connected, sender_for
 from kint.tenant_worker.custody_errors import as_protocol_error
 from kint.tenant_worker.data_key import renew
 from kint.tenant_worker.epoch_send import PUSH_WORDS, send_epoch, sign_epoch
-from kint.tenant_worker.head_lock import TurnWait, head_op, named
+from kint.tenant_worker.head_lock import TurnLeft, TurnWait, head_op, named
 from kint.tenant_worker.landed_block import settle_head_block
 from kint.tenant_worker.pending import record_landed
 from kint.tenant_worker.pending_journal import PendingEpoch
@@ -77,6 +77,8 @@ TOLD = frozenset({None, "tool"})
 # How long the exit push waits for its turn on the space (`_turn_wait`): the exit_push op's
 # own bound, past which the supervisor takes it as timed out.
 EXIT_TURN_S = OPS["exit_push"].max_timeout_ms // 1000
+LEFT_TO_WAITING = ("left to the exit push already waiting for its turn: it reads the whole "
+                   "store when it runs, so this session's rows are in it")
 
 
 def push(ctx: SpaceContext, args: dict[str, Any], wait: bool = False) -> dict[str, Any]:
@@ -89,6 +91,8 @@ def push(ctx: SpaceContext, args: dict[str, Any], wait: bool = False) -> dict[st
                            dry_run=bool(args.get("dry_run")),
                            confirmations=args.get("confirmations"),
                            again=bool(args.get("reanchor")) and not args.get("hold_reason"))
+    except TurnLeft:
+        return {"pushed": 0, "message": LEFT_TO_WAITING, "epochs": []}
     except (RpcUnavailable, custody_errors.CustodyError) as err:
         raise failure_refusal(err) from None
     if not args.get("dry_run"):
@@ -101,8 +105,9 @@ def _turn_wait(ctx: SpaceContext) -> TurnWait:
     another session's, a pull) rather than be refused BUSY: its server is gone, so nobody
     tries it again, and the rows it wrote after that op read the store waited for the
     watcher's next push, if one came before the worker idled out. It waits up to its own
-    bound (EXIT_TURN_S), then pushes what that op left, or says nothing is left. Every
-    other push is refused at once, as its caller can try again: chosen by the caller
+    bound (EXIT_TURN_S), then pushes what that op left, or says nothing is left. One waits
+    at a time (head_lock._wait_turn); a later one leaves its rows to it (LEFT_TO_WAITING).
+    Every other push is refused at once, as its caller can try again: chosen by the caller
     (sessions.exit_push), not by the hold_reason a request sends."""
 
     def said(running: tuple[str, float] | None) -> None:
