@@ -21,7 +21,7 @@ import pytest
 
 from test_head_lock import _worker
 from test_watcher_own_op import _pulling
-from kint.protocol import ProtocolError
+from kint.protocol import ErrorCode, ProtocolError
 
 
 def _ended(results: list, done: threading.Event, count: int):
@@ -90,5 +90,37 @@ def test_a_plain_push_request_saying_exit_is_refused_busy_at_once(tmp_path, monk
                 push_mod.push(ctx, {"hold_reason": "exit"})
             assert seen.waits == 0, "it waited its turn"
         assert "a pull is already running for this space" in refused.value.message
+    finally:
+        worker.close()
+
+
+def test_a_stop_ends_a_waiting_exit_push_logged_and_starts_no_push(
+        tmp_path, monkeypatch, caplog):
+    """The worker stops (HeadTurn.stop, as its loop calls it) while an exit push waits for
+    a pull: the exit push ends refused WORKER_DOWN naming the stop, logged as not made,
+    while the pull still holds the turn; one that comes after the pull ended starts no
+    push in the stopping worker either."""
+    from kint.tenant_worker import push as push_mod
+
+    monkeypatch.setattr(push_mod, "EXIT_TURN_S", 120)
+    caplog.set_level(logging.INFO, logger="kint.worker")
+    worker, seen = _worker(tmp_path)
+    ctx = worker.ctx
+    space16 = ctx.config.space16
+    got, done = [], threading.Event()
+    try:
+        with _pulling(ctx):
+            worker.pool.submit(_exit_push, ctx, then=_ended(got, done, 1))
+            assert seen.waiting(1)
+            ctx.head_ops.stop("restart")
+            assert done.wait(60)
+            assert ctx.head_op_began is not None and ctx.head_op_began[0] == "pull"
+        assert isinstance(got[0], ProtocolError), got
+        assert got[0].code is ErrorCode.WORKER_DOWN
+        assert got[0].message == "the worker is stopping (restart)"
+        assert (f"space {space16}: exit push not made (WORKER_DOWN): the worker is stopping "
+                f"(restart)") in caplog.text, caplog.text
+        after = _exit_push(ctx)
+        assert isinstance(after, ProtocolError) and after.code is ErrorCode.WORKER_DOWN, after
     finally:
         worker.close()

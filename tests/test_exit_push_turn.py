@@ -139,3 +139,47 @@ def test_the_exit_push_waits_its_turn_up_to_its_bound_and_another_process_is_bus
         assert refused.value.code is not ErrorCode.BUSY, refused.value
     finally:
         worker.close()
+
+
+def test_a_restart_while_an_exit_push_waits_ends_it_logged_and_pushes_nothing(
+        tmp_path, chain_home):
+    """`kint supervisor restart` while a closing server's exit push waits for a running push:
+    the worker's stop ends the wait (HeadTurn.stop, from its loop), logged as not made,
+    naming the stop, where the grace's end killed it unlogged; it starts no push in the
+    stopping worker. The real supervisor, worker and kint-server, as the first test."""
+    with machine_behind_proxy(tmp_path / "m", chain_home, KINT_RPC_TIMEOUT="60") as (sb, proxy):
+        db = sb.sibyl_db
+        log_path = sb.kint_home / "supervisor.log"
+        write_rules(db, sb.tenant, first="pushed by the running push")
+        closing = AgentProcess({**sb.env, "KINT_RPC_TIMEOUT": "60",
+                                "KINT_NO_WATCHER": "1"}).start()
+        running = None
+        try:
+            sb.wait_for(lambda: closing.call("memory_pull")["ok"],
+                        what="the server's start-up pull ended", **WAIT)
+            proxy.set_mode("delay_methods", **HOLD)
+            seen = len(proxy.calls)
+            running = threading.Thread(target=lambda: sb.kint("push", timeout=180))
+            running.start()
+            sb.wait_for(lambda: "eth_sendRawTransaction" in proxy.calls[seen:]
+                        and _op(sb, db) == "push", what="the push at its send", **WAIT)
+            assert closing.call("memory_remember", category="notes", name="exit-push",
+                                body={"text": "written after the push read the store"}
+                                )["ok"] is True
+        finally:
+            closing.close()
+        try:
+            sb.wait_for(lambda: "exit push waits for the push" in log_path.read_text(),
+                        what="the exit push waiting", **WAIT)
+            space = sb.row(db)["space"]
+            out = sb.kint("supervisor", "restart", space, timeout=120)
+            assert out.returncode == 0, out.stdout + out.stderr
+            text = sb.wait_for(lambda: "exit push not made" in (t := log_path.read_text())
+                               and t, what="the exit push's line", **WAIT)
+        finally:
+            proxy.forward()
+            if running is not None:
+                running.join(180)
+        assert ("exit push not made (WORKER_DOWN): the worker is stopping (restart)"
+                in text), text[-3000:]
+        assert "exit push: anchored" not in text, text[-3000:]

@@ -5,7 +5,8 @@ decides.
 
 `head_op` is how an op takes it: first this worker's own turn on the space (`HeadTurn`: a
 second head-moving op of the space is refused BUSY at once, but for a closing server's exit
-push, which waits its turn, one at a time: `TurnWait`), then the file. `settlement_op`
+push, which waits its turn, one at a time, until the worker stops: `TurnWait`), then the
+file. `settlement_op`
 is how a worker's start settlement takes them: an op that comes meanwhile waits for it, as
 for the file."""
 
@@ -58,6 +59,17 @@ class HeadTurn:
         self.settling = False
         # An op waits its turn (TurnWait): one at a time, so waiters never fill the op pool.
         self.waiting = False
+        # Why the worker stops, once it does (`stop`): a waiting op gives up, none starts.
+        self.stopped: str | None = None
+
+    def stop(self, reason: str | None) -> None:
+        """The worker stops (a stop, recycle, restart, upgrade, SIGTERM): an op waiting its
+        turn ends refused now, rather than be killed unlogged at the stop's grace or take
+        the turn in its last seconds and start a chain push that the grace could cut
+        between its send and its receipt."""
+        with self.changed:
+            self.stopped = f"the worker is stopping ({reason or 'stop'})"
+            self.changed.notify_all()
 
 
 class TurnTaken(ProtocolError):
@@ -157,10 +169,12 @@ def _wait_turn(ctx: "SpaceContext", op: str, wait: TurnWait) -> None:
     """The turn for an op that waits for any holder, and for the next if another op takes
     the turn first, up to `wait.seconds`. One such op waits at a time (TurnLeft for a
     second): each sat on a thread of the worker's op pool, so four of them filled it and
-    every other op of the space (an attach's keepalive, a verify) waited behind the holder."""
+    every other op of the space (an attach's keepalive, a verify) waited behind the holder.
+    A worker that stops ends the wait refused WORKER_DOWN (HeadTurn.stop)."""
     turn = ctx.head_ops
     deadline = time.monotonic() + wait.seconds
     with turn.changed:
+        _refuse_stopped(turn)
         if not turn.held:
             _hold(ctx, op)
             return
@@ -171,15 +185,21 @@ def _wait_turn(ctx: "SpaceContext", op: str, wait: TurnWait) -> None:
     try:
         wait.said(running)  # logged out of the lock: a slow log write holds no one's turn
         with turn.changed:
-            while turn.held:
+            while turn.held and turn.stopped is None:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise waited_out(ctx.head_op_began, wait.seconds)
                 turn.changed.wait(left)
+            _refuse_stopped(turn)
             _hold(ctx, op)
     finally:
         with turn.changed:
             turn.waiting = False
+
+
+def _refuse_stopped(turn: HeadTurn) -> None:
+    if turn.stopped is not None:
+        raise ProtocolError(ErrorCode.WORKER_DOWN, turn.stopped)
 
 
 def waited_out(running: tuple[str, float] | None, seconds: float) -> TurnTaken:
