@@ -22,6 +22,7 @@ import pytest
 from test_head_lock import _worker
 from test_watcher_own_op import _pulling
 from kint.protocol import ErrorCode, ProtocolError
+from kint.protocol.ops import OPS
 
 
 def _ended(results: list, done: threading.Event, count: int):
@@ -124,3 +125,11 @@ def test_a_stop_ends_a_waiting_exit_push_logged_and_starts_no_push(
         assert isinstance(after, ProtocolError) and after.code is ErrorCode.WORKER_DOWN, after
     finally:
         worker.close()
+
+
+def test_the_exit_push_waits_half_its_bound_leaving_the_rest_to_its_push():
+    """The supervisor times the exit push out at its op's bound: the wait for the turn is
+    half of it, so a push that gets its turn late still has the other half."""
+    from kint.tenant_worker.push import EXIT_TURN_S
+
+    assert EXIT_TURN_S * 2 <= OPS["exit_push"].max_timeout_ms // 1000

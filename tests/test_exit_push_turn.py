@@ -80,7 +80,7 @@ def test_an_exit_push_behind_a_running_push_waits_for_it_then_pushes_what_is_lef
                 running.join(180)
         assert pushed.get("pushed"), pushed
         text = log_path.read_text()
-        assert "exit push waits for the push running for this space to end (up to 900 s)" \
+        assert "exit push waits for the push running for this space to end (up to 450 s)" \
             in text, text[-3000:]
         # Then it pushes the server's row: the running push's epoch, then its own.
         sb.wait_for(lambda: (sb.row(db)["head"] or {}).get("seq") == 2,

@@ -74,9 +74,12 @@ PUSHED_BY = {None: "a push from the command line", "tool": "memory_push",
 # agent's memory_push ("tool"). Only they say what a settlement found and use it up
 # (settled_notice.py); the watcher's and the exit push's refusals are read by nobody.
 TOLD = frozenset({None, "tool"})
-# How long the exit push waits for its turn on the space (`_turn_wait`): the exit_push op's
-# own bound, past which the supervisor takes it as timed out.
-EXIT_TURN_S = OPS["exit_push"].max_timeout_ms // 1000
+# How long the exit push waits for its turn on the space (`_turn_wait`): half the exit_push
+# op's bound, past which the supervisor takes it as timed out, so the push it then makes
+# has the other half. Waiting the whole bound, it pushed after the supervisor had answered
+# TIMEOUT, its reply dropped late. (A push that itself runs past its half can still end
+# late, as any op past its bound does.)
+EXIT_TURN_S = OPS["exit_push"].max_timeout_ms // 1000 // 2
 LEFT_TO_WAITING = ("left to the exit push already waiting for its turn: it reads the whole "
                    "store when it runs, so this session's rows are in it")
 
