@@ -11,7 +11,8 @@ and the space's worker, a real kint-server over stdio (tests/mcp_session.py) tha
 through its tool and closes, rows written through Sibyl's own client. The second test, on
 a worker's real space context (tests/test_head_lock.py's `_worker`) and its real exit push,
 what the wait does not change: it ends at its bound, and another process's head lock is a
-BUSY failure as before.
+BUSY failure as before. The third, on the first one's parts: a `kint supervisor restart`
+during the wait ends it, logged as not made, where the worker's exit killed it unlogged.
 """
 
 from __future__ import annotations
