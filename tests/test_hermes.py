@@ -201,7 +201,8 @@ def _sessions(sb, ref) -> int:
 
 
 def _exit_pushed(sb) -> set[str]:
-    """The spaces whose worker logged an exit push, made or not made."""
+    """The spaces whose worker logged an exit push's end, made or not made (not one that
+    still waits for its turn: "exit push waits for ...")."""
     log = sb.kint_home / "supervisor.log"
     text = log.read_text(errors="replace") if log.exists() else ""
-    return set(re.findall(r"space (\w+): exit push", text))
+    return set(re.findall(r"space (\w+): exit push(?::| not made)", text))

@@ -84,7 +84,11 @@ def test_a_push_past_the_tool_bound_answers_timeout_and_lands_in_the_worker(
             assert refused["hint"].startswith(AGAIN_SOON), refused
             proxy.forward()
         finally:
-            short.close()  # its exit push: refused BUSY behind the worker's, or nothing
+            short.close()  # its exit push waits for the worker's push, then finds nothing
+        # Over before the next session's push, which would meet it BUSY.
+        log = sb.kint_home / "supervisor.log"
+        assert wait_until(lambda: "exit push: nothing to push" in log.read_text(
+            errors="replace"), timeout=60), log.read_text(errors="replace")[-3000:]
         agent = AgentProcess(sb.env).start()
         try:
             status = wait_until(lambda: (s := agent.call("memory_status"))["in_step"]

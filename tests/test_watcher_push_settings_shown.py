@@ -202,7 +202,7 @@ def test_a_push_that_times_out_names_the_rpc_timeout_it_waited_and_whose(tmp_pat
         # A closing server's exit push times out too: its log line names the value. The
         # server asks for no watcher, and its own pull has ended before it writes (a pull
         # refused BUSY is the start-up pull still running): no other push or pull of the
-        # space can hold it when the exit push comes, which would refuse it BUSY.
+        # space holds it when the exit push comes, which would make it wait its turn.
         closing = AgentProcess({**sb.env, "KINT_RPC_TIMEOUT": "0.5",
                                 "KINT_NO_WATCHER": "1"}).start()
         try:

@@ -86,3 +86,33 @@ def test_the_size_trigger_pushes_at_82_rows_and_not_at_81(tmp_path, chain_home):
         assert "watcher: anchored 82 row change(s) in 1 epoch(s)" in log, log[-3000:]
     finally:
         sb.shutdown()
+
+
+def test_a_size_triggered_push_counts_the_store_once(tmp_path, chain_home):
+    """The tick whose size check finds the trigger passed pushes with the count it made: it
+    counted the store again in `_fire` first, two diffs of the whole store for every
+    size-triggered push. Read in the worker's watcher trace
+    (tests/support/kint_test_trace.py): the counts between the push's tick and its push."""
+    trace = tmp_path / "watcher.trace"
+    sb = new_machine(tmp_path / "machine", chain_home, KINT_POLL_SECONDS=TICK_S,
+                     KINT_TEST_POLL_MINIMUM_S=TICK_S, KINT_QUIET_SECONDS="3600",
+                     KINT_TEST_SIZE_CHECK_INTERVAL_S=TICK_S,
+                     KINT_TEST_WATCHER_TRACE=str(trace))
+    db = sb.sibyl_db
+    try:
+        write_store(db, tenant=sb.tenant)
+        sb.call("connect", db, args={"dev": True}, timeout_s=300)
+        head = sb.call("push", db, timeout_s=120)["head_seq"]
+        assert sb.call("attach", db, args={"session": "size", "watcher": True})["watcher"]
+        client = sibyl_client(db, sb.tenant)
+        for i in range(BELOW + 1):  # past the trigger: only it can push (quiet 3600 s)
+            client.set_entity("notes", f"note-{i:03}", {"text": f"note {i}"})
+        sb.wait_for(lambda: (sb.row(db)["head"] or {}).get("seq") == head + 1,
+                    what="the size trigger's push", **WAIT)
+        lines = trace.read_text().splitlines()
+        assert lines.count("push") == 1, lines[-40:]
+        pushed = lines.index("push")
+        tick = pushed - 1 - lines[pushed - 1::-1].index("tick")
+        assert lines[tick + 1:pushed] == ["count ok"], lines[tick:pushed + 1]
+    finally:
+        sb.shutdown()

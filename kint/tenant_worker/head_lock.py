@@ -4,7 +4,9 @@ machine take turns on a space's head instead of racing. Between machines, the ch
 decides.
 
 `head_op` is how an op takes it: first this worker's own turn on the space (`HeadTurn`: a
-second head-moving op of the space is refused BUSY at once), then the file. `settlement_op`
+second head-moving op of the space is refused BUSY at once, but for a closing server's exit
+push, which waits its turn, one at a time, until the worker stops: `TurnWait`), then the
+file. `settlement_op`
 is how a worker's start settlement takes them: an op that comes meanwhile waits for it, as
 for the file."""
 
@@ -15,8 +17,9 @@ import os
 import threading
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from kint.paths import ensure_private_dir
 from kint.pid_file_lock import flock_by, open_own_file
@@ -54,6 +57,19 @@ class HeadTurn:
         self.changed = threading.Condition()
         self.held = False
         self.settling = False
+        # An op waits its turn (TurnWait): one at a time, so waiters never fill the op pool.
+        self.waiting = False
+        # Why the worker stops, once it does (`stop`): a waiting op gives up, none starts.
+        self.stopped: str | None = None
+
+    def stop(self, reason: str | None) -> None:
+        """The worker stops (a stop, recycle, restart, upgrade, SIGTERM): an op waiting its
+        turn ends refused now, rather than be killed unlogged at the stop's grace or take
+        the turn in its last seconds and start a chain push that the grace could cut
+        between its send and its receipt."""
+        with self.changed:
+            self.stopped = f"the worker is stopping ({reason or 'stop'})"
+            self.changed.notify_all()
 
 
 class TurnTaken(ProtocolError):
@@ -67,13 +83,24 @@ class TurnTaken(ProtocolError):
         super().__init__(ErrorCode.BUSY, message, BUSY_HINT)
 
 
+class TurnLeft(Exception):
+    """An op that would wait its turn (TurnWait) found another already waiting: it leaves
+    its work to that one (push.py says what that means for an exit push). Not a
+    ProtocolError: no failure, so the closing server's log does not read it as one."""
+
+
 class HeadLockBusy(Exception):
     def __init__(self) -> None:
         super().__init__(MESSAGE)
 
 
 @contextmanager
-def head_lock(path: Path, wait_s: float = WAIT_S) -> Iterator[None]:
+def head_lock(path: Path, wait_s: float | None = None) -> Iterator[None]:
+    """The file lock on `path`, waited for up to `wait_s`, else WAIT_S as it is at the call
+    (not at import: the settlement's wait was bound then while an op's was read at each
+    call, so the two could differ)."""
+    if wait_s is None:
+        wait_s = WAIT_S
     ensure_private_dir(path.parent)
     fd = open_own_file(path)  # a link there: NotOwnFile, CORRUPT_STATE (state_health)
     try:
@@ -96,16 +123,37 @@ def busy(running: tuple[str, float] | None) -> TurnTaken:
     if running is None:
         return TurnTaken(IN_THIS_WORKER)
     op, began = running
-    return TurnTaken(f"a {_SAID.get(op, op)} is already running for this space (for "
+    return TurnTaken(f"a {named(running)} is already running for this space (for "
                      f"{max(0, int(time.monotonic() - began))} s)")
 
 
-def _take(ctx: "SpaceContext", op: str) -> None:
+def named(running: tuple[str, float] | None) -> str:
+    """What the op that holds the space (head_op_began) is called where a user reads it."""
+    return "push, pull or connect" if running is None else _SAID.get(running[0], running[0])
+
+
+@dataclass(frozen=True)
+class TurnWait:
+    """How an op that waits for its turn rather than be refused BUSY waits (`head_op`): up
+    to `seconds` for whatever holds the space in this worker, `said` told once of that
+    holder (head_op_began) as the wait begins. A closing kint-server's exit push's
+    (push._turn_wait): nobody is left to try it again, so a refusal left the session's last
+    rows to the watcher's next push, if one came before the worker idled out."""
+
+    seconds: float
+    said: Callable[[tuple[str, float] | None], None]
+
+
+def _take(ctx: "SpaceContext", op: str, wait: TurnWait | None = None) -> None:
     """The space's turn for `op`, or BUSY naming what holds it, read as it is refused. Only
     the start settlement is waited for, up to WAIT_S: it is no command the user could wait
     for, and it settles what this op would settle first (a command sent just after a
     restart was refused BUSY). Once it lets go, a command it held that finds another one
-    took the space is refused at once, as it would have been had it come then."""
+    took the space is refused at once, as it would have been had it come then. An op with
+    a `wait` waits for any holder instead (`_wait_turn`)."""
+    if wait is not None:
+        _wait_turn(ctx, op, wait)
+        return
     turn = ctx.head_ops
     deadline = time.monotonic() + WAIT_S
     with turn.changed:
@@ -114,8 +162,59 @@ def _take(ctx: "SpaceContext", op: str) -> None:
             if not turn.settling or left <= 0:
                 raise busy(ctx.head_op_began)
             turn.changed.wait(left)
-        turn.held = True
-        ctx.head_op_began = (op, time.monotonic())
+        _hold(ctx, op)
+
+
+def _wait_turn(ctx: "SpaceContext", op: str, wait: TurnWait) -> None:
+    """The turn for an op that waits for any holder, and for the next if another op takes
+    the turn first, up to `wait.seconds`. One such op waits at a time (TurnLeft for a
+    second): each sat on a thread of the worker's op pool, so four of them filled it and
+    every other op of the space (an attach's keepalive, a verify) waited behind the holder.
+    A worker that stops ends the wait refused WORKER_DOWN (HeadTurn.stop)."""
+    turn = ctx.head_ops
+    deadline = time.monotonic() + wait.seconds
+    with turn.changed:
+        _refuse_stopped(turn)
+        if not turn.held:
+            _hold(ctx, op)
+            return
+        if turn.waiting:
+            raise TurnLeft()
+        turn.waiting = True
+        running = ctx.head_op_began
+    try:
+        wait.said(running)  # logged out of the lock: a slow log write holds no one's turn
+        with turn.changed:
+            while turn.held and turn.stopped is None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise waited_out(ctx.head_op_began, wait.seconds)
+                turn.changed.wait(left)
+            _refuse_stopped(turn)
+            _hold(ctx, op)
+    finally:
+        with turn.changed:
+            turn.waiting = False
+
+
+def _refuse_stopped(turn: HeadTurn) -> None:
+    if turn.stopped is not None:
+        raise ProtocolError(ErrorCode.WORKER_DOWN, turn.stopped)
+
+
+def waited_out(running: tuple[str, float] | None, seconds: float) -> TurnTaken:
+    """BUSY for an op that waited its whole `seconds` for the space: it says it waited,
+    where `busy`'s "is already running" read as refused at once."""
+    began = "" if running is None else \
+        f" (for {max(0, int(time.monotonic() - running[1]))} s)"
+    return TurnTaken(f"waited {int(seconds)} s for the {named(running)} running for this "
+                     f"space{began} to end")
+
+
+def _hold(ctx: "SpaceContext", op: str) -> None:
+    """The turn taken by `op`, under the turn's Condition."""
+    ctx.head_ops.held = True
+    ctx.head_op_began = (op, time.monotonic())
 
 
 def _let_go(ctx: "SpaceContext") -> None:
@@ -130,16 +229,17 @@ def _let_go(ctx: "SpaceContext") -> None:
 
 
 @contextmanager
-def head_op(ctx: "SpaceContext", op: str, lock_file: bool = True) -> Iterator[None]:
+def head_op(ctx: "SpaceContext", op: str, lock_file: bool = True,
+            wait: TurnWait | None = None) -> Iterator[None]:
     """One head-moving op of the space (`op`: push, pull, connect, rekey) at a time: BUSY
-    at once when this worker already runs one, BUSY when another process keeps the head
-    lock past its wait. The op and when it began go beside its progress line; both are
-    cleared when it ends, however it ends. The worker's start settlement is waited for
-    (`_take`)."""
-    _take(ctx, op)
+    at once when this worker already runs one (unless it `wait`s its turn), BUSY when
+    another process keeps the head lock past its wait, however it waited for its turn. The
+    op and when it began go beside its progress line; both are cleared when it ends,
+    however it ends. The worker's start settlement is waited for (`_take`)."""
+    _take(ctx, op, wait)
     try:
         if lock_file:
-            with head_lock(ctx.state.files["head_lock"], WAIT_S):  # read now, as `_take` does
+            with head_lock(ctx.state.files["head_lock"]):
                 yield
         else:
             yield

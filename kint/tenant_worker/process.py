@@ -259,6 +259,8 @@ class Worker(Heartbeat, OpReplies):
                     # grace counts from the resume, as the supervisor's own does
                     # (WorkerHandle.grace_over), not cut at once on the clock's jump.
                     stop_deadline = now + STOP_GRACE_SECONDS
+                    # An exit push waiting its turn ends now, logged (HeadTurn.stop).
+                    self.ctx.head_ops.stop(self.stop_reason)
                 # A push the store watcher started is no request in flight, but it holds
                 # the space's head op (head_lock.head_op) until it ends: a stop (a recycle,
                 # a restart, the supervisor's) waits for it too rather than cut it between

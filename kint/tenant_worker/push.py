@@ -42,12 +42,13 @@ from kint.paths import remove_file
 from kint.protocol import ErrorCode, ProtocolError
 from kint.protocol.errors import NOTICE_PREFIX, hint_with_notices
 from kint.protocol.hints import SNAPSHOT_TOO_LARGE_HINT
+from kint.protocol.ops import OPS
 from kint.tenant_worker.changes import Changes, diff, snapshot
 from kint.tenant_worker.connected import connected, sender_for
 from kint.tenant_worker.custody_errors import as_protocol_error
 from kint.tenant_worker.data_key import renew
 from kint.tenant_worker.epoch_send import PUSH_WORDS, send_epoch, sign_epoch
-from kint.tenant_worker.head_lock import head_op
+from kint.tenant_worker.head_lock import TurnLeft, TurnWait, head_op, named
 from kint.tenant_worker.landed_block import settle_head_block
 from kint.tenant_worker.pending import record_landed
 from kint.tenant_worker.pending_journal import PendingEpoch
@@ -73,21 +74,50 @@ PUSHED_BY = {None: "a push from the command line", "tool": "memory_push",
 # agent's memory_push ("tool"). Only they say what a settlement found and use it up
 # (settled_notice.py); the watcher's and the exit push's refusals are read by nobody.
 TOLD = frozenset({None, "tool"})
+# How long the exit push waits for its turn on the space (`_turn_wait`): half the exit_push
+# op's bound, past which the supervisor takes it as timed out, so the push it then makes
+# has the other half. Waiting the whole bound, it pushed after the supervisor had answered
+# TIMEOUT, its reply dropped late. (A push that itself runs past its half can still end
+# late, as any op past its bound does.)
+EXIT_TURN_S = OPS["exit_push"].max_timeout_ms // 1000 // 2
+LEFT_TO_WAITING = ("left to the exit push already waiting for its turn: it reads the whole "
+                   "store when it runs, so this session's rows are in it")
 
 
-def push(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
+def push(ctx: SpaceContext, args: dict[str, Any], wait: bool = False) -> dict[str, Any]:
+    """A push; `wait` (the exit push's, sessions.exit_push: never from a request's args)
+    waits for an op of the space this worker runs rather than be refused BUSY."""
     try:
-        with head_op(ctx, "push"):
+        with head_op(ctx, "push", wait=_turn_wait(ctx) if wait else None):
             result = _push(ctx, bool(args.get("snapshot")), args.get("hold_reason"),
                            over_skipped=bool(args.get("over_skipped")),
                            dry_run=bool(args.get("dry_run")),
                            confirmations=args.get("confirmations"),
                            again=bool(args.get("reanchor")) and not args.get("hold_reason"))
+    except TurnLeft:
+        return {"pushed": 0, "message": LEFT_TO_WAITING, "epochs": []}
     except (RpcUnavailable, custody_errors.CustodyError) as err:
         raise failure_refusal(err) from None
     if not args.get("dry_run"):
         went_through(ctx, PUSHED_BY.get(args.get("hold_reason")))
     return result
+
+
+def _turn_wait(ctx: SpaceContext) -> TurnWait:
+    """The exit push waits for an op of its space this worker runs (the watcher's push,
+    another session's, a pull) rather than be refused BUSY: its server is gone, so nobody
+    tries it again, and the rows it wrote after that op read the store waited for the
+    watcher's next push, if one came before the worker idled out. It waits up to its own
+    bound (EXIT_TURN_S), then pushes what that op left, or says nothing is left. One waits
+    at a time (head_lock._wait_turn); a later one leaves its rows to it (LEFT_TO_WAITING).
+    Every other push is refused at once, as its caller can try again: chosen by the caller
+    (sessions.exit_push), not by the hold_reason a request sends."""
+
+    def said(running: tuple[str, float] | None) -> None:
+        log.info("space %s: exit push waits for the %s running for this space to end "
+                 "(up to %d s)", ctx.config.space16, named(running), EXIT_TURN_S)
+
+    return TurnWait(EXIT_TURN_S, said)
 
 
 def went_through(ctx: SpaceContext, by: str | None) -> None:

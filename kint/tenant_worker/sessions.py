@@ -109,15 +109,16 @@ def _can_push(ctx: SpaceContext) -> bool:
         return False
 
 
-def server_push(ctx: SpaceContext, reason: str) -> dict[str, Any]:
+def server_push(ctx: SpaceContext, reason: str, wait: bool = False) -> dict[str, Any]:
     """A push under the hold, with a full disk or a corrupt state file answered as what it
     is (state_health.guarded), as a request's push is: the watcher's pushes come from no
     request, and a store read that met a full disk reached the watcher as a bare SQLite
-    error, recorded as INTERNAL with a traceback."""
+    error, recorded as INTERNAL with a traceback. `wait` (the exit push's) waits its turn
+    on the space (push.push), chosen here, never by a request's args."""
     from kint.tenant_worker.push import push
     from kint.tenant_worker.state_health import guarded
 
-    return guarded("push", push)(ctx, {"hold_reason": reason})
+    return guarded("push", lambda c, a: push(c, a, wait=wait))(ctx, {"hold_reason": reason})
 
 
 def _watcher_push(ctx: SpaceContext, reason: str) -> dict[str, Any]:
@@ -245,13 +246,16 @@ def note_write(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
 
 def exit_push(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     """One push, under the hold, for a server that is closing; it runs here to completion
-    after that server is gone. Its failure is logged with the KINT_RPC_TIMEOUT a timeout
-    waited (rpc_hint.timeout_named, as with_settings names it after): the log is the only
-    place a closing server's failure is read."""
+    after that server is gone. One that meets an op of the space this worker runs (the
+    watcher's push, another session's) waits for its turn, up to its own bound, rather than
+    be refused BUSY (push._turn_wait): nobody is left to try it again. Its failure is
+    logged with the KINT_RPC_TIMEOUT a timeout waited (rpc_hint.timeout_named, as
+    with_settings names it after): the log is the only place a closing server's failure
+    is read."""
     if args.get("session"):
         _end(ctx, args["session"])
     try:
-        result = server_push(ctx, "exit")
+        result = server_push(ctx, "exit", wait=True)
         log.info("space %s: exit push: %s", ctx.config.space16, result.get("message"))
         return result
     except ProtocolError as err:

@@ -300,7 +300,10 @@ class Watcher(OwedLook):
             if counts == (0, 0):
                 self._nothing_left(sig, told)
             elif (counts[0] + counts[1]) * ESTIMATED_BYTES_PER_ROW > self.timings.size_trigger:
-                self._fire("size trigger", sig, told, now)
+                # The count just made, not a second diff of the whole store: nothing since
+                # changes what it counted against (a write since is the next tick's change,
+                # and the push reads the store itself).
+                self._fire("size trigger", sig, told, now, counts)
 
     def _op_runs(self) -> bool:
         """Whether a head-moving op of the space runs in this worker (head_lock.HeadTurn),
@@ -342,7 +345,8 @@ class Watcher(OwedLook):
         kint v0.3.0's log lines around it (10-configuration.md, "Logs"): what triggered
         the push, then its result. A held push logs its own line (drift.py), a failed one
         the backoff's (push_backoff.py). `counted`: the count this tick made already (the
-        owed start's), not made again: each is a diff of the whole store."""
+        owed start's, or the size check's that fired it), not made again: each is a diff of
+        the whole store, and a size-triggered push made two."""
         if self.backoff.waiting(now):
             return  # a failed push's wait is not over (checked before the diff it costs)
         if self._op_runs():

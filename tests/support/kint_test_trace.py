@@ -1,10 +1,12 @@
 """Preloaded into the worker forkserver by the test supervisor (run_supervisor.py): while
 `KINT_TEST_WATCHER_TRACE` (set only by tests) names a file, a worker appends to it one line
-for each store watcher tick (`Watcher.tick`) and for each count the watcher makes
-(`sessions._changes_to_push`, the one its WatcherCount calls): `tick`, then `count ok` or
-`count failed`. A test reads in it how many ticks passed between two counts, which no log
-line says (a count that fails is logged once per reason), with no clock read: what
-tests/test_watcher_count_backoff.py checks of a count that keeps meeting a lock.
+for each store watcher tick (`Watcher.tick`), for each count the watcher makes
+(`sessions._changes_to_push`, the one its WatcherCount calls) and for each push it starts
+(`sessions._watcher_push`): `tick`, then `count ok` or `count failed`, and `push`. A test
+reads in it how many ticks passed between two counts, which no log line says (a count that
+fails is logged once per reason), with no clock read: what
+tests/test_watcher_count_backoff.py checks of a count that keeps meeting a lock; and how
+many counts a tick made before its push (tests/test_watcher_size_trigger.py).
 
 Unset, nothing is wrapped; kint's own code reads none of this.
 """
@@ -46,6 +48,15 @@ def _counts(count: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def _pushes(push: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(push)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        _say("push")
+        return push(*args, **kwargs)
+
+    return wrapper
+
+
 def _install() -> None:
     if not os.environ.get(TRACE_ENV):
         return
@@ -54,6 +65,7 @@ def _install() -> None:
 
     Watcher.tick = _ticks(Watcher.tick)  # type: ignore[method-assign]
     sessions._changes_to_push = _counts(sessions._changes_to_push)
+    sessions._watcher_push = _pushes(sessions._watcher_push)
 
 
 _install()

@@ -1,0 +1,135 @@
+"""What an exit push's wait for its turn (push._turn_wait, head_lock._wait_turn) may not do.
+Each waiting exit push sat on a thread of the worker's op pool (4): four closing sessions
+of one store filled it, and every other op of the space (an attach's keepalive, a
+verify) waited behind the op they waited for. A plain `push` request that sent
+hold_reason "exit" waited too, chosen by the wire. A stop during the wait killed the
+exit push unlogged at the stop's grace, or let it start a chain push in a stopping
+worker. And it waited the exit_push op's whole bound, so it pushed after the supervisor
+had timed it out.
+
+Real parts: a worker's real space context and op pool (tests/test_head_lock.py's
+`_worker`, its turn's waits counted), a real pull's `head_op` holding the turn
+(tests/test_watcher_own_op.py's `_pulling`), the real exit push and push handlers.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import pytest
+
+from test_head_lock import _worker
+from test_watcher_own_op import _pulling
+from kint.protocol import ErrorCode, ProtocolError
+from kint.protocol.ops import OPS
+
+
+def _ended(results: list, done: threading.Event, count: int):
+    """A `then` for the pool that records each exit push's end, setting `done` at `count`."""
+    def then(result) -> None:
+        results.append(result)
+        if len(results) == count:
+            done.set()
+    return then
+
+
+def _exit_push(ctx):
+    """The exit push as the worker runs it, its refusal returned rather than raised."""
+    from kint.tenant_worker.sessions import exit_push
+
+    try:
+        return exit_push(ctx, {})
+    except ProtocolError as err:
+        return err
+
+
+def test_one_exit_push_waits_and_a_fifth_op_of_the_space_runs_meanwhile(
+        tmp_path, monkeypatch, caplog):
+    """Four exit pushes meet a running pull on a worker of four pool threads: one waits,
+    the three later ones answer at once that they leave their rows to it (logged, no
+    failure), and a fifth op of the space runs while the pull still holds the turn."""
+    from kint.tenant_worker import push as push_mod
+
+    monkeypatch.setattr(push_mod, "EXIT_TURN_S", 120)
+    caplog.set_level(logging.INFO, logger="kint.worker")
+    worker, seen = _worker(tmp_path)
+    ctx = worker.ctx
+    assert worker.config.threads == 4
+    later: list = []
+    three_answered, ran = threading.Event(), threading.Event()
+    holder: list = []
+    try:
+        with _pulling(ctx):
+            first: list = []
+            worker.pool.submit(_exit_push, ctx, then=first.append)
+            assert seen.waiting(1)  # the first waits its turn
+            for _ in range(3):
+                worker.pool.submit(_exit_push, ctx, then=_ended(later, three_answered, 3))
+            worker.pool.submit(lambda: (holder.append(ctx.head_op_began), ran.set()))
+            assert ran.wait(60) and three_answered.wait(60)
+            # It ran while the pull still held the turn, not once the pull let go.
+            assert holder[0] is not None and holder[0][0] == "pull", holder
+        assert all(r["message"] == push_mod.LEFT_TO_WAITING for r in later), later
+        assert caplog.text.count("exit push: left to the exit push already waiting") == 3
+    finally:
+        worker.close()
+
+
+def test_a_plain_push_request_saying_exit_is_refused_busy_at_once(tmp_path, monkeypatch):
+    """The wait is the exit push's (sessions.exit_push), not a request's hold_reason: a
+    `push` request sent with hold_reason "exit" is refused BUSY behind a running op, with
+    no wait on the turn."""
+    from kint.tenant_worker import push as push_mod
+    from kint.tenant_worker.head_lock import TurnTaken
+
+    monkeypatch.setattr(push_mod, "EXIT_TURN_S", 1)
+    worker, seen = _worker(tmp_path)
+    try:
+        with _pulling(ctx := worker.ctx):
+            with pytest.raises(TurnTaken) as refused:
+                push_mod.push(ctx, {"hold_reason": "exit"})
+            assert seen.waits == 0, "it waited its turn"
+        assert "a pull is already running for this space" in refused.value.message
+    finally:
+        worker.close()
+
+
+def test_a_stop_ends_a_waiting_exit_push_logged_and_starts_no_push(
+        tmp_path, monkeypatch, caplog):
+    """The worker stops (HeadTurn.stop, as its loop calls it) while an exit push waits for
+    a pull: the exit push ends refused WORKER_DOWN naming the stop, logged as not made,
+    while the pull still holds the turn; one that comes after the pull ended starts no
+    push in the stopping worker either."""
+    from kint.tenant_worker import push as push_mod
+
+    monkeypatch.setattr(push_mod, "EXIT_TURN_S", 120)
+    caplog.set_level(logging.INFO, logger="kint.worker")
+    worker, seen = _worker(tmp_path)
+    ctx = worker.ctx
+    space16 = ctx.config.space16
+    got, done = [], threading.Event()
+    try:
+        with _pulling(ctx):
+            worker.pool.submit(_exit_push, ctx, then=_ended(got, done, 1))
+            assert seen.waiting(1)
+            ctx.head_ops.stop("restart")
+            assert done.wait(60)
+            assert ctx.head_op_began is not None and ctx.head_op_began[0] == "pull"
+        assert isinstance(got[0], ProtocolError), got
+        assert got[0].code is ErrorCode.WORKER_DOWN
+        assert got[0].message == "the worker is stopping (restart)"
+        assert (f"space {space16}: exit push not made (WORKER_DOWN): the worker is stopping "
+                f"(restart)") in caplog.text, caplog.text
+        after = _exit_push(ctx)
+        assert isinstance(after, ProtocolError) and after.code is ErrorCode.WORKER_DOWN, after
+    finally:
+        worker.close()
+
+
+def test_the_exit_push_waits_half_its_bound_leaving_the_rest_to_its_push():
+    """The supervisor times the exit push out at its op's bound: the wait for the turn is
+    half of it, so a push that gets its turn late still has the other half."""
+    from kint.tenant_worker.push import EXIT_TURN_S
+
+    assert EXIT_TURN_S * 2 <= OPS["exit_push"].max_timeout_ms // 1000
