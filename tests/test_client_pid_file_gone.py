@@ -60,9 +60,11 @@ class SteppingDown:
 
 
 @contextmanager
-def _stepping_down(tmp_path: Path) -> Iterator[SteppingDown]:
+def _stepping_down(tmp_path: Path, held: bool = False) -> Iterator[SteppingDown]:
     """The held attach in flight, then the pid file removed; afterwards the hold let go, the
-    client closed, and the supervisor gone however the test left it (stopped included)."""
+    client closed, and the supervisor gone however the test left it (stopped included).
+    `held`: the supervisor stopped (SIGSTOP) before its pid file goes, for the test to
+    continue: its once-a-second ownership look then lags, as on a loaded box."""
     hold = tmp_path / "hold-attach"
     sb = make_sandbox(tmp_path / "machine", KINT_TEST_HOLD_ATTACH=str(hold),
                       KINT_WORKER_HEARTBEAT_TIMEOUT="60")
@@ -77,6 +79,8 @@ def _stepping_down(tmp_path: Path) -> Iterator[SteppingDown]:
         outcome: dict[str, Any] = {}
         hold.touch()
         caller = attach_in_flight(sb, outcome, client=client)
+        if held:
+            os.kill(pid, signal.SIGSTOP)
         (run_dir(sb.kint_home) / PID_FILE).unlink()
         yield SteppingDown(sb, hold, pid, client, outcome, caller)
     finally:
@@ -84,6 +88,7 @@ def _stepping_down(tmp_path: Path) -> Iterator[SteppingDown]:
         client.close()
         sb.shutdown()  # where it failed first; a no-op with its pid file gone
         if pid is not None and pid_alive(pid):
+            os.kill(pid, signal.SIGCONT)
             os.kill(pid, signal.SIGKILL)
 
 
@@ -154,44 +159,22 @@ def test_a_request_that_reached_it_is_waited_on_though_a_successor_holds_the_hom
     a successor S takes KINT_HOME, so N leaves no stepping-down note: N's socket file is
     there (S's by now), and the client waits on N, which answers as it steps down. It
     dropped the request ("may not have reached it") once S held the home with no note."""
-    hold = tmp_path / "hold-attach"
-    sb = make_sandbox(tmp_path / "machine", KINT_TEST_HOLD_ATTACH=str(hold),
-                      KINT_WORKER_HEARTBEAT_TIMEOUT="60")
-    client = Client(sb.kint_home, autostart=False)
-    pid = None
-    try:
-        sb.start_entitled()
-        write_store(sb.sibyl_db, tenant=sb.tenant)
-        sb.call("status", sb.sibyl_db, timeout_s=60)
-        pid = running_pid(sb.kint_home)
-        assert pid is not None and pid > 0
-        outcome: dict[str, Any] = {}
-        hold.touch()
-        caller = attach_in_flight(sb, outcome, client=client)  # in N's worker: reached
-        os.kill(pid, signal.SIGSTOP)
-        (run_dir(sb.kint_home) / PID_FILE).unlink()
+    with _stepping_down(tmp_path, held=True) as down:
+        sb, outcome, client = down.sb, down.outcome, down.client
         successor = sb.start()
-        os.kill(pid, signal.SIGCONT)
-        assert successor != pid
+        os.kill(down.pid, signal.SIGCONT)
+        assert successor != down.pid
         sb.wait_for(lambda: (client._holder.run is not None
                              and client._holder.run[0] == successor) or bool(outcome),
                     what="a look naming the successor")
-        log = sb.kint_home / "supervisor.log"
-        sb.wait_for(lambda: "stop requested (stop)" in log.read_text(errors="replace")
-                    or bool(outcome), what="N's stop")
+        sb.wait_for(lambda: "stop requested (stop)" in down.log or bool(outcome),
+                    what="N's stop")
         assert "error" not in outcome, outcome["error"].message
-        hold.unlink()
-        caller.join(60)
-        assert not caller.is_alive()
+        down.hold.unlink()
+        down.caller.join(60)
+        assert not down.caller.is_alive()
         assert "error" not in outcome, outcome["error"].message
         assert outcome["reply"]["sessions"] == 1, outcome
-    finally:
-        hold.unlink(missing_ok=True)
-        client.close()
-        sb.shutdown()
-        if pid is not None and pid_alive(pid):
-            os.kill(pid, signal.SIGCONT)
-            os.kill(pid, signal.SIGKILL)
 
 
 def test_a_request_that_may_not_have_reached_it_is_not_waited_on(sandbox):
