@@ -21,6 +21,9 @@ import logging
 import subprocess
 import sys
 import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -41,44 +44,54 @@ def _op(sb, db) -> str | None:
     return (sb.row(db)["op"] or {}).get("name")
 
 
+@contextmanager
+def _exit_push_behind_a_push(sb, proxy, push: Callable[[], object]) -> Iterator[Path]:
+    """A kint-server with no watcher (only its exit push can anchor what it writes), its
+    start-up pull over; `push` run on a thread and held by the proxy at its transaction,
+    past its read of the store; a row written through the server, which then closes and
+    asks for its exit push. Yields the supervisor's log; the held transaction goes through
+    and the push is joined at the end."""
+    db = sb.sibyl_db
+    # Written before the session attaches: no drift for the session's exit push to hold.
+    # The running push anchors them.
+    write_rules(db, sb.tenant, first="pushed by the running push")
+    closing = AgentProcess({**sb.env, "KINT_RPC_TIMEOUT": "60",
+                            "KINT_NO_WATCHER": "1"}).start()
+    running = None
+    try:
+        sb.wait_for(lambda: closing.call("memory_pull")["ok"],
+                    what="the server's start-up pull ended", **WAIT)
+        proxy.set_mode("delay_methods", **HOLD)
+        seen = len(proxy.calls)
+        running = threading.Thread(target=push)
+        running.start()
+        sb.wait_for(lambda: "eth_sendRawTransaction" in proxy.calls[seen:]
+                    and _op(sb, db) == "push", what="the push at its send", **WAIT)
+        assert closing.call("memory_remember", category="notes", name="exit-push",
+                            body={"text": "written after the push read the store"}
+                            )["ok"] is True
+    finally:
+        closing.close()  # asks the worker for its exit push
+    try:
+        yield sb.kint_home / "supervisor.log"
+    finally:
+        proxy.forward()  # the held transaction goes through: the push ends
+        if running is not None:
+            running.join(180)
+
+
 def test_an_exit_push_behind_a_running_push_waits_for_it_then_pushes_what_is_left(
         tmp_path, chain_home):
     with machine_behind_proxy(tmp_path / "m", chain_home, KINT_RPC_TIMEOUT="60") as (sb, proxy):
         db = sb.sibyl_db
-        log_path = sb.kint_home / "supervisor.log"
-        # Written before the session attaches: no drift for the session's exit push to
-        # hold. The running push anchors them.
-        write_rules(db, sb.tenant, first="pushed by the running push")
-        # No watcher: only the exit push can anchor what the server writes.
-        closing = AgentProcess({**sb.env, "KINT_RPC_TIMEOUT": "60",
-                                "KINT_NO_WATCHER": "1"}).start()
         pushed: dict = {}
-        running = None
-        try:
-            sb.wait_for(lambda: closing.call("memory_pull")["ok"],
-                        what="the server's start-up pull ended", **WAIT)
-            proxy.set_mode("delay_methods", **HOLD)
-            seen = len(proxy.calls)
-            running = threading.Thread(target=lambda: pushed.update(
-                sb.call("push", db, timeout_s=180)))
-            running.start()
-            # Past its read of the store, at its transaction, which the proxy holds.
-            sb.wait_for(lambda: "eth_sendRawTransaction" in proxy.calls[seen:]
-                        and _op(sb, db) == "push", what="the push at its send", **WAIT)
-            assert closing.call("memory_remember", category="notes", name="exit-push",
-                                body={"text": "written after the push read the store"}
-                                )["ok"] is True
-        finally:
-            closing.close()  # asks the worker for its exit push
-        try:
+        with _exit_push_behind_a_push(
+                sb, proxy, lambda: pushed.update(sb.call("push", db, timeout_s=180))
+        ) as log_path:
             # It waits for the push that runs (the fault: refused BUSY at once).
             sb.wait_for(lambda: "exit push waits for the push" in (text := log_path.read_text())
                         or "exit push not made" in text, what="the exit push met", **WAIT)
             assert _op(sb, db) == "push"  # met while the push ran, not after
-        finally:
-            proxy.forward()  # the held transaction goes through: the push ends
-            if running is not None:
-                running.join(180)
         assert pushed.get("pushed"), pushed
         text = log_path.read_text()
         assert "exit push waits for the push running for this space to end (up to 450 s)" \
@@ -150,26 +163,8 @@ def test_a_restart_while_an_exit_push_waits_ends_it_logged_and_pushes_nothing(
     stopping worker. The real supervisor, worker and kint-server, as the first test."""
     with machine_behind_proxy(tmp_path / "m", chain_home, KINT_RPC_TIMEOUT="60") as (sb, proxy):
         db = sb.sibyl_db
-        log_path = sb.kint_home / "supervisor.log"
-        write_rules(db, sb.tenant, first="pushed by the running push")
-        closing = AgentProcess({**sb.env, "KINT_RPC_TIMEOUT": "60",
-                                "KINT_NO_WATCHER": "1"}).start()
-        running = None
-        try:
-            sb.wait_for(lambda: closing.call("memory_pull")["ok"],
-                        what="the server's start-up pull ended", **WAIT)
-            proxy.set_mode("delay_methods", **HOLD)
-            seen = len(proxy.calls)
-            running = threading.Thread(target=lambda: sb.kint("push", timeout=180))
-            running.start()
-            sb.wait_for(lambda: "eth_sendRawTransaction" in proxy.calls[seen:]
-                        and _op(sb, db) == "push", what="the push at its send", **WAIT)
-            assert closing.call("memory_remember", category="notes", name="exit-push",
-                                body={"text": "written after the push read the store"}
-                                )["ok"] is True
-        finally:
-            closing.close()
-        try:
+        with _exit_push_behind_a_push(sb, proxy, lambda: sb.kint("push", timeout=180)
+                                      ) as log_path:
             sb.wait_for(lambda: "exit push waits for the push" in log_path.read_text(),
                         what="the exit push waiting", **WAIT)
             space = sb.row(db)["space"]
@@ -177,10 +172,6 @@ def test_a_restart_while_an_exit_push_waits_ends_it_logged_and_pushes_nothing(
             assert out.returncode == 0, out.stdout + out.stderr
             text = sb.wait_for(lambda: "exit push not made" in (t := log_path.read_text())
                                and t, what="the exit push's line", **WAIT)
-        finally:
-            proxy.forward()
-            if running is not None:
-                running.join(180)
         assert ("exit push not made (WORKER_DOWN): the worker is stopping (restart)"
                 in text), text[-3000:]
         assert "exit push: anchored" not in text, text[-3000:]
