@@ -133,3 +133,39 @@ def test_the_exit_push_waits_half_its_bound_leaving_the_rest_to_its_push():
     from kint.tenant_worker.push import EXIT_TURN_S
 
     assert EXIT_TURN_S * 2 <= OPS["exit_push"].max_timeout_ms // 1000
+
+
+def test_an_op_that_leaves_its_work_to_the_one_waiting_extends_that_ones_wait(tmp_path):
+    """A waits its turn (3 s) behind a pull; B, told it leaves its work to A (TurnLeft),
+    would have waited 60 s: A now waits as long as B would have, so A is still waiting
+    after its own 3 s, and takes the turn once the pull ends. A kept its own deadline, gave
+    up BUSY while the pull still ran, and B's rows, which B was told were in A's push,
+    were pushed by nobody (review33h)."""
+    from kint.tenant_worker.head_lock import TurnLeft, TurnWait, head_op
+
+    worker, _ = _worker(tmp_path)
+    ctx = worker.ctx
+    waiting, outcome = threading.Event(), {}
+
+    def first() -> None:
+        try:
+            with head_op(ctx, "push", lock_file=False,
+                         wait=TurnWait(3, lambda running: waiting.set())):
+                outcome["A"] = "held the turn"
+        except ProtocolError as err:
+            outcome["A"] = err.message
+
+    try:
+        with _pulling(ctx):
+            a = threading.Thread(target=first)
+            a.start()
+            assert waiting.wait(30)
+            with pytest.raises(TurnLeft):
+                with head_op(ctx, "push", lock_file=False, wait=TurnWait(60, lambda r: None)):
+                    pass
+            a.join(6)  # past A's own 3 s: it waits on, for B's 60
+            assert a.is_alive() and "A" not in outcome, outcome
+        a.join(30)
+        assert outcome == {"A": "held the turn"}, outcome
+    finally:
+        worker.close()

@@ -59,6 +59,9 @@ class HeadTurn:
         self.settling = False
         # An op waits its turn (TurnWait): one at a time, so waiters never fill the op pool.
         self.waiting = False
+        # Until when (time.monotonic()) the waiting op waits: the latest deadline of it and
+        # of the ops that left their work to it (`_wait_turn`).
+        self.wait_until = 0.0
         # Why the worker stops, once it does (`stop`): a waiting op gives up, none starts.
         self.stopped: str | None = None
 
@@ -170,30 +173,42 @@ def _wait_turn(ctx: "SpaceContext", op: str, wait: TurnWait) -> None:
     the turn first, up to `wait.seconds`. One such op waits at a time (TurnLeft for a
     second): each sat on a thread of the worker's op pool, so four of them filled it and
     every other op of the space (an attach's keepalive, a verify) waited behind the holder.
+    A second leaves its work to the one waiting and moves that one's deadline to its own:
+    told its rows were in that push, it would otherwise lose them to the first's earlier
+    give-up, where on its own it would have waited longer (so the one waiting may push
+    after its own request's deadline, its reply then dropped: the push is the second's).
     A worker that stops ends the wait refused WORKER_DOWN (HeadTurn.stop)."""
     turn = ctx.head_ops
-    deadline = time.monotonic() + wait.seconds
+    began = time.monotonic()
+    deadline = began + wait.seconds
     with turn.changed:
         _refuse_stopped(turn)
         if not turn.held:
             _hold(ctx, op)
             return
         if turn.waiting:
+            turn.wait_until = max(turn.wait_until, deadline)
             raise TurnLeft()
-        turn.waiting = True
+        turn.waiting, turn.wait_until = True, deadline
         running = ctx.head_op_began
     try:
         wait.said(running)  # logged out of the lock: a slow log write holds no one's turn
+    except BaseException:
         with turn.changed:
+            turn.waiting = False
+        raise
+    with turn.changed:
+        try:
             while turn.held and turn.stopped is None:
-                left = deadline - time.monotonic()
+                left = turn.wait_until - time.monotonic()
                 if left <= 0:
-                    raise waited_out(ctx.head_op_began, wait.seconds)
+                    raise waited_out(ctx.head_op_began, time.monotonic() - began)
                 turn.changed.wait(left)
             _refuse_stopped(turn)
             _hold(ctx, op)
-    finally:
-        with turn.changed:
+        finally:
+            # In the same hold of the lock as the give-up: an op coming after it waits
+            # itself, never leaves its work to one that has given up.
             turn.waiting = False
 
 

@@ -107,9 +107,10 @@ def _turn_wait(ctx: SpaceContext) -> TurnWait:
     """The exit push waits for an op of its space this worker runs (the watcher's push,
     another session's, a pull) rather than be refused BUSY: its server is gone, so nobody
     tries it again, and the rows it wrote after that op read the store waited for the
-    watcher's next push, if one came before the worker idled out. It waits up to its own
+    watcher's next push, if one came before the worker idled out. It waits up to half its
     bound (EXIT_TURN_S), then pushes what that op left, or says nothing is left. One waits
-    at a time (head_lock._wait_turn); a later one leaves its rows to it (LEFT_TO_WAITING).
+    at a time (head_lock._wait_turn); a later one leaves its rows to it (LEFT_TO_WAITING),
+    moving the wait's end to its own.
     Every other push is refused at once, as its caller can try again: chosen by the caller
     (sessions.exit_push), not by the hold_reason a request sends."""
 
