@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kint.client_closed_door import ClosedDoorChecks
@@ -111,7 +112,9 @@ class LivenessChecks(ClosedDoorChecks):
             return True
         if stamp is None or stamp[1] != pid:
             return False
-        folder = socket_dir(self.home)
+        # Where the socket was connected: a successor with a long KINT_HOME may bind in a
+        # fresh folder, so today's socket folder may not be the one the request went to.
+        folder = Path(self._connected[0]) if self._connected else socket_dir(self.home)
         closed = read_stepped_down_note(folder)
         if closed is not None and closed.pid == pid:
             if not self.let_in_by(pid, closed):
