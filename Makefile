@@ -13,10 +13,9 @@ HERMES_DEPS := $(HERMES_VENV)/.kint-deps-installed
 HERMES_LOCK := tests/harnesses/hermes-agent.lock
 CHROMIUM := /usr/bin/chromium
 PYTEST_ARGS ?=
-# pytest-xdist workers for `make test`: 3 on the two-core box, as a test mostly waits on its
-# processes (at 2 workers the suite kept 0.8 of a core busy, 16 of its 15 minutes); 0 runs
-# the suite in one process.
-TEST_WORKERS ?= 3
+# pytest-xdist workers for `make test`: 2 fits the two-core box (a test mostly waits on its
+# processes); 0 runs the suite in one process.
+TEST_WORKERS ?= 2
 
 .PHONY: all venv node browser hermes demo lint test-setup test bench clean
 

@@ -8,7 +8,7 @@
   and a real supervisor started through the real `kint` command.
 - A failed test says so when kint's own files changed since the session started, which
   stops every supervisor the tests started (tests/checkout_watch.py).
-- `make test` runs the suite in three pytest-xdist workers (`--dist loadfile`: a file's tests
+- `make test` runs the suite in two pytest-xdist workers (`--dist loadfile`: a file's tests
   in one worker, its module fixtures made once). They share one devchain, the run's one
   anvil, started by the first worker that needs it and stopped by the controller at the
   end. A test that moves the chain under everyone (a reorganisation, automine off, time
