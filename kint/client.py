@@ -152,11 +152,8 @@ class Client(LivenessChecks):
             # The second: connected before the holder bound, no answer of its recorded
             # since (`_served_run`): what answered may have been the one stepping down.
             self._drop_socket()
-            return
-        if self._connected is not None and str(socket_dir(self.home)) != self._connected[0]:
-            self._sock.close(linger=0)
-            self._sock = None
-            self._connected = None
+        elif self._connected is not None and str(socket_dir(self.home)) != self._connected[0]:
+            self._drop_socket()
 
     def _front_of(self, serving: int | None
                   ) -> tuple[tuple[int, int, int], str, str, Moment] | None:

@@ -142,11 +142,9 @@ class LivenessChecks(ClosedDoorChecks):
         supervisor (None) or naming one unread (-1): nobody to follow; and where the
         same process still holds the home, its pid file rewritten since the look that
         sent what it answered (it marks itself serving once it has bound)."""
-        front = self._front
-        if front is None or serving is None or serving <= 0:
+        if self._front is None or serving is None or serving <= 0:
             return False
-        pid = front[0][0]
-        return pid != serving or not began_by(pid, front[3].boot)
+        return not self._answered_on(serving)
 
     def _answered_on(self, pid: int) -> bool:
         """Whether the supervisor `pid` has answered on this client's socket: an answer

@@ -330,8 +330,6 @@ def silent_supervisor(home: Path, pid: int) -> SupervisorNotReachable:
     "no supervisor is running", which would send the user to start one beside it. One that
     closed its socket to new clients for want of open files, or as it stops, says so
     (kint/front_closed.py), and, stopped as well, how to resume it."""
-    from kint.front_closed import read_note
-
     closed = read_note(socket_dir(home), pid)
     hint = f"see {log_path(home)}; `kill {pid}` lets the next command start a new one"
     if closed is not None:
