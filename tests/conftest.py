@@ -410,6 +410,14 @@ def write_store(db: Path, rows: dict[str, Any] | None = None, tenant: str = TENA
     return db
 
 
+def support_first(pythonpath: str) -> str:
+    """`pythonpath` with tests/support first: the worker forkserver imports its preload by
+    name and ignores sys.path changes. A folder already there (the tree under test: a lane's
+    checkout, a copy of kint from `kint_copy`) stays after it."""
+    paths = [path for path in pythonpath.split(os.pathsep) if path and path != str(SUPPORT)]
+    return os.pathsep.join([str(SUPPORT)] + paths)
+
+
 @dataclass
 class Sandbox:
     """One machine: HOME, KINT_HOME, HERMES_HOME and the environment its processes get."""
@@ -515,11 +523,7 @@ class Sandbox:
         self.signer = signer
         sibyl_testing.install_entitled_home(self.home, signer)
         self.env["KINT_TEST_TRUSTED_KEY"] = f"{signer.kid}:{signer.public_raw.hex()}"
-        # The worker forkserver imports its preload by name and ignores sys.path changes.
-        # A folder the sandbox was given there (a copy of kint: `kint_copy`) stays.
-        paths = [path for path in self.env.get("PYTHONPATH", "").split(os.pathsep) if path]
-        self.env["PYTHONPATH"] = os.pathsep.join([str(SUPPORT)] + [
-            path for path in paths if path != str(SUPPORT)])
+        self.env["PYTHONPATH"] = support_first(self.env.get("PYTHONPATH", ""))
         self.kint_home.mkdir(mode=0o700, exist_ok=True)
         log = open(self.root / "test-supervisor.err", "ab")
         subprocess.Popen([sys.executable, str(SUPPORT / "run_supervisor.py"), "--home",

@@ -12,14 +12,15 @@ import sys
 import threading
 from pathlib import Path
 
-from conftest import make_sandbox, pid_alive, wait_until
+from conftest import make_sandbox, pid_alive, support_first, wait_until
 from kint.supervisor.pidlock import running_pid
 
 SUPPORT = Path(__file__).parent / "support"
 
 
 def _start(sb, *preload: str) -> None:
-    sb.env["PYTHONPATH"] = str(SUPPORT)  # the forkserver imports its preload by name
+    # The tree under test stays on the path (a checkout other than the editable install's).
+    sb.env["PYTHONPATH"] = support_first(sb.env.get("PYTHONPATH", ""))
     sb.kint_home.mkdir(mode=0o700, exist_ok=True)
     with open(sb.root / "supervisor.err", "ab") as err:
         subprocess.Popen([sys.executable, str(SUPPORT / "run_supervisor_preloading.py"),

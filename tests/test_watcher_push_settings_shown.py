@@ -144,7 +144,10 @@ def test_status_and_config_show_name_a_sessions_push_settings_before_and_after_a
                              and r["head"]["seq"] == before + 1 and r,
                              what="the successor's watcher pushing the write", **WAIT)
         assert pushed["pid"] == successor["pid"], pushed
-        assert "watcher: anchored" in (sb.kint_home / "supervisor.log").read_text()
+        # The head is on chain (and in the status) before the push returns and the watcher
+        # logs it: wait for the line, which is said once the push and its key renewal ended.
+        sb.wait_for(lambda: "watcher: anchored" in (sb.kint_home / "supervisor.log").read_text(),
+                    what="the watcher's 'anchored' line", **WAIT)
         cached = read_cached_key(sb.kint_home, space["space_id"])
         assert isinstance(cached, CachedKey) and cached.expires_at is not None, cached
         assert cached.expires_at >= asked + 30 * 86400 - 60, (
