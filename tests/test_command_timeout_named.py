@@ -160,9 +160,9 @@ def test_a_bound_a_caller_set_is_named_with_its_own_source(monkeypatch):
     from kint.settings import loader
 
     monkeypatch.setenv("KINT_VERIFY_HEAD_SECONDS", "0.5")
-    # This process as a command's, whatever a test before it in this process ran as: a
-    # worker made in-process (tests/test_head_lock.py's `_worker`) marks it the daemon's,
-    # whose environment is "the supervisor's", not "this call".
+    # This process as a command's, whose environment is "this call", not "the supervisor's":
+    # a Supervisor built in-process marks it the daemon's (tests/conftest.py puts that back
+    # after each test; said here too, as the test's own premise).
     monkeypatch.setattr(loader._process, "daemon", False)
     loaded = ChainConfig((closed_port_url(),), 31337, "0x" + "11" * 20, 1, 30.0,
                          rpc_timeout_source="file", rpc_timeout_where="/h/config.toml")
