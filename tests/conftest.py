@@ -6,6 +6,9 @@
   127.0.0.1 fails even if it swallowed the refusal.
 - A `Sandbox` is one machine: its own HOME, KINT_HOME and HERMES_HOME, real Sibyl stores,
   and a real supervisor started through the real `kint` command.
+- What kint.settings holds for the whole process (whether it is the daemon's, its
+  KINT_HOME, its space) is put back after each test: a Supervisor built in-process says
+  it is the daemon's (tests/support/settings_kept.py).
 - A failed test says so when kint's own files changed since the session started, which
   stops every supervisor the tests started (tests/checkout_watch.py).
 - `make test` runs the suite in two pytest-xdist workers (`--dist loadfile`: a file's tests
@@ -148,6 +151,7 @@ from checkout_watch import CheckoutWatch  # noqa: E402
 from kint.client import Client, KintError  # noqa: E402
 from kint.spaces import SIBYL_DEFAULT_TENANT  # noqa: E402
 from kint.supervisor.pidlock import running_pid  # noqa: E402
+from support.settings_kept import settings_kept  # noqa: E402
 
 KINT = str(Path(sys.executable).parent / "kint")
 
@@ -334,6 +338,15 @@ def _network_guard(monkeypatch):
     start = len(sibyl_testing.refused_connections())
     yield
     sibyl_testing.assert_no_external_attempts(start)
+
+
+@pytest.fixture(autouse=True)
+def _settings_process_kept():
+    """kint.settings' process-wide state (what this process is: a command's or the daemon's)
+    as it was before the test: a Supervisor built in-process marked the test process the
+    daemon's for every later test of its xdist worker (tests/support/settings_kept.py)."""
+    with settings_kept():
+        yield
 
 
 def pid_alive(pid: int) -> bool:

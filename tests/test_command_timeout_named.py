@@ -125,9 +125,10 @@ def test_a_chain_config_from_a_worker_of_another_kint_is_read():
 
 def test_a_bound_this_kint_does_not_know_is_named_as_kint_rpc_timeout():
     """A chain from another kint's worker (`space_chain`, during an upgrade on disk) may
-    name a bound this kint has no setting of: its timeout is said as KINT_RPC_TIMEOUT with
-    the value and source the worker sent, where looking the name up raised KeyError while
-    the command was already saying why a chain call failed."""
+    name the bound it waited (session 33's sent `rpc_timeout_name`, which this kint has no
+    field for): its timeout is said as KINT_RPC_TIMEOUT with the value and source the worker
+    sent, where looking an unknown name up raised KeyError while the command was already
+    saying why a chain call failed."""
     import dataclasses
 
     from kint.tenant_worker.rpc_hint import chain_timeout_named
@@ -142,28 +143,17 @@ def test_a_bound_this_kint_does_not_know_is_named_as_kint_rpc_timeout():
     assert said == f"{RPC_TIMEOUT_WORDS}=4s (from file /h/config.toml; ReadTimeout)", said
 
 
-def test_a_bound_a_caller_set_is_named_with_its_own_source(monkeypatch):
-    """A chain whose timeout a caller replaced (ChainConfig.with_rpc_timeout) names that
-    bound, its value and its source, never the loaded KINT_RPC_TIMEOUT's source beside the
-    new value: verify's head read (ChainHeadSource, here through a real Anchor to a closed
-    port) and status's key facts wait KINT_VERIFY_HEAD_SECONDS, and doctor's calls at most
-    its cap. Replaced with the value alone, the message would read "KINT_RPC_TIMEOUT=0.5s
-    (from file /h/config.toml ...)", a value that file never set; no caller yet makes a
-    message from such a config (chain_timeout_named's one caller, kint.commands.onchain,
-    passes the chain the worker loaded, from space_chain), so this guards the next one."""
+def test_a_bound_a_caller_set_is_waited_once_and_the_loaded_chain_names_its_own():
+    """A chain whose timeout a caller replaced (ChainConfig.with_rpc_timeout: verify's head
+    read, here ChainHeadSource through a real Anchor to a closed port, waits
+    KINT_VERIFY_HEAD_SECONDS) waits that bound once, not three times; the chain as loaded,
+    the one a command names a timeout of (chain_timeout_named's one caller,
+    kint.commands.onchain, passes the chain the worker loaded, from space_chain), still says
+    its own KINT_RPC_TIMEOUT and whose it is."""
     from kint.tenant_worker.chain_head import ChainHeadSource
-    from kint import settings
-    from kint.tenant_worker.doctor_chain import DOCTOR_CAP
     from kint.tenant_worker.rpc_hint import chain_timeout_named
     from rpc_proxy import closed_port_url
 
-    from kint.settings import loader
-
-    monkeypatch.setenv("KINT_VERIFY_HEAD_SECONDS", "0.5")
-    # This process as a command's, whatever a test before it in this process ran as: a
-    # worker made in-process (tests/test_head_lock.py's `_worker`) marks it the daemon's,
-    # whose environment is "the supervisor's", not "this call".
-    monkeypatch.setattr(loader._process, "daemon", False)
     loaded = ChainConfig((closed_port_url(),), 31337, "0x" + "11" * 20, 1, 30.0,
                          rpc_timeout_source="file", rpc_timeout_where="/h/config.toml")
     tracker = RpcTracker()
@@ -174,15 +164,9 @@ def test_a_bound_a_caller_set_is_named_with_its_own_source(monkeypatch):
         return Anchor(config, tracker)
 
     reading = ChainHeadSource(loaded, tracker, anchor_for, "0x" + "33" * 20,
-                              "22" * 32).read(settings.lookup("KINT_VERIFY_HEAD_SECONDS"))
+                              "22" * 32).read(0.5)
     assert reading.head is None and len(given) == 1, reading
-    timed_out = f"{RPC_TIMEOUT_WORDS} (ReadTimeout)"
-    within = RPC_TIMEOUT_WORDS.removesuffix("KINT_RPC_TIMEOUT")
-    said = chain_timeout_named(timed_out, given[0])
-    assert said == f"{within}KINT_VERIFY_HEAD_SECONDS=0.5s (from this call; ReadTimeout)", said
-    assert not given[0].rpc_retries
-    said = chain_timeout_named(timed_out, loaded.with_rpc_timeout(DOCTOR_CAP))
-    assert said == (f"{RPC_TIMEOUT_WORDS}=12s (from kint doctor's cap on one call; "
-                    "ReadTimeout)"), said
-    said = chain_timeout_named(timed_out, loaded)  # the loaded chain still says its own
+    assert given[0].rpc_timeout_s == 0.5 and not given[0].rpc_retries, given[0]
+    assert given[0] == loaded.with_rpc_timeout(0.5)
+    said = chain_timeout_named(f"{RPC_TIMEOUT_WORDS} (ReadTimeout)", loaded)
     assert said == f"{RPC_TIMEOUT_WORDS}=30s (from file /h/config.toml; ReadTimeout)", said

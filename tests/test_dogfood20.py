@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import time
 from contextlib import contextmanager
@@ -284,12 +285,25 @@ def _server_pid(sb) -> int:
     raise AssertionError("no kint-server found")
 
 
+# The worker's one line for each exit push it was asked for, made or not
+# (tenant_worker/sessions.py's exit_push: "exit push: ..." or "exit push not made (...)"),
+# never its "exit push waits for ..." line (push.py's _turn_wait), said before a push that
+# waits its turn, nor the words "exit push" inside a push's message.
+EXIT_PUSH_ENDED = re.compile(r": exit push(?:: | not made \()")
+
+
+def _exit_pushes(log: Path) -> int:
+    """How many exit pushes the worker logged the end of in `log`."""
+    return sum(1 for line in log.read_text(errors="replace").splitlines()
+               if EXIT_PUSH_ENDED.search(line))
+
+
 def test_kint_server_exits_on_sigterm_after_asking_for_its_exit_push(machine):
     from conftest import pid_alive
     from mcp_session import AgentProcess
 
     log = machine.kint_home / "supervisor.log"
-    asked_before = log.read_text(errors="replace").count("exit push")
+    asked_before = _exit_pushes(log)
     agent = AgentProcess(machine.env).start()
     try:
         assert agent.call("memory_remember", category="rules", name="before-sigterm",
@@ -301,5 +315,5 @@ def test_kint_server_exits_on_sigterm_after_asking_for_its_exit_push(machine):
                          what="kint-server gone after SIGTERM")
     finally:
         agent.close(timeout=5)
-    machine.wait_for(lambda: log.read_text(errors="replace").count("exit push") > asked_before,
-                     timeout=60, what="the worker's exit push")
+    machine.wait_for(lambda: _exit_pushes(log) > asked_before, timeout=60,
+                     what="the worker's exit push")

@@ -19,8 +19,6 @@ from kint.chain.anchor import Anchor
 from kint.chain.config import ChainConfig
 from kint.chain.rpc import MAX_OTHER_RECORDS, RpcTracker, RpcUnavailable, TrackedHTTPProvider
 from kint.render import _rpc
-from kint.settings import Value
-from kint.settings.schema import BY_NAME
 from kint.tenant_worker.chain_head import ChainHeadSource
 
 SPACE = "22" * 32
@@ -34,9 +32,6 @@ def primary() -> Iterator[ScriptedEndpoint]:
     yield server
     server.stop()
 
-
-# Verify's head budget for the reads here: a second, said as this test's.
-HEAD_BOUND = Value(BY_NAME["KINT_VERIFY_HEAD_SECONDS"], 1.0, "this test")
 
 def _chain(*urls: str) -> ChainConfig:
     return ChainConfig(tuple(urls), 31337, "0x" + "11" * 20, 1, 0.5, rpc_retries=False)
@@ -52,12 +47,12 @@ def test_another_endpoints_failure_leaves_the_primary_read(primary):
     chain = _chain(primary.url, other)
     source = ChainHeadSource(chain, tracker, lambda config: Anchor(config, tracker), OWNER,
                              SPACE)
-    assert source.read(HEAD_BOUND).head is not None
+    assert source.read(1.0).head is not None
     with pytest.raises(RpcUnavailable):
         Anchor(_chain(other), tracker).head(OWNER, SPACE)  # connect --rpc-urls OTHER
     with pytest.raises(RpcUnavailable):
         Anchor(chain, tracker, 1).head(OWNER, SPACE)  # a cold start's second opinion
-    reading = source.read(HEAD_BOUND)
+    reading = source.read(1.0)
     assert reading.head is not None and reading.head.seq == 0, reading
     assert tracker.beat(chain.rpc_urls) == {"ok": True}
     assert tracker.unresponsive(other)
@@ -143,7 +138,7 @@ def test_a_head_read_skipped_for_an_unresponsive_primary_takes_the_lock_once():
     tracker._lock = counting  # type: ignore[assignment]
     source = ChainHeadSource(_chain(primary), tracker, lambda config: Anchor(config, tracker),
                              OWNER, SPACE)
-    assert source.read(HEAD_BOUND).unavailable == "rpc unresponsive"
+    assert source.read(1.0).unavailable == "rpc unresponsive"
     assert counting.taken == 1
 
 

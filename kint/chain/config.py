@@ -113,22 +113,15 @@ class ChainConfig:
     # chain, and verify's head Anchor (SpaceContext.head_anchor) is kept while they are.
     rpc_timeout_source: str = field(default="default", compare=False)
     rpc_timeout_where: str | None = field(default=None, compare=False)
-    # The setting `rpc_timeout_s` is the value of: another bound where a caller set one
-    # (`with_rpc_timeout`: verify's head budget is KINT_VERIFY_HEAD_SECONDS).
-    rpc_timeout_name: str = field(default="KINT_RPC_TIMEOUT", compare=False)
 
-    def with_rpc_timeout(self, bound: settings.Value) -> ChainConfig:
-        """This chain for a read its caller bounds: one try (three would triple the
-        caller's bound) of `bound`'s value, said as the value of its setting, from its
-        source; one argument, so the value and whose it is cannot disagree. Verify's head
-        read, status's session key facts and doctor's calls each replaced the timeout and
-        kept the loaded KINT_RPC_TIMEOUT's name and source, so a message made from the
-        config after (rpc_hint.chain_timeout_named) would have said the head's 0.5 s was
-        the KINT_RPC_TIMEOUT of, say, config.toml."""
-        source, where = _source(bound)
-        return replace(self, rpc_timeout_s=bound.value, rpc_retries=False,
-                       rpc_timeout_name=bound.name, rpc_timeout_source=source,
-                       rpc_timeout_where=where)
+    def with_rpc_timeout(self, timeout_s: float) -> ChainConfig:
+        """This chain for a read its caller bounds (verify's head read and status's session
+        key facts by KINT_VERIFY_HEAD_SECONDS, doctor's calls by its cap): one try of
+        `timeout_s`, as three would triple the caller's bound. The timeout's source is left
+        the loaded KINT_RPC_TIMEOUT's, and no message is made from such a chain:
+        rpc_hint.chain_timeout_named reads only a chain as loaded (the one `space_chain`
+        hands a command), and status's key facts name their bound themselves (bound_named)."""
+        return replace(self, rpc_timeout_s=timeout_s, rpc_retries=False)
 
     @property
     def second_is_same_endpoint(self) -> bool:

@@ -32,13 +32,13 @@ class HeadReading:
 
 
 class HeadSource(Protocol):
-    def read(self, bound: settings.Value) -> HeadReading: ...
+    def read(self, timeout_s: float) -> HeadReading: ...
 
 
 class NotConnected:
     """The head source of a machine with no chain configured."""
 
-    def read(self, bound: settings.Value) -> HeadReading:
+    def read(self, timeout_s: float) -> HeadReading:
         return HeadReading(None, "this machine is not connected to a chain")
 
 
@@ -50,7 +50,7 @@ class RefusedChain:
     def __init__(self, error: Exception) -> None:
         self.error = error
 
-    def read(self, bound: settings.Value) -> HeadReading:
+    def read(self, timeout_s: float) -> HeadReading:
         raise self.error
 
 
@@ -67,20 +67,19 @@ class ChainHeadSource:
         self.chain, self.tracker, self.anchor_for = chain, tracker, anchor_for
         self.owner, self.space_id = owner, space_id
 
-    def read(self, bound: settings.Value) -> HeadReading:
-        """The head within `bound` (verify's head budget: KINT_VERIFY_HEAD_SECONDS's value
-        and whose it is, which a timeout's words name)."""
+    def read(self, timeout_s: float) -> HeadReading:
+        """The head within `timeout_s` (verify's head budget, KINT_VERIFY_HEAD_SECONDS)."""
         from kint.chain.anchor import NoContractThere
         from kint.chain.rpc import RpcUnavailable
 
         primary = self.chain.rpc_urls[0]  # the tracker's record of this endpoint only
-        unavailable = self.tracker.unavailable(primary, bound_s=bound.value)
+        unavailable = self.tracker.unavailable(primary, bound_s=timeout_s)
         if unavailable is not None:
             return HeadReading(None, unavailable)
         try:
             # One try: the budget bounds the whole read, and a verify that misses it
             # checks against the mirror, where retries would triple the budget.
-            anchor = self.anchor_for(self.chain.with_rpc_timeout(bound))
+            anchor = self.anchor_for(self.chain.with_rpc_timeout(timeout_s))
             head = anchor.head(self.owner, self.space_id)
         except NoContractThere as err:  # it answered: say what, not "unresponsive"
             return HeadReading(None, str(err))
@@ -89,7 +88,7 @@ class ChainHeadSource:
         return HeadReading(ChainHead(head.seq, head.digest, head.block))
 
 
-def read_head(source: HeadSource, bound: settings.Value) -> HeadReading:
+def read_head(source: HeadSource, timeout_s: float) -> HeadReading:
     """Verify's single head read: none at all under KINT_OFFLINE=1 (this call's, else the
     space's settings), nor, unsaid, on a machine that is not connected: v0.3.0 reads the
     head "for the connected owner (... not on a machine that is not connected)" and prints
@@ -99,4 +98,4 @@ def read_head(source: HeadSource, bound: settings.Value) -> HeadReading:
         return HeadReading(None)
     if settings.value("KINT_OFFLINE"):
         return HeadReading(None, "KINT_OFFLINE=1")
-    return source.read(bound)
+    return source.read(timeout_s)

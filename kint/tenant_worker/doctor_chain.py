@@ -21,11 +21,9 @@ space's endpoint as down.
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from kint import settings
 from kint.chain.anchor import Anchor
 from kint.chain.calls import ChainRefused
 from kint.chain.chain_id import answered_chain_id, on_other_chain
@@ -34,7 +32,6 @@ from kint.chain.key_facts import MIN_WRITE_BALANCE_WEI, read_key_facts
 from kint.chain.rpc import RpcTracker, RpcUnavailable
 from kint.protocol.checks import check
 from kint.render import epoch_at
-from kint.settings.schema import BY_NAME
 from kint.settings.urls import redact_url
 from kint.tenant_worker.enrolment import Enrolment
 from kint.tenant_worker.rpc_hint import GENERIC, endpoint_hint
@@ -51,9 +48,6 @@ CHAIN_READ_FAILED = (RpcUnavailable, ChainRefused)
 # the doctor op with the local checks.
 DOCTOR_CALL_S = 12.0
 CHAIN_CALLS_WORTH = 2
-# Whose a call's bound is when doctor's cap cut the setting's value to DOCTOR_CALL_S.
-DOCTOR_CAP = settings.Value(BY_NAME["KINT_RPC_TIMEOUT"], DOCTOR_CALL_S,
-                            "kint doctor's cap on one call")
 SINGLE_RPC_HINT = ("set KINT_RPC_URL_2 to another operator's endpoint on the same chain (or "
                    "KINT_ALLOW_SINGLE_RPC=1 to accept the primary alone)")
 
@@ -68,8 +62,7 @@ def chain_checks(chain: ChainConfig, tracker: RpcTracker, enrolment: Enrolment, 
                  space_id: str, mirror: Mirror | None) -> list[dict[str, Any]]:
     """The chain's checks for a connected space, read through the space's own tracker."""
     setting_s = chain.rpc_timeout_s
-    chain = (chain.with_rpc_timeout(DOCTOR_CAP) if setting_s > DOCTOR_CALL_S
-             else replace(chain, rpc_retries=False))
+    chain = chain.with_rpc_timeout(min(setting_s, DOCTOR_CALL_S))
     budget_s = CHAIN_CALLS_WORTH * chain.rpc_timeout_s
     deadline = time.monotonic() + budget_s
     anchor = Anchor(chain, tracker)

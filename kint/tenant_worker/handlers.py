@@ -111,7 +111,7 @@ def _chain_status(ctx: SpaceContext) -> dict[str, Any]:
         # Read whatever KINT_OFFLINE says: v0.3.0's switch keeps only verify's head read and
         # the header reads of connect, rekey and recovery-code off the chain
         # (10-configuration.md), and its status reads the head whenever it is connected.
-        reading = ctx.head_source().read(ctx.verify_head_bound)
+        reading = ctx.head_source().read(ctx.verify_head_seconds)
     except ProtocolError as err:  # a chain setting refused: status still answers
         reading = HeadReading(None, err.message)
     chain_head = reading.head.to_json() if reading.head is not None else None
@@ -205,7 +205,7 @@ def verify(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     absent = _store_absent(ctx, args["query"])
     if absent is not None:
         return absent
-    head = read_head(ctx.head_source(), ctx.verify_head_bound)
+    head = read_head(ctx.head_source(), ctx.verify_head_seconds)
     if head.unavailable and head.unavailable != ctx.last_head_unavailable:
         # Once per change of reason: the log lives under KINT_HOME and counts against the cap.
         log.info("verify: chain head unavailable (%s); verifying against the local mirror only",

@@ -99,16 +99,13 @@ def bound_named(text: str, name: str) -> str:
 
 def chain_timeout_named(text: str, chain: ChainConfig) -> str:
     """`text`, the failure of a chain call a command made itself (kint.commands.onchain:
-    `authorize`, `session-key show`), with a timeout naming the bound `chain` waited
-    (KINT_RPC_TIMEOUT, or the one a caller set: ChainConfig.with_rpc_timeout) and whose it
-    was. Not looked up here: the value and its source are the ones `chain` was loaded
-    with, the space's worker's when it handed them over (`space_chain`: the supervisor's
-    environment or the space's table in config.toml, which this process does not read).
-    A bound this kint does not know (a newer kint's worker named it) is said as
-    KINT_RPC_TIMEOUT, the one it stands in for, where a KeyError would end the command."""
-    setting = BY_NAME.get(chain.rpc_timeout_name, BY_NAME["KINT_RPC_TIMEOUT"])
-    value = settings.Value(setting, chain.rpc_timeout_s, chain.rpc_timeout_source,
-                           chain.rpc_timeout_where)
+    `authorize`, `session-key show`), with a timeout naming the KINT_RPC_TIMEOUT `chain`
+    waited and whose it was. Not looked up here: the value and its source are the ones
+    `chain` was loaded with, the space's worker's when it handed them over (`space_chain`:
+    the supervisor's environment or the space's table in config.toml, which this process
+    does not read)."""
+    value = settings.Value(BY_NAME["KINT_RPC_TIMEOUT"], chain.rpc_timeout_s,
+                           chain.rpc_timeout_source, chain.rpc_timeout_where)
     return _bound_said(text, value.name, shown(value.setting, value.value), source_text(value))
 
 

@@ -42,8 +42,7 @@ def session_key_facts(ctx: SpaceContext, owner: str) -> dict[str, Any]:
     except CustodyError as err:
         out["error"] = str(err)
         return out
-    bound = ctx.verify_head_bound
-    timeout_s = bound.value
+    timeout_s = ctx.verify_head_seconds
     deadline = time.monotonic() + timeout_s
 
     def in_time() -> None:
@@ -51,7 +50,7 @@ def session_key_facts(ctx: SpaceContext, owner: str) -> dict[str, Any]:
             raise _OutOfTime
 
     try:
-        anchor = ctx.head_anchor(ctx.chain().with_rpc_timeout(bound))
+        anchor = ctx.head_anchor(ctx.chain().with_rpc_timeout(timeout_s))
         facts = read_key_facts(anchor, out["address"], owner, before_read=in_time)
     except (RpcUnavailable, ChainRefused) as err:  # a timeout names the head's budget
         out["error"] = f"the chain did not answer: {bound_named(str(err), HEAD_BUDGET)}"

@@ -112,9 +112,8 @@ class SpaceContext(SpaceSettings):
         self._shared = SpaceClient(self.config.db, self.config.tenant, self.config.home)
 
     @property
-    def verify_head_bound(self) -> settings.Value:
-        """Verify's head budget, with whose it is: a read that times out names it."""
-        return settings.lookup("KINT_VERIFY_HEAD_SECONDS")
+    def verify_head_seconds(self) -> float:
+        return settings.value("KINT_VERIFY_HEAD_SECONDS")
 
     @property
     def state(self) -> SpaceState:

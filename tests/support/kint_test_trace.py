@@ -25,13 +25,19 @@ def _say(line: str) -> None:
         fh.write(line + "\n")
 
 
-def _ticks(tick: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(tick)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        _say("tick")
-        return tick(*args, **kwargs)
+def _said_first(word: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A wrapper that writes `word` as the call starts, then makes it: a tick's line and a
+    push's line say the call began, whatever it then does."""
 
-    return wrapper
+    def wrap(call: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(call)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            _say(word)
+            return call(*args, **kwargs)
+
+        return wrapper
+
+    return wrap
 
 
 def _counts(count: Callable[..., Any]) -> Callable[..., Any]:
@@ -48,24 +54,15 @@ def _counts(count: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def _pushes(push: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(push)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        _say("push")
-        return push(*args, **kwargs)
-
-    return wrapper
-
-
 def _install() -> None:
     if not os.environ.get(TRACE_ENV):
         return
     from kint.tenant_worker import sessions
     from kint.tenant_worker.watcher import Watcher
 
-    Watcher.tick = _ticks(Watcher.tick)  # type: ignore[method-assign]
+    Watcher.tick = _said_first("tick")(Watcher.tick)  # type: ignore[method-assign]
     sessions._changes_to_push = _counts(sessions._changes_to_push)
-    sessions._watcher_push = _pushes(sessions._watcher_push)
+    sessions._watcher_push = _said_first("push")(sessions._watcher_push)
 
 
 _install()

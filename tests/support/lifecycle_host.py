@@ -2,8 +2,9 @@
 whether it is stopping, and the routes a hung worker's is retired among), for tests that judge a
 worker's silence turn by turn with explicit monotonic times.
 
-The real `Supervisor` is not built for them because constructing it marks the whole test
-process as the daemon (`kint.settings.configure(daemon=True)`) for every test after.
+The real `Supervisor` is not built for them: constructing it makes its ZeroMQ context and
+sockets, and marks the test process as the daemon's (`kint.settings.configure(daemon=True)`),
+which tests/conftest.py puts back only after the test.
 """
 
 from __future__ import annotations
