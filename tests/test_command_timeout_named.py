@@ -123,12 +123,12 @@ def test_a_chain_config_from_a_worker_of_another_kint_is_read():
     assert chain_config({"chain": sent}).rpc_timeout_source == "default"
 
 
-def test_a_bound_this_kint_does_not_know_is_named_as_kint_rpc_timeout():
+def test_a_chain_field_this_kint_does_not_know_is_dropped_and_its_timeout_named():
     """A chain from another kint's worker (`space_chain`, during an upgrade on disk) may
-    name the bound it waited (session 33's sent `rpc_timeout_name`, which this kint has no
-    field for): its timeout is said as KINT_RPC_TIMEOUT with the value and source the worker
-    sent, where looking an unknown name up raised KeyError while the command was already
-    saying why a chain call failed."""
+    carry a field this kint has none for (here a bound's name): the field is dropped and the
+    timeout said as KINT_RPC_TIMEOUT with the value and source the worker sent (an unknown
+    field raised TypeError in ChainConfig, while the command was already saying why a chain
+    call failed)."""
     import dataclasses
 
     from kint.tenant_worker.rpc_hint import chain_timeout_named

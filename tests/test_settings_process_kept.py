@@ -33,8 +33,9 @@ def test_a_supervisor_built_in_process_marks_the_process_the_daemons(tmp_path):
 
 
 def test_the_next_test_reads_the_process_as_a_commands_again():
-    """After it, this process is a command's again: its environment is "this call", a
-    complaint is printed, and KINT_HOME is the environment's, not the supervisor's."""
+    """After it, this process is a command's again: its environment is "this call", its
+    complaints are a command's (not the daemon's), and KINT_HOME is the environment's, not
+    the supervisor's."""
     assert loader.env_source() == loader.THIS_CALL
     assert not loader._process.daemon and not complaints.in_daemon
     assert loader._process.home is None and loader._process.space == ()

@@ -106,7 +106,8 @@ class ChainConfig:
     rpc_where: str | None = None
     contract_source: str = "default"
     contract_where: str | None = None
-    # Where `rpc_timeout_s` came from, as for the endpoints: a command whose chain settings
+    # Where the loaded `rpc_timeout_s` came from (a chain from `with_rpc_timeout` keeps the
+    # loaded one's, which no message reads), as for the endpoints: a command whose chain settings
     # came from the space's worker (`space_chain`) names the worker's KINT_RPC_TIMEOUT and
     # its source when a call times out, not what its own environment would say. Not
     # compared: configs that differ only in where the same timeout came from are the same
@@ -118,7 +119,7 @@ class ChainConfig:
         """This chain for a read its caller bounds (verify's head read and status's session
         key facts by KINT_VERIFY_HEAD_SECONDS, doctor's calls by its cap): one try of
         `timeout_s`, as three would triple the caller's bound. The timeout's source is left
-        the loaded KINT_RPC_TIMEOUT's, and no message is made from such a chain:
+        the loaded KINT_RPC_TIMEOUT's, and no message reads it from such a chain:
         rpc_hint.chain_timeout_named reads only a chain as loaded (the one `space_chain`
         hands a command), and status's key facts name their bound themselves (bound_named)."""
         return replace(self, rpc_timeout_s=timeout_s, rpc_retries=False)

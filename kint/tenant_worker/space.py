@@ -113,6 +113,8 @@ class SpaceContext(SpaceSettings):
 
     @property
     def verify_head_seconds(self) -> float:
+        """verify's (and status's) bound on the chain head read, read at each call: a config
+        reload changes it for the next read."""
         return settings.value("KINT_VERIFY_HEAD_SECONDS")
 
     @property

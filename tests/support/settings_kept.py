@@ -5,7 +5,7 @@ Why: `kint.settings.configure` says what the process is, once, at the start of a
 or a worker. A test that builds a `Supervisor` in-process (tests/test_upgrade_sessions.py)
 runs that in the test process, which then read as the daemon's for every later test of the
 same xdist worker: the environment said "the supervisor's environment" where a command's
-says "this call", a complaint went to the log instead of stderr, and which test saw it
+says "this call", complaints were the daemon's, and which test saw it
 depended on the order the worker ran files in. Put back here: `loader._process` (what the
 process is, the config watches, the warnings given once), the daemon's shared view of the
 settings, and `complaints`' own copy of "the daemon" and the lines it printed once.
