@@ -10,7 +10,7 @@ and the other spaces' workers keep answering.
   it), `wake_pipe` (what wakes its loop, safe to write after it is closed), `heartbeat`
   (its beats' cadence and content), `op_replies` (an op run and answered), `config` (what
   the spawn tells it), `space` (what every op shares; the settings it runs with in
-  `space_settings`), `handlers` (op name to function),
+  `space_settings`), `handlers` (op name to function; the `status` op in `status`),
   `op_pool`, `own_memory` (for the recycle), `sessions` and `session_handoff` (the agent
   sessions, and what a successor takes over), `watcher`, `watcher_count`, `watcher_look`,
   `watcher_timings`, `drift`, `push_backoff` and `push_settings` (the store watcher, its
