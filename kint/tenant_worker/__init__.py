@@ -4,7 +4,8 @@ Why a process per space: a space's verify, push, pull and their chain calls run 
 hung RPC, a held push, a slow pull or a crash stays inside that space while the supervisor
 and the other spaces' workers keep answering.
 
-- The process: `process` (its loop: the socket, the stop, the hand-over), `stop_grace`
+- The process: `worker_start` (from the fork to the loop, and a start that failed),
+  `process` (its loop: the socket, the stop, the hand-over), `stop_grace`
   (how long it outlives a stop or its supervisor), `worker_lock` (one live worker per
   space of a home, an old one included) and `lock_table` (its holder as the kernel names
   it), `wake_pipe` (what wakes its loop, safe to write after it is closed), `heartbeat`
