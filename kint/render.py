@@ -306,7 +306,7 @@ def value_text(value: Any) -> str:
     """A setting's value as `--json` gives it (kint.settings.report.json_value), as a text
     line prints it: `unset` for none or a switch off, `1` for one on, a whole number of
     seconds without its `.0`. The one rule for `kint config show`'s lines and the status's
-    push settings, which had a copy each (kint.settings.schema.shown is another job: it
+    push settings, which had a copy each (kint.settings.values.shown is another job: it
     starts from the parsed value and its setting, masking a secret and a URL's key)."""
     if value is None or value is False:
         return "unset"

@@ -15,7 +15,7 @@ import pytest
 from kint.paths import space_files
 from kint.tenant_worker import file_presence
 from kint.tenant_worker.file_presence import SpaceFilePresence
-from kint.tenant_worker.handlers import status
+from kint.tenant_worker.status import status
 from kint.tenant_worker.config import WorkerConfig
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.store import StoreReader

@@ -32,8 +32,8 @@ from pathlib import Path
 
 from chain_machines import kjson, new_machine, ok
 from conftest import KINT, SUPPORT
-from test_setup_clients import (ROOT, SERVER, client_or_skip, harness_env, kint_setup,
-                                no_second_supervisor)
+from real_clients import (ROOT, SERVER, client_or_skip, harness_env, kint_setup,
+                          no_second_supervisor)
 
 from kint.spaces import space_id
 

@@ -32,7 +32,7 @@ def short_busy_waits(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_status_of_a_locked_store_is_busy_and_answers_once_it_is_let_go(tmp_path,
                                                                        short_busy_waits):
-    from kint.tenant_worker.handlers import status
+    from kint.tenant_worker.status import status
 
     with worker_over(tmp_path) as (worker, db):
         with locked(db):

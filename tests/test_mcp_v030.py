@@ -328,7 +328,7 @@ def test_unanchored_of_a_connected_machine_without_its_store_names_the_store():
     """With an anchored epoch here (a mirror) but the store gone, nothing is counted because
     there is nothing to diff: the error says so, never 'no anchored epoch on this machine
     yet: connect or pull first' (false of a machine that holds one). The worker's status for
-    that case, as handlers._chain_status gives it."""
+    that case, as status._chain_status gives it."""
     from kint.agent_server import results
 
     worker = {"owner": "0x" + "1" * 40, "space_id": "a" * 64, "tenant": "t",

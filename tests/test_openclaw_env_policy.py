@@ -15,7 +15,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from test_setup_clients import ROOT, client_or_skip, harness_env
+from real_clients import ROOT, client_or_skip, harness_env
 
 from kint.harnesses.openclaw import dropped_by_openclaw, with_dropped
 from kint.harnesses.openclaw_env import DROPPED_NAMES, VERSION, dropped_why

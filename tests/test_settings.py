@@ -108,7 +108,7 @@ def test_an_endpoint_urllib_cannot_split_is_refused_as_no_url(tmp_path):
     """A `[` that opens no IPv6 host makes urllib raise ValueError: in the environment it
     failed every op that read the setting with INTERNAL (a worker's status, config show),
     where a bad value is refused or left unused; its key is not shown."""
-    from kint.settings.schema import BadValue, parse
+    from kint.settings.values import BadValue, parse
 
     url = "https://[rpc.example/v2/kintkeypart"
     with pytest.raises(BadValue, match="is not an http"):

@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 
 from harness_stand_ins import calls, recorded, recording_shim, stand_in
-from test_setup_clients import QUIET, claude_binary, client_or_skip
+from real_clients import QUIET, claude_binary, client_or_skip
 
 from kint.harnesses.claude import ARGV_ONLY, SIBYL_REMINDER
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from test_setup_clients import ROOT, claude_binary, client_or_skip, harness_env
+from real_clients import ROOT, claude_binary, client_or_skip, harness_env
 
 
 def real_clients(sandbox, tmp_path, openclaw: bool = True) -> dict[str, str]:

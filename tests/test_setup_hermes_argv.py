@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from harness_stand_ins import calls, recorded, recording_shim, stand_in
-from test_setup_clients import ROOT, SERVER, client_or_skip, harness_env, kint_setup, run
+from real_clients import ROOT, SERVER, client_or_skip, harness_env, kint_setup, run
 from test_setup_failures import HERMES_SCRIPT
 
 from kint.harnesses.hermes import ARGV_ONLY

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 
 from harness_stand_ins import calls, stand_in
-from test_setup_clients import ROOT, client_or_skip, harness_env
+from real_clients import ROOT, client_or_skip, harness_env
 
 from kint.harnesses import hermes_run
 

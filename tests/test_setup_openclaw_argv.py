@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 
 from harness_stand_ins import OPENCLAW, calls, recorded, recording_shim, stand_in
-from test_setup_clients import ROOT, SERVER, client_or_skip, harness_env
+from real_clients import ROOT, SERVER, client_or_skip, harness_env
 
 from kint.harnesses.openclaw import ARGV_ONLY
 

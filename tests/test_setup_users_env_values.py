@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 import tomllib
 
+from real_clients import (ROOT, SERVER, QUIET, claude_binary, client_or_skip, harness_env,
+                          kint_setup, run)
 from test_setup import setup as codex_setup
-from test_setup_clients import (ROOT, SERVER, QUIET, claude_binary, client_or_skip,
-                                harness_env, kint_setup, run)
 
 THEIRS = "/srv/of-the-user-7f3a"
 

@@ -127,7 +127,7 @@ def test_status_shows_what_the_last_look_found_while_that_worker_runs(tmp_path, 
     its own (a walk of every process per status): only doctor and the log said so."""
     from kint.render_space import space_status_text
     from kint.tenant_worker import store_sharers
-    from kint.tenant_worker.handlers import status
+    from kint.tenant_worker.status import status
 
     mine, theirs = _home(tmp_path / "mine"), _home(tmp_path / "theirs")
     ctx = _context(mine, store)
@@ -166,7 +166,7 @@ def test_status_does_not_take_a_later_kint_worker_on_that_pid_for_the_one_found(
     the pid's start time is not the found worker's. A pid cannot be made to repeat here, so
     the kept record is pointed at a live kint worker started after the one found."""
     from kint.tenant_worker import store_sharers
-    from kint.tenant_worker.handlers import status
+    from kint.tenant_worker.status import status
 
     mine, theirs = _home(tmp_path / "mine"), _home(tmp_path / "theirs")
     ctx = _context(mine, store)

@@ -1,5 +1,5 @@
 """A worker whose start runs out of open files after its first check (kint/tenant_worker/
-process.py, `run_worker`): the check saw twelve free, and the start itself took them
+worker_start.py, `run_worker`): the check saw twelve free, and the start itself took them
 (libzmq's own threads open their pollers and signalers, SQLite the store).
 
 Such an error comes wrapped (SQLite's, Sibyl's, a `raise ... from` of kint's own), so the
@@ -30,13 +30,13 @@ class _StartFailed(RuntimeError):
 
 
 def _exit_code(tmp_path, monkeypatch, err: BaseException) -> int | None:
-    from kint.tenant_worker import process
+    from kint.tenant_worker import worker_start
     from kint.tenant_worker.config import WorkerConfig
 
     def failing(*_args, **_kw):
         raise err
 
-    monkeypatch.setattr(process, "Worker", failing)
+    monkeypatch.setattr(worker_start, "Worker", failing)
     home = tmp_path / "kint"
     home.mkdir(mode=0o700)
     token = b"\x0c" * 32
@@ -44,7 +44,7 @@ def _exit_code(tmp_path, monkeypatch, err: BaseException) -> int | None:
                        db=str(write_store(tmp_path / "memory.db")), kint_home=str(home),
                        back_address=f"ipc://{tmp_path}/back.sock",
                        supervisor_pid=os.getpid(), idle_beat_s=2.5)
-    child = multiprocessing.get_context("fork").Process(target=process.run_worker,
+    child = multiprocessing.get_context("fork").Process(target=worker_start.run_worker,
                                                          args=(cfg, token))
     child.start()
     child.join(30)

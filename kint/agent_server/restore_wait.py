@@ -23,7 +23,7 @@ answer is kept (`outcome`) for memory_status: an agent told RESTORE_RUNNING lear
 whether the restore it asked for went through.
 
 A supervisor that exits while it holds the restore's request takes its worker with it (the
-worker dies with its supervisor: kint.tenant_worker.process), so no answer ever comes: the
+worker dies with its supervisor: kint.tenant_worker.worker_start), so no answer ever comes: the
 thread hears so from its client (SupervisorUnavailable) within about a second. It then
 waits until that worker has exited (it holds the space's worker lock for its whole life,
 with its supervisor's pid: kint.agent_server.old_worker, so it is known however early its

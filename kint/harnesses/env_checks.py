@@ -53,7 +53,8 @@ def check_env_value(key: str, value: str) -> None:
     harnesses take it on their command line. kint-server reads KINT_HOME/config.toml
     itself, which is where such an endpoint belongs."""
     from kint.settings.urls import redact_url, url_may_hold_a_key
-    from kint.settings.schema import BY_NAME, BadValue, given, parse
+    from kint.settings.schema import BY_NAME
+    from kint.settings.values import BadValue, given, parse
 
     setting = BY_NAME.get(key)
     if setting is None or not value.strip():

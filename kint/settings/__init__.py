@@ -2,6 +2,7 @@
 
 - `environ`: how a variable of kint's environment is read (empty counts as unset).
 - `schema`: every setting (name, type, default, scope, who reads it, secret, its docs line).
+- `values`: a value parsed as its setting's type (or refused, saying why), and as it is shown.
 - `tomlfile`: `$KINT_HOME/config.toml`, checked key by key (a bad value names file and key).
 - `reload`: the file read again when its stat changes; the last good one keeps serving.
 - `loader`: the layers (default < file < environment < the file's space table < this call)

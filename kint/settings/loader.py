@@ -35,8 +35,9 @@ from kint.settings import complaints
 from kint.settings.complaints import complain
 from kint.settings.environ import environ_value
 from kint.settings.reload import ConfigWatch
-from kint.settings.schema import BY_NAME, BadValue, Setting, given, parse
+from kint.settings.schema import BY_NAME, Setting
 from kint.settings.tomlfile import ConfigError, ConfigFile
+from kint.settings.values import BadValue, given, parse
 
 log = logging.getLogger("kint.settings")
 

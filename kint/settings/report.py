@@ -12,7 +12,8 @@ from typing import Any
 
 from kint.render import value_text
 from kint.settings.loader import Value
-from kint.settings.schema import GROUPS, SETTINGS, Setting, shown
+from kint.settings.schema import GROUPS, SETTINGS, Setting
+from kint.settings.values import shown
 from kint.settings.wire import NONE_TAKE
 
 SCHEMA_VERSION = 1

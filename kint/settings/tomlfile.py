@@ -22,7 +22,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable
 
-from kint.settings.schema import BY_KEY, SETTINGS, BadValue, Setting, given, parse, shown
+from kint.settings.schema import BY_KEY, SETTINGS, Setting
+from kint.settings.values import BadValue, given, parse, shown
 
 CONFIG_NAME = "config.toml"
 SPACES_TABLE = "spaces"

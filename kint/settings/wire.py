@@ -22,8 +22,8 @@ from kint.settings import secret_proof
 from kint.settings.environ import environ_value
 from kint.settings.loader import (DAEMON_ENV, DEFAULT, THIS_CALL, RequestView, Value, config,
                                   refused_in_env, shared_view)
-from kint.settings.schema import (BY_NAME, SENT, BadValue, Setting, given, parse,
-                                  shown)
+from kint.settings.schema import BY_NAME, SENT, Setting
+from kint.settings.values import BadValue, given, parse, shown
 
 # Most settings a request may carry (there are fewer than this).
 MAX_SENT = 64

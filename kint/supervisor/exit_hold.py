@@ -42,7 +42,7 @@ log = logging.getLogger("kint.supervisor")
 # it), so it is normally a few milliseconds behind the exit; the hold delays only that
 # space's exit, never the loop.
 REASON_GRACE_S = 0.5
-# The exit codes of a worker that sent its `fatal` before it exited (process.py).
+# The exit codes of a worker that sent its `fatal` before it exited (worker_start.py).
 SAYS_WHY = frozenset({worker_wire.EXIT_FATAL, worker_wire.EXIT_REFUSED})
 
 

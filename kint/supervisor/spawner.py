@@ -36,7 +36,7 @@ from kint.tenant_worker.config import WorkerConfig
 log = logging.getLogger("kint.supervisor")
 
 PRELOAD = [
-    "kint.tenant_worker.process",
+    "kint.tenant_worker.worker_start",
     "sibyl_memory_client",
     "eth_account",
     "web3",
@@ -82,7 +82,7 @@ def _run_worker(config: WorkerConfig, token: bytes) -> None:
     the supervisor to be pickled by reference: web3, eth_account and Sibyl loaded into a
     process that never runs them (~28 -> ~80 MiB resident), and its loop stalled for the
     import (~0.5 s, seconds on a loaded box) at its first spawn."""
-    from kint.tenant_worker.process import run_worker
+    from kint.tenant_worker.worker_start import run_worker
 
     run_worker(config, token)
 

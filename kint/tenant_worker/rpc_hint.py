@@ -30,7 +30,8 @@ from kint.chain.config import DEVCHAIN_SOURCE, SPACE_URLS_SOURCE, ChainConfig
 from kint.protocol.errors import (DEFAULT_HINTS, DEVCHAIN_RPC_CHECK, DEVCHAIN_RPC_HINT,
                                   FILE_RPC_CHECK, RETRY_THEN, RPC_CHECK, SPACE_RPC_CHECK,
                                   UNSETTLED_HINT, UNSETTLED_THEN, ErrorCode, ProtocolError)
-from kint.settings.schema import BY_NAME, shown
+from kint.settings.schema import BY_NAME
+from kint.settings.values import shown
 from kint.settings.wire import source_text
 from kint.tenant_worker.space import SpaceContext
 

@@ -67,7 +67,8 @@ import orjson
 from kint.boot import boot_id
 from kint.paths import atomic_write, session_handoff_path
 from kint.settings.loader import SESSION, Value
-from kint.settings.schema import BY_NAME, BadValue
+from kint.settings.schema import BY_NAME
+from kint.settings.values import BadValue
 from kint.settings.wire import parse_sent
 from kint.taken_once import take_once
 from kint.tenant_worker.drift import Hold

@@ -20,7 +20,7 @@ from kint.open_files import OUT_OF_FILES, causes
 from kint.protocol import ErrorCode, ProtocolError
 from kint.rows.canon import TIERS, canonical_id
 from kint.settings.loader import SESSION
-from kint.settings.schema import shown
+from kint.settings.values import shown
 from kint.settings.wire import same, source_text
 from kint.tenant_worker.rpc_hint import name_the_endpoint, timeout_named
 from kint.tenant_worker.space import SpaceContext

@@ -2,12 +2,13 @@
 read it without importing the worker's loop (kint.tenant_worker.process and what it
 imports cost ~0.8 s at a server's start).
 
-A worker whose supervisor dies learns it two ways (kint.tenant_worker.process): the
-SIGTERM its parent's death sends (PR_SET_PDEATHSIG), after which it gives the op in flight
-its stop grace; or the look at the supervisor's pid it takes before each beat (at most
-IDLE_BEAT_MAX_SECONDS apart), after which it exits at once. kint-server, which waits for
-the worker that ran a restore whose supervisor died (kint.agent_server.restore_wait), takes
-a worker still there after both as stopped (SIGSTOP, a debugger) or stuck.
+A worker whose supervisor dies learns it two ways: the SIGTERM its parent's death sends
+(PR_SET_PDEATHSIG, set at its start: kint.tenant_worker.worker_start), after which it gives
+the op in flight its stop grace; or the look at the supervisor's pid its loop takes before
+each beat (at most IDLE_BEAT_MAX_SECONDS apart: kint.tenant_worker.process), after which it
+exits at once. kint-server, which waits for the worker that ran a restore whose supervisor
+died (kint.agent_server.restore_wait), takes a worker still there after both as stopped
+(SIGSTOP, a debugger) or stuck.
 """
 
 from __future__ import annotations

@@ -70,7 +70,7 @@ system's table of open files full, which cannot be brought about here: it is the
 box's), and the worker exits EXIT_NO_SYSTEM_FILES (6) by kint's own code.
 
 One wrapper makes a worker's last words late: while the file `KINT_TEST_LATE_FATAL` names
-exists, a worker that cannot start (`_tell_supervisor`, `kint.tenant_worker.process`) exits
+exists, a worker that cannot start (`_tell_supervisor`, `kint.tenant_worker.worker_start`) exits
 at once without its `fatal`, and a child it forked sends that message (its pid and token,
 on its route) after the exit: the order the race between a worker's message and its exit
 gives rarely (the supervisor reads what waits on the back socket before it handles an exit;
@@ -495,10 +495,10 @@ def _install() -> None:
     connect.write_recovery_file = _around(connect.write_recovery_file,
                                           "before_connect_recovery_file", None)
     rekey_settle.settle_at_start = _held(rekey_settle.settle_at_start)
-    from kint.tenant_worker import op_replies, process
+    from kint.tenant_worker import op_replies, process, worker_start
 
     process.Worker.__init__ = _failing_start(process.Worker.__init__)  # type: ignore
-    process._tell_supervisor = _late_fatal(process._tell_supervisor)
+    worker_start._tell_supervisor = _late_fatal(worker_start._tell_supervisor)
     process.Worker._forward_answers = _replies_kept(process.Worker._forward_answers)  # type: ignore
     process.Worker.close = _replies_late(process.Worker.close)  # type: ignore
     op_replies.encode_reply = _unguarded(op_replies.encode_reply)  # type: ignore[assignment]
