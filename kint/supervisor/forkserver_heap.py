@@ -25,7 +25,7 @@ import importlib
 
 from kint.proc_name import FORKSERVER, set_process_name
 
-# What the worker's handlers import on first use (kint.tenant_worker.handlers): the chain
+# What the worker's ops import on first use (kint.tenant_worker.handlers, .status): the chain
 # ops and the modules behind them, and pycryptodome's CTR mode, which it loads on first use.
 WORKER_MODULES = (
     "kint.tenant_worker.connect",

@@ -1,14 +1,16 @@
 """A worker process's start: the target the supervisor's spawn runs in the forked process,
 from the fork to the loop (kint.tenant_worker.process) and back to its exit.
 
-Before it serves, the worker checks it has open files to spare, names itself, logs to its
-space's file, takes its settings (the config file's, this space's table included, over the
-supervisor's environment) and its space's worker lock (kint.tenant_worker.worker_lock),
+Before it serves, the worker checks it has open files to spare, names itself, logs to
+KINT_HOME's supervisor.log (the one log of the supervisor and its workers), takes its
+settings (the config file's, this space's table included, over the supervisor's
+environment) and its space's worker lock (kint.tenant_worker.worker_lock),
 taken before anything else of the space: the next supervisor's worker of the space waits
 for it, and refuses its start rather than run beside it. A start that cannot go on is
 told to the supervisor as `fatal` (its reason, and for a lock held by another worker the
 code and hint it answers the space's requests with) and an exit code the supervisor reads
-(kint.protocol.worker_wire), never a bare crash. Once started, it settles the journals
+(kint.protocol.worker_wire), never a bare crash; one with no files to spare says it by its
+exit code alone, as sending would need a file. Once started, it settles the journals
 the last worker left and takes over the agent sessions a recycled one handed over.
 
 The worker dies with its supervisor: PR_SET_PDEATHSIG here (its parent is the
