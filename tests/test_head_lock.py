@@ -207,3 +207,45 @@ def test_a_command_behind_the_settlement_is_refused_naming_what_holds_the_space(
         for thread in commands:
             thread.join(30)
         worker.close()
+
+
+def test_once_the_workers_stop_began_no_op_takes_the_turn(tmp_path):
+    """After HeadTurn.stop (the worker's stop began) an op is refused WORKER_DOWN
+    (TurnStopped) on a free turn, and one waiting for the start settlement is refused as
+    the stop comes, not given the turn when the settlement lets go: either began a chain
+    push the stop's grace could cut between its send and its receipt. The turn stays free."""
+    from kint.tenant_worker.head_lock import TurnStopped, head_op
+
+    worker, seen = _worker(tmp_path)
+    ctx = worker.ctx
+    let_go = threading.Event()
+    refused: list[TurnStopped] = []
+    settlement, holding = _settling(ctx, let_go)
+
+    def pull() -> None:
+        try:
+            with head_op(ctx, "pull", lock_file=False):
+                pytest.fail("took the turn in a stopping worker")
+        except TurnStopped as err:
+            refused.append(err)
+
+    waiter = threading.Thread(target=pull)
+    try:
+        assert holding.wait(30)
+        waiter.start()
+        assert seen.waiting(1)  # it waits for the settlement
+        ctx.head_ops.stop("restart")
+        waiter.join(30)
+        assert not waiter.is_alive() and ctx.head_ops.settling  # refused before it let go
+        let_go.set()
+        settlement.join(30)
+        pull()  # the turn free: refused all the same
+        assert [(err.code.value, err.message) for err in refused] == \
+            [("WORKER_DOWN", "the worker is stopping (restart)")] * 2
+        assert not ctx.head_ops.held and ctx.head_op_began is None
+    finally:
+        let_go.set()
+        settlement.join(30)
+        if waiter.is_alive():
+            waiter.join(30)
+        worker.close()

@@ -5,8 +5,8 @@ decides.
 
 `head_op` is how an op takes it: first this worker's own turn on the space (`HeadTurn`: a
 second head-moving op of the space is refused BUSY at once, but for a closing server's exit
-push, which waits its turn, one at a time, until the worker stops: `TurnWait`), then the
-file. `settlement_op`
+push, which waits its turn, one at a time, until the worker stops: `TurnWait`; once the
+worker's stop began, none takes it: `TurnStopped`), then the file. `settlement_op`
 is how a worker's start settlement takes them: an op that comes meanwhile waits for it, as
 for the file."""
 
@@ -67,9 +67,10 @@ class HeadTurn:
 
     def stop(self, reason: str | None) -> None:
         """The worker stops (a stop, recycle, restart, upgrade, SIGTERM): an op waiting its
-        turn ends refused now, rather than be killed unlogged at the stop's grace or take
-        the turn in its last seconds and start a chain push that the grace could cut
-        between its send and its receipt."""
+        turn ends refused now, rather than be killed unlogged at the stop's grace, and no
+        op takes the turn from now on (`_take`, TurnStopped): one that did in the grace (the
+        store watcher's push, which no stop refuses at dispatch) started a chain push that
+        the grace could cut between its send and its receipt."""
         with self.changed:
             self.stopped = f"the worker is stopping ({reason or 'stop'})"
             self.changed.notify_all()
@@ -84,6 +85,15 @@ class TurnTaken(ProtocolError):
 
     def __init__(self, message: str) -> None:
         super().__init__(ErrorCode.BUSY, message, BUSY_HINT)
+
+
+class TurnStopped(ProtocolError):
+    """WORKER_DOWN because the worker's stop began (HeadTurn.stop): no op takes the space's
+    turn. What the store watcher reads as no failure (its rows wait for the worker's next
+    start), told from other refusals by its class."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(ErrorCode.WORKER_DOWN, reason)
 
 
 class TurnLeft(Exception):
@@ -153,18 +163,22 @@ def _take(ctx: "SpaceContext", op: str, wait: TurnWait | None = None) -> None:
     for, and it settles what this op would settle first (a command sent just after a
     restart was refused BUSY). Once it lets go, a command it held that finds another one
     took the space is refused at once, as it would have been had it come then. An op with
-    a `wait` waits for any holder instead (`_wait_turn`)."""
+    a `wait` waits for any holder instead (`_wait_turn`). Once the worker's stop began,
+    none takes the turn (TurnStopped), whatever it waited for: this is the one gate every
+    new turn passes."""
     if wait is not None:
         _wait_turn(ctx, op, wait)
         return
     turn = ctx.head_ops
     deadline = time.monotonic() + WAIT_S
     with turn.changed:
+        _refuse_stopped(turn)
         while turn.held:
             left = deadline - time.monotonic()
             if not turn.settling or left <= 0:
                 raise busy(ctx.head_op_began)
             turn.changed.wait(left)
+            _refuse_stopped(turn)
         _hold(ctx, op)
 
 
@@ -177,7 +191,7 @@ def _wait_turn(ctx: "SpaceContext", op: str, wait: TurnWait) -> None:
     told its rows were in that push, it would otherwise lose them to the first's earlier
     give-up, where on its own it would have waited longer (so the one waiting may push
     after its own request's deadline, its reply then dropped: the push is the second's).
-    A worker that stops ends the wait refused WORKER_DOWN (HeadTurn.stop)."""
+    A worker that stops ends the wait refused WORKER_DOWN (HeadTurn.stop, TurnStopped)."""
     turn = ctx.head_ops
     began = time.monotonic()
     deadline = began + wait.seconds
@@ -214,7 +228,7 @@ def _wait_turn(ctx: "SpaceContext", op: str, wait: TurnWait) -> None:
 
 def _refuse_stopped(turn: HeadTurn) -> None:
     if turn.stopped is not None:
-        raise ProtocolError(ErrorCode.WORKER_DOWN, turn.stopped)
+        raise TurnStopped(turn.stopped)
 
 
 def waited_out(running: tuple[str, float] | None, seconds: float) -> TurnTaken:

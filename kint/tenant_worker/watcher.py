@@ -19,7 +19,9 @@ out a backoff (push_backoff.py) before it tries again, however the store changes
 any push of the space that goes through, its own included, ends that wait
 (`push.went_through`, the one place every successful push passes). An op of the space this
 worker runs (pull, push, connect, rekey, settlement) is no failure but a turn to wait for
-(`_op_runs`); a BUSY from the head lock's file (another kint process) is a failure.
+(`_op_runs`); a BUSY from the head lock's file (another kint process) is a failure. Nor is
+the worker's stop, which no push outlives: a push due once it began is not started
+(head_lock.TurnStopped), said once, and the watcher pushes no more.
 
 The dirty mark is cleared (and a held push's signature kept) only for a signature read two
 seconds or more after the store's files last changed (store.SettledRule, the rule the
@@ -57,7 +59,7 @@ from typing import Any, Callable
 from kint.protocol import ProtocolError
 from kint.store_denied import DENIED_HINT, denied_message, denied_reason
 from kint.tenant_worker.changes import ESTIMATED_BYTES_PER_ROW
-from kint.tenant_worker.head_lock import TurnTaken
+from kint.tenant_worker.head_lock import TurnStopped, TurnTaken
 from kint.tenant_worker.push_backoff import PushBackoff
 from kint.tenant_worker.store import SettledRule, settled, store_signature
 from kint.tenant_worker.watcher_count import RETRY_CAP_TICKS, WatcherCount
@@ -369,6 +371,14 @@ class Watcher(OwedLook):
             self._settle(sig, told)
         except TurnTaken:
             self._turn_taken(trigger)  # an op of the space began since `_op_runs`
+        except TurnStopped as err:
+            # The worker's stop began: no push starts in its grace, which could cut it
+            # between its send and its receipt, nor ever in this worker, so the watcher
+            # ends here (one line, no failure, no backoff); the dirty store is the next
+            # worker's to count and push.
+            log.info("watcher: push (%s) not started: %s; the store's rows are left for the "
+                     "worker's next start", trigger, err.message)
+            self.stop()
         except ProtocolError as err:
             if err.code.value == "HELD":
                 # Wait for the next store change; one a signature that does not tell every
