@@ -57,11 +57,10 @@ class HeadTurn:
         self.changed = threading.Condition()
         self.held = False
         self.settling = False
-        # An op waits its turn (TurnWait): one at a time, so waiters never fill the op pool.
-        self.waiting = False
-        # Until when (time.monotonic()) the waiting op waits: the latest deadline of it and
-        # of the ops that left their work to it (`_wait_turn`).
-        self.wait_until = 0.0
+        # Until when (time.monotonic()) the op that waits its turn (TurnWait) waits: the
+        # latest deadline of it and of the ops that left their work to it (`_wait_turn`).
+        # None while none waits: one at a time, so waiters never fill the op pool.
+        self.wait_until: float | None = None
         # Why the worker stops, once it does (`stop`): a waiting op gives up, none starts.
         self.stopped: str | None = None
 
@@ -200,21 +199,22 @@ def _wait_turn(ctx: "SpaceContext", op: str, wait: TurnWait) -> None:
         if not turn.held:
             _hold(ctx, op)
             return
-        if turn.waiting:
+        if turn.wait_until is not None:
             turn.wait_until = max(turn.wait_until, deadline)
             raise TurnLeft()
-        turn.waiting, turn.wait_until = True, deadline
+        turn.wait_until = deadline
         running = ctx.head_op_began
     try:
         wait.said(running)  # logged out of the lock: a slow log write holds no one's turn
     except BaseException:
         with turn.changed:
-            turn.waiting = False
+            turn.wait_until = None
         raise
     with turn.changed:
         try:
             while turn.held and turn.stopped is None:
-                left = turn.wait_until - time.monotonic()
+                # Set while this op waits: only it clears it (below).
+                left = (turn.wait_until or 0.0) - time.monotonic()
                 if left <= 0:
                     raise waited_out(ctx.head_op_began, time.monotonic() - began)
                 turn.changed.wait(left)
@@ -223,7 +223,7 @@ def _wait_turn(ctx: "SpaceContext", op: str, wait: TurnWait) -> None:
         finally:
             # In the same hold of the lock as the give-up: an op coming after it waits
             # itself, never leaves its work to one that has given up.
-            turn.waiting = False
+            turn.wait_until = None
 
 
 def _refuse_stopped(turn: HeadTurn) -> None:
