@@ -5,21 +5,21 @@ decides.
 
 `head_op` is how an op takes it: first this worker's own turn on the space (`HeadTurn`: a
 second head-moving op of the space is refused BUSY at once, but for a closing server's exit
-push, which waits its turn, one at a time, until the worker stops: `TurnWait`; once the
-worker's stop began, none takes it: `TurnStopped`), then the file. `settlement_op`
+push, which waits its turn, one at a time, until the worker stops: `_wait_turn`; once
+the worker's stop began, none takes it: `TurnStopped`), then the file. `settlement_op`
 is how a worker's start settlement takes them: an op that comes meanwhile waits for it, as
 for the file."""
 
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from kint.paths import ensure_private_dir
 from kint.pid_file_lock import flock_by, open_own_file
@@ -27,6 +27,8 @@ from kint.protocol import ErrorCode, ProtocolError
 
 if TYPE_CHECKING:
     from kint.tenant_worker.space import SpaceContext
+
+log = logging.getLogger("kint.worker")
 
 RETRY_S = 0.2
 WAIT_S = 30.0
@@ -57,7 +59,7 @@ class HeadTurn:
         self.changed = threading.Condition()
         self.held = False
         self.settling = False
-        # Until when (time.monotonic()) the op that waits its turn (TurnWait) waits: the
+        # Until when (time.monotonic()) the op that waits its turn (`_wait_turn`) waits: the
         # latest deadline of it and of the ops that left their work to it (`_wait_turn`).
         # None while none waits: one at a time, so waiters never fill the op pool.
         self.wait_until: float | None = None
@@ -96,7 +98,7 @@ class TurnStopped(ProtocolError):
 
 
 class TurnLeft(Exception):
-    """An op that would wait its turn (TurnWait) found another already waiting: it leaves
+    """An op that would wait its turn (`_wait_turn`) found another already waiting: it leaves
     its work to that one (push.py says what that means for an exit push). Not a
     ProtocolError: no failure, so the closing server's log does not read it as one."""
 
@@ -144,30 +146,14 @@ def named(running: tuple[str, float] | None) -> str:
     return "push, pull or connect" if running is None else _SAID.get(running[0], running[0])
 
 
-@dataclass(frozen=True)
-class TurnWait:
-    """How an op that waits for its turn rather than be refused BUSY waits (`head_op`): up
-    to `seconds` for whatever holds the space in this worker, `said` told once of that
-    holder (head_op_began) as the wait begins. A closing kint-server's exit push's
-    (push._turn_wait): nobody is left to try it again, so a refusal left the session's last
-    rows to the watcher's next push, if one came before the worker idled out."""
-
-    seconds: float
-    said: Callable[[tuple[str, float] | None], None]
-
-
-def _take(ctx: "SpaceContext", op: str, wait: TurnWait | None = None) -> None:
+def _take(ctx: "SpaceContext", op: str) -> None:
     """The space's turn for `op`, or BUSY naming what holds it, read as it is refused. Only
     the start settlement is waited for, up to WAIT_S: it is no command the user could wait
     for, and it settles what this op would settle first (a command sent just after a
     restart was refused BUSY). Once it lets go, a command it held that finds another one
-    took the space is refused at once, as it would have been had it come then. An op with
-    a `wait` waits for any holder instead (`_wait_turn`). Once the worker's stop began,
-    none takes the turn (TurnStopped), whatever it waited for: this is the one gate every
-    new turn passes."""
-    if wait is not None:
-        _wait_turn(ctx, op, wait)
-        return
+    took the space is refused at once, as it would have been had it come then. Once the
+    worker's stop began, none takes the turn (TurnStopped), whatever it waited for: the
+    gate every new turn passes, here and in `_wait_turn`, the one other way to a turn."""
     turn = ctx.head_ops
     deadline = time.monotonic() + WAIT_S
     with turn.changed:
@@ -181,19 +167,23 @@ def _take(ctx: "SpaceContext", op: str, wait: TurnWait | None = None) -> None:
         _hold(ctx, op)
 
 
-def _wait_turn(ctx: "SpaceContext", op: str, wait: TurnWait) -> None:
+def _wait_turn(ctx: "SpaceContext", op: str, wait_s: float) -> None:
     """The turn for an op that waits for any holder, and for the next if another op takes
-    the turn first, up to `wait.seconds`. One such op waits at a time (TurnLeft for a
-    second): each sat on a thread of the worker's op pool, so four of them filled it and
-    every other op of the space (an attach's keepalive, a verify) waited behind the holder.
-    A second leaves its work to the one waiting and moves that one's deadline to its own:
-    told its rows were in that push, it would otherwise lose them to the first's earlier
-    give-up, where on its own it would have waited longer (so the one waiting may push
-    after its own request's deadline, its reply then dropped: the push is the second's).
-    A worker that stops ends the wait refused WORKER_DOWN (HeadTurn.stop, TurnStopped)."""
+    the turn first, up to `wait_s`, rather than be refused BUSY: a closing kint-server's
+    exit push (push.push), which nobody is left to try again, so a refusal left the
+    session's last rows to the watcher's next push, if one came before the worker idled
+    out. Its wait is logged once, naming the holder (the log is where a closing server's
+    exit push is read). One such op waits at a time (TurnLeft for a second): each sat on
+    a thread of the worker's op pool, so four of them filled it and every other op of the
+    space (an attach's keepalive, a verify) waited behind the holder. A second leaves its
+    work to the one waiting and moves that one's deadline to its own: told its rows were
+    in that push, it would otherwise lose them to the first's earlier give-up, where on
+    its own it would have waited longer (so the one waiting may push after its own
+    request's deadline, its reply then dropped: the push is the second's). A worker that
+    stops ends the wait refused WORKER_DOWN (HeadTurn.stop, TurnStopped)."""
     turn = ctx.head_ops
     began = time.monotonic()
-    deadline = began + wait.seconds
+    deadline = began + wait_s
     with turn.changed:
         _refuse_stopped(turn)
         if not turn.held:
@@ -205,7 +195,9 @@ def _wait_turn(ctx: "SpaceContext", op: str, wait: TurnWait) -> None:
         turn.wait_until = deadline
         running = ctx.head_op_began
     try:
-        wait.said(running)  # logged out of the lock: a slow log write holds no one's turn
+        # Logged out of the lock: a slow log write holds no one's turn.
+        log.info("space %s: exit push waits for the %s running for this space to end "
+                 "(up to %d s)", ctx.config.space16, named(running), wait_s)
     except BaseException:
         with turn.changed:
             turn.wait_until = None
@@ -259,13 +251,17 @@ def _let_go(ctx: "SpaceContext") -> None:
 
 @contextmanager
 def head_op(ctx: "SpaceContext", op: str, lock_file: bool = True,
-            wait: TurnWait | None = None) -> Iterator[None]:
+            wait_s: float | None = None) -> Iterator[None]:
     """One head-moving op of the space (`op`: push, pull, connect, rekey) at a time: BUSY
-    at once when this worker already runs one (unless it `wait`s its turn), BUSY when
-    another process keeps the head lock past its wait, however it waited for its turn. The
-    op and when it began go beside its progress line; both are cleared when it ends,
-    however it ends. The worker's start settlement is waited for (`_take`)."""
-    _take(ctx, op, wait)
+    at once when this worker already runs one (unless it waits its turn, up to `wait_s`:
+    `_wait_turn`), BUSY when another process keeps the head lock past its wait, however it
+    waited for its turn. The op and when it began go beside its progress line; both are
+    cleared when it ends, however it ends. The worker's start settlement is waited for
+    (`_take`)."""
+    if wait_s is None:
+        _take(ctx, op)
+    else:
+        _wait_turn(ctx, op, wait_s)
     try:
         if lock_file:
             with head_lock(ctx.state.files["head_lock"]):

@@ -270,7 +270,7 @@ def exit_push(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     """One push, under the hold, for a server that is closing; it runs here to completion
     after that server is gone. One that meets an op of the space this worker runs (the
     watcher's push, another session's) waits for its turn, up to half its bound, rather than
-    be refused BUSY (push._turn_wait): nobody is left to try it again. Its failure is
+    be refused BUSY (push.push): nobody is left to try it again. Its failure is
     logged with the KINT_RPC_TIMEOUT a timeout waited (rpc_hint.timeout_named, as
     with_settings names it after): the log is the only place a closing server's failure
     is read."""
