@@ -33,7 +33,6 @@ log = logging.getLogger("kint.worker")
 RETRY_S = 0.2
 WAIT_S = 30.0
 MESSAGE = "another kint process holds the head lock for this space"
-IN_THIS_WORKER = "a push, pull or connect is already running for this space"
 # A worker's start settlement's one name (rekey_settle.settle_at_start), wherever a user
 # meets it: in flight (the beat's `op`, so `kint supervisor status`'s OP column and a
 # TIMEOUT's "running settlement") and as the space's holder (`head_op_began`, so a BUSY).
@@ -132,18 +131,21 @@ def busy(running: tuple[str, float] | None) -> TurnTaken:
     """BUSY naming the op that holds the space, and how long it has run: after a command
     stopped by Ctrl-C, its op goes on, and a second try met "a push, pull or connect" when
     the user had sent a join. `running` is read under the turn's Condition (`_take`), which
-    sets and clears it with the turn: None, so IN_THIS_WORKER, only for a holder that
-    named itself nowhere."""
-    if running is None:
-        return TurnTaken(IN_THIS_WORKER)
-    op, began = running
-    return TurnTaken(f"a {named(running)} is already running for this space (for "
-                     f"{max(0, int(time.monotonic() - began))} s)")
+    sets and clears it with the turn: None (so "a push, pull or connect", no time) only for
+    a holder that named itself nowhere."""
+    return TurnTaken(f"a {named(running)} is already running for this space{_for(running)}")
 
 
 def named(running: tuple[str, float] | None) -> str:
     """What the op that holds the space (head_op_began) is called where a user reads it."""
     return "push, pull or connect" if running is None else _SAID.get(running[0], running[0])
+
+
+def _for(running: tuple[str, float] | None) -> str:
+    """How long the op that holds the space has run, as a BUSY says it after its name
+    (`busy`, `waited_out`); nothing for a holder that named itself nowhere."""
+    return "" if running is None else \
+        f" (for {max(0, int(time.monotonic() - running[1]))} s)"
 
 
 def _take(ctx: "SpaceContext", op: str) -> None:
@@ -226,10 +228,8 @@ def _refuse_stopped(turn: HeadTurn) -> None:
 def waited_out(running: tuple[str, float] | None, seconds: float) -> TurnTaken:
     """BUSY for an op that waited its whole `seconds` for the space: it says it waited,
     where `busy`'s "is already running" read as refused at once."""
-    began = "" if running is None else \
-        f" (for {max(0, int(time.monotonic() - running[1]))} s)"
     return TurnTaken(f"waited {int(seconds)} s for the {named(running)} running for this "
-                     f"space{began} to end")
+                     f"space{_for(running)} to end")
 
 
 def _hold(ctx: "SpaceContext", op: str) -> None:
