@@ -202,7 +202,7 @@ def new_watcher(ctx: SpaceContext) -> Any:
                           lambda reason: _watcher_push(ctx, reason),
                           lambda name: ctx.watcher_setting(name),
                           settled=lambda: ctx.beat_soon(),
-                          own_op=lambda: (ctx.head_op_began or (None,))[0],
+                          own_op=lambda: ctx.head_op_began,
                           can_push=lambda: _can_push(ctx))
     return ctx.watcher
 

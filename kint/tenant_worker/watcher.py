@@ -76,7 +76,7 @@ class Watcher(OwedLook):
                  push: Callable[[str], Any], timing: Callable[[str], Any] | None = None,
                  generation: Callable[[], int] = config_generation,
                  settled: Callable[[], None] = lambda: None,
-                 own_op: Callable[[], str | None] = lambda: None,
+                 own_op: Callable[[], tuple[str, float] | None] = lambda: None,
                  can_push: Callable[[], bool] = lambda: False) -> None:
         self.db = db
         self.timings = WatcherTimings(timing)  # read at each use (watcher_timings.py)
@@ -92,10 +92,11 @@ class Watcher(OwedLook):
         # Told when the store is clean again (pushed, or nothing left to push): the worker
         # beats at once, since no request or answer marks that its work is done.
         self._settled = settled
-        # The head-moving op this worker runs for the space, if any (ctx.head_op_began's
-        # name), and the one the last tick waited for (one log line per op).
+        # The head-moving op this worker runs for the space, if any (ctx.head_op_began:
+        # its name and when it began), and the last one a tick waited for: one log line
+        # per op, told from the next of the same name by when it began.
         self._own_op = own_op
-        self._waited_for: str | None = None
+        self._waited_for: tuple[str, float] | None = None
         self._stop = threading.Event()
         # Set when the timings in force may have changed (a session attached or left):
         # the wait in progress is measured again against the poll now in force.
@@ -250,8 +251,6 @@ class Watcher(OwedLook):
 
     def tick(self, now: float) -> None:
         self.counting.ticked()  # a failed count's next try may be due (watcher_count.py)
-        if self._own_op() is None:
-            self._waited_for = None  # the op waited for is over: the next one is said too
         self.timings.log()
         generation = self._generation()
         if generation != self._seen_generation:
@@ -316,12 +315,12 @@ class Watcher(OwedLook):
         is made then). Asked only where the tick acts (`_fire`, the size check), so the
         wait is said only when one was due, not for every op that meets a dirty store. An
         op begun since: `_fire`'s TurnTaken, met after its count."""
-        op = self._own_op()
-        if op is not None and op != self._waited_for:
+        running = self._own_op()
+        if running is not None and running != self._waited_for:
             log.info("watcher: a %s is running for this space; the watcher waits for it "
-                     "to end", op)
-        self._waited_for = op
-        return op is not None
+                     "to end", running[0])
+            self._waited_for = running
+        return running is not None
 
     def _settle(self, sig: tuple[int, ...] | None, told: bool) -> None:
         """Clear the dirty mark only if the store has not changed since `sig` was read: a
