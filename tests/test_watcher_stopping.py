@@ -1,10 +1,12 @@
 """A store watcher's push that came due in a stopping worker's grace started a chain push
 the grace could cut between its send and its receipt: the worker's stop refused only an
 exit push that waited its turn (head_lock.HeadTurn.stop), while the watcher, never
-stopped, took the space's turn like any op. Now no head op takes the turn once the stop
-began (head_lock._take refuses WORKER_DOWN at its top), and the watcher reads that as no
-failure: it says once that it did not start the push and pushes no more; the store's rows
-wait for the worker's next start.
+stopped, took the space's turn like any op. Now the watcher's push does not take the turn
+once the stop began (head_lock._take refuses it WORKER_DOWN, asked by its caller:
+`refuse_stopping`, sessions._watcher_push), and the watcher reads that as no failure: it
+says once that it did not start the push and pushes no more; the store's rows wait for
+the worker's next start. A user's op the worker took before the stop still runs in the
+grace (tests/test_stop_grace_queued_op.py).
 
 Real parts: the devchain's anvil behind a loopback RPC proxy (tests/rpc_proxy.py) that
 holds a pull's head read, so the watcher's push waits for it (its turn taken) until the

@@ -6,9 +6,9 @@ decides.
 `head_op` is how an op takes it: first this worker's own turn on the space (`HeadTurn`: a
 second head-moving op of the space is refused BUSY at once, but for a closing server's exit
 push, which waits its turn, one at a time, until the worker stops: `_wait_turn`; once
-the worker's stop began, none takes it: `TurnStopped`), then the file. `settlement_op`
-is how a worker's start settlement takes them: an op that comes meanwhile waits for it, as
-for the file."""
+the worker's stop began, the store watcher's push does not take it: `TurnStopped`), then
+the file. `settlement_op` is how a worker's start settlement takes them: an op that comes
+meanwhile waits for it, as for the file."""
 
 from __future__ import annotations
 
@@ -67,10 +67,11 @@ class HeadTurn:
 
     def stop(self, reason: str | None) -> None:
         """The worker stops (a stop, recycle, restart, upgrade, SIGTERM): an op waiting its
-        turn ends refused now, rather than be killed unlogged at the stop's grace, and no
-        op takes the turn from now on (`_take`, TurnStopped): one that did in the grace (the
-        store watcher's push, which no stop refuses at dispatch) started a chain push that
-        the grace could cut between its send and its receipt."""
+        turn ends refused now, rather than be killed unlogged at the stop's grace, and the
+        store watcher's push, which no stop refuses at dispatch, takes the turn no more
+        (`_take`'s `refuse_stopping`, TurnStopped): taken in the grace, it started a chain
+        push that the grace could cut between its send and its receipt. A request's op the
+        worker took before the stop still takes the turn and runs in the grace."""
         with self.changed:
             self.stopped = f"the worker is stopping ({reason or 'stop'})"
             self.changed.notify_all()
@@ -88,9 +89,10 @@ class TurnTaken(ProtocolError):
 
 
 class TurnStopped(ProtocolError):
-    """WORKER_DOWN because the worker's stop began (HeadTurn.stop): no op takes the space's
-    turn. What the store watcher reads as no failure (its rows wait for the worker's next
-    start), told from other refusals by its class."""
+    """WORKER_DOWN because the worker's stop began (HeadTurn.stop): the store watcher's push
+    (`_take`'s `refuse_stopping`) or a waiting exit push (`_wait_turn`) does not take the
+    space's turn. What the store watcher reads as no failure (its rows wait for the
+    worker's next start), told from other refusals by its class."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(ErrorCode.WORKER_DOWN, reason)
@@ -148,24 +150,33 @@ def _for(running: tuple[str, float] | None) -> str:
         f" (for {max(0, int(time.monotonic() - running[1]))} s)"
 
 
-def _take(ctx: "SpaceContext", op: str) -> None:
+def _take(ctx: "SpaceContext", op: str, refuse_stopping: bool = False) -> None:
     """The space's turn for `op`, or BUSY naming what holds it, read as it is refused. Only
     the start settlement is waited for, up to WAIT_S: it is no command the user could wait
     for, and it settles what this op would settle first (a command sent just after a
     restart was refused BUSY). Once it lets go, a command it held that finds another one
-    took the space is refused at once, as it would have been had it come then. Once the
-    worker's stop began, none takes the turn (TurnStopped), whatever it waited for: the
-    gate every new turn passes, here and in `_wait_turn`, the one other way to a turn."""
+    took the space is refused at once, as it would have been had it come then.
+
+    `refuse_stopping` (the store watcher's push, chosen by its caller, never by a
+    request's args) is refused TurnStopped once the worker's stop began, whatever it
+    waited for: no stop refuses that push at dispatch, and taken in the grace it started a
+    chain push the grace's end could cut between its send and its receipt. A request's op
+    (push, pull, connect, rekey) is not: the worker took it before its stop, and it runs
+    in the stop's grace as any request in flight does (README: such requests still get
+    their answers when they finish within it). The exit push's wait is refused in
+    `_wait_turn`."""
     turn = ctx.head_ops
     deadline = time.monotonic() + WAIT_S
     with turn.changed:
-        _refuse_stopped(turn)
+        if refuse_stopping:
+            _refuse_stopped(turn)
         while turn.held:
             left = deadline - time.monotonic()
             if not turn.settling or left <= 0:
                 raise busy(ctx.head_op_began)
             turn.changed.wait(left)
-            _refuse_stopped(turn)
+            if refuse_stopping:
+                _refuse_stopped(turn)
         _hold(ctx, op)
 
 
@@ -251,15 +262,16 @@ def _let_go(ctx: "SpaceContext") -> None:
 
 @contextmanager
 def head_op(ctx: "SpaceContext", op: str, lock_file: bool = True,
-            wait_s: float | None = None) -> Iterator[None]:
+            wait_s: float | None = None, refuse_stopping: bool = False) -> Iterator[None]:
     """One head-moving op of the space (`op`: push, pull, connect, rekey) at a time: BUSY
     at once when this worker already runs one (unless it waits its turn, up to `wait_s`:
     `_wait_turn`), BUSY when another process keeps the head lock past its wait, however it
     waited for its turn. The op and when it began go beside its progress line; both are
     cleared when it ends, however it ends. The worker's start settlement is waited for
-    (`_take`)."""
+    (`_take`). `refuse_stopping`: refused once the worker's stop began (the store
+    watcher's push: `_take`)."""
     if wait_s is None:
-        _take(ctx, op)
+        _take(ctx, op, refuse_stopping)
     else:
         _wait_turn(ctx, op, wait_s)
     try:

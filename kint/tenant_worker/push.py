@@ -81,7 +81,8 @@ LEFT_TO_WAITING = ("left to the exit push already waiting for its turn: it reads
                    "store when it runs, so this session's rows are in it")
 
 
-def push(ctx: SpaceContext, args: dict[str, Any], wait: bool = False) -> dict[str, Any]:
+def push(ctx: SpaceContext, args: dict[str, Any], wait: bool = False,
+         refuse_stopping: bool = False) -> dict[str, Any]:
     """A push; `wait` (the exit push's, sessions.exit_push: never from a request's args)
     waits for an op of the space this worker runs (the watcher's push, another session's,
     a pull) rather than be refused BUSY: its server is gone, so nobody tries it again, and
@@ -91,9 +92,13 @@ def push(ctx: SpaceContext, args: dict[str, Any], wait: bool = False) -> dict[st
     (head_lock._wait_turn, which logs the wait); a later one leaves its rows to it
     (LEFT_TO_WAITING), moving the wait's end to its own. Every other push is refused at
     once, as its caller can try again: chosen by the caller (sessions.exit_push), not by
-    the hold_reason a request sends."""
+    the hold_reason a request sends. `refuse_stopping` (the store watcher's,
+    sessions._watcher_push, likewise never from a request's args): refused TurnStopped
+    once the worker's stop began (head_lock._take), where a request's push runs in the
+    stop's grace."""
     try:
-        with head_op(ctx, "push", wait_s=EXIT_TURN_S if wait else None):
+        with head_op(ctx, "push", wait_s=EXIT_TURN_S if wait else None,
+                     refuse_stopping=refuse_stopping):
             result = _push(ctx, bool(args.get("snapshot")), args.get("hold_reason"),
                            over_skipped=bool(args.get("over_skipped")),
                            dry_run=bool(args.get("dry_run")),
