@@ -163,8 +163,10 @@ def _take(ctx: "SpaceContext", op: str, refuse_stopping: bool = False) -> None:
     chain push the grace's end could cut between its send and its receipt. A request's op
     (push, pull, connect, rekey) is not: the worker took it before its stop, and it runs
     in the stop's grace as any request in flight does (README: such requests still get
-    their answers when they finish within it). The exit push's wait is refused in
-    `_wait_turn`."""
+    their answers when they finish within it). Nor is the start settlement (settlement_op,
+    the one other way to the turn but `_wait_turn`, where the exit push's wait is
+    refused): the worker submits it before it serves and counts it in flight, as it does
+    a request it took before its stop, so it runs in the grace too."""
     turn = ctx.head_ops
     deadline = time.monotonic() + WAIT_S
     with turn.changed:
@@ -293,7 +295,9 @@ def settlement_op(ctx: "SpaceContext") -> Iterator[None]:
     rather than being refused (`_take`); then the file. Named SETTLEMENT in the BUSY of a
     command that waited out WAIT_S (the beat's `op` names it too: the worker counts it in
     flight under that name, process.Worker.settle_at_start). HeadLockBusy when the file
-    stays held."""
+    stays held. Not refused once the worker's stop began (`_take`'s `refuse_stopping`):
+    submitted before the worker serves and counted in flight, it runs in the stop's grace
+    as a request the worker took before its stop does."""
     turn = ctx.head_ops
     with turn.changed:
         turn.changed.wait_for(lambda: not turn.held)
