@@ -1,4 +1,4 @@
-"""What an exit push's wait for its turn (push._turn_wait, head_lock._wait_turn) may not do.
+"""What an exit push's wait for its turn (push.push, head_lock._wait_turn) may not do.
 Each waiting exit push sat on a thread of the worker's op pool (4): four closing sessions
 of one store filled it, and every other op of the space (an attach's keepalive, a
 verify) waited behind the op they waited for. A plain `push` request that sent
@@ -141,16 +141,15 @@ def test_an_op_that_leaves_its_work_to_the_one_waiting_extends_that_ones_wait(tm
     after its own 3 s, and takes the turn once the pull ends. A kept its own deadline, gave
     up BUSY while the pull still ran, and B's rows, which B was told were in A's push,
     were pushed by nobody (review33h)."""
-    from kint.tenant_worker.head_lock import TurnLeft, TurnWait, head_op
+    from kint.tenant_worker.head_lock import TurnLeft, head_op
 
-    worker, _ = _worker(tmp_path)
+    worker, seen = _worker(tmp_path)
     ctx = worker.ctx
-    waiting, outcome = threading.Event(), {}
+    outcome = {}
 
     def first() -> None:
         try:
-            with head_op(ctx, "push", lock_file=False,
-                         wait=TurnWait(3, lambda running: waiting.set())):
+            with head_op(ctx, "push", lock_file=False, wait_s=3):
                 outcome["A"] = "held the turn"
         except ProtocolError as err:
             outcome["A"] = err.message
@@ -159,9 +158,9 @@ def test_an_op_that_leaves_its_work_to_the_one_waiting_extends_that_ones_wait(tm
         with _pulling(ctx):
             a = threading.Thread(target=first)
             a.start()
-            assert waiting.wait(30)
+            assert seen.waiting(1)  # A waits its turn
             with pytest.raises(TurnLeft):
-                with head_op(ctx, "push", lock_file=False, wait=TurnWait(60, lambda r: None)):
+                with head_op(ctx, "push", lock_file=False, wait_s=60):
                     pass
             a.join(6)  # past A's own 3 s: it waits on, for B's 60
             assert a.is_alive() and "A" not in outcome, outcome

@@ -207,3 +207,64 @@ def test_a_command_behind_the_settlement_is_refused_naming_what_holds_the_space(
         for thread in commands:
             thread.join(30)
         worker.close()
+
+
+def test_once_the_workers_stop_began_the_watchers_push_is_refused_and_a_users_op_runs(
+        tmp_path):
+    """After HeadTurn.stop (the worker's stop began) the store watcher's push
+    (refuse_stopping, as sessions._watcher_push asks) is refused WORKER_DOWN (TurnStopped):
+    one waiting for the start settlement as the stop comes, not given the turn when the
+    settlement lets go, and one on a free turn; either began a chain push the stop's grace
+    could cut between its send and its receipt. A user's pull, taken by the worker before
+    its stop and waiting for the settlement too, still takes the turn and runs in the
+    grace, as README promises a request in flight (it was refused WORKER_DOWN unstarted
+    when the gate held for every op, review34a M1)."""
+    from kint.tenant_worker.head_lock import TurnStopped, head_op
+
+    worker, seen = _worker(tmp_path)
+    ctx = worker.ctx
+    let_go = threading.Event()
+    refused: list[TurnStopped] = []
+    ran: list[str] = []
+    settlement, holding = _settling(ctx, let_go)
+
+    def watcher_push() -> None:
+        try:
+            with head_op(ctx, "push", lock_file=False, refuse_stopping=True):
+                pytest.fail("the watcher's push took the turn in a stopping worker")
+        except TurnStopped as err:
+            refused.append(err)
+
+    def pull() -> None:
+        with head_op(ctx, "pull", lock_file=False):
+            ran.append(ctx.head_op_began[0])
+
+    waiters = [threading.Thread(target=watcher_push), threading.Thread(target=pull)]
+    try:
+        assert holding.wait(30)
+        waiters[0].start()
+        assert seen.waiting(1)  # it waits for the settlement
+        waiters[1].start()
+        assert seen.waiting(2)  # so does the pull
+        ctx.head_ops.stop("restart")
+        waiters[0].join(30)
+        assert not waiters[0].is_alive() and ctx.head_ops.settling  # refused before it let go
+        assert waiters[1].is_alive() and not ran  # the pull still waits for the settlement
+        let_go.set()
+        settlement.join(30)
+        waiters[1].join(30)
+        assert ran == ["pull"]
+        watcher_push()  # the turn free: refused all the same
+        assert [(err.code.value, err.message) for err in refused] == \
+            [("WORKER_DOWN", "the worker is stopping (restart)")] * 2
+        assert not ctx.head_ops.held and ctx.head_op_began is None
+        with head_op(ctx, "connect", lock_file=False):  # a user's op on the free turn runs
+            ran.append(ctx.head_op_began[0])
+        assert ran == ["pull", "connect"]
+    finally:
+        let_go.set()
+        settlement.join(30)
+        for thread in waiters:
+            if thread.is_alive():
+                thread.join(30)
+        worker.close()

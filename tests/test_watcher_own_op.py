@@ -128,7 +128,7 @@ def test_an_op_begun_between_the_check_and_the_push_is_waited_for_another_proces
 
     # The real worker's own-op check (sessions.new_watcher's).
     watcher = Watcher(str(db), lambda: (1, 0), push, generation=lambda: 0,
-                      own_op=lambda: (ctx.head_op_began or (None,))[0])
+                      own_op=lambda: ctx.head_op_began)
     now = time.monotonic()
     try:
         _changed(db, 10)
@@ -228,7 +228,7 @@ def test_an_op_is_waited_for_only_by_a_tick_that_would_push_or_check_the_size(
                 if "the watcher waits for it to end" in r.getMessage()]
 
     watcher = Watcher(str(db), count, pushed.append, generation=lambda: 0,
-                      own_op=lambda: (ctx.head_op_began or (None,))[0])
+                      own_op=lambda: ctx.head_op_began)
     now = time.monotonic()
     _changed(db, 10)
     watcher.tick(now)  # dirty; the first size check counts one row: nothing due

@@ -57,7 +57,8 @@ def _pushed_with(ctx: SpaceContext, monkeypatch) -> dict[str, Any]:
     from the tuple: a name dropped from it is what this is to catch)."""
     seen: dict[str, Any] = {}
 
-    def recorded(_ctx: SpaceContext, reason: str) -> dict[str, Any]:
+    def recorded(_ctx: SpaceContext, reason: str, **how: Any) -> dict[str, Any]:
+        assert how == {"refuse_stopping": True}  # the watcher's push, refused in a stop
         seen.update({name: settings.lookup(name) for name in NEWER})
         return {"pushed": False}
 

@@ -5,21 +5,21 @@ decides.
 
 `head_op` is how an op takes it: first this worker's own turn on the space (`HeadTurn`: a
 second head-moving op of the space is refused BUSY at once, but for a closing server's exit
-push, which waits its turn, one at a time, until the worker stops: `TurnWait`), then the
-file. `settlement_op`
-is how a worker's start settlement takes them: an op that comes meanwhile waits for it, as
-for the file."""
+push, which waits its turn, one at a time, until the worker stops: `_wait_turn`; once
+the worker's stop began, the store watcher's push does not take it: `TurnStopped`), then
+the file. `settlement_op` is how a worker's start settlement takes them: an op that comes
+meanwhile waits for it, as for the file."""
 
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from kint.paths import ensure_private_dir
 from kint.pid_file_lock import flock_by, open_own_file
@@ -28,10 +28,11 @@ from kint.protocol import ErrorCode, ProtocolError
 if TYPE_CHECKING:
     from kint.tenant_worker.space import SpaceContext
 
+log = logging.getLogger("kint.worker")
+
 RETRY_S = 0.2
 WAIT_S = 30.0
 MESSAGE = "another kint process holds the head lock for this space"
-IN_THIS_WORKER = "a push, pull or connect is already running for this space"
 # A worker's start settlement's one name (rekey_settle.settle_at_start), wherever a user
 # meets it: in flight (the beat's `op`, so `kint supervisor status`'s OP column and a
 # TIMEOUT's "running settlement") and as the space's holder (`head_op_began`, so a BUSY).
@@ -57,19 +58,20 @@ class HeadTurn:
         self.changed = threading.Condition()
         self.held = False
         self.settling = False
-        # An op waits its turn (TurnWait): one at a time, so waiters never fill the op pool.
-        self.waiting = False
-        # Until when (time.monotonic()) the waiting op waits: the latest deadline of it and
-        # of the ops that left their work to it (`_wait_turn`).
-        self.wait_until = 0.0
+        # Until when (time.monotonic()) the op that waits its turn (`_wait_turn`) waits: the
+        # latest deadline of it and of the ops that left their work to it (`_wait_turn`).
+        # None while none waits: one at a time, so waiters never fill the op pool.
+        self.wait_until: float | None = None
         # Why the worker stops, once it does (`stop`): a waiting op gives up, none starts.
         self.stopped: str | None = None
 
     def stop(self, reason: str | None) -> None:
         """The worker stops (a stop, recycle, restart, upgrade, SIGTERM): an op waiting its
-        turn ends refused now, rather than be killed unlogged at the stop's grace or take
-        the turn in its last seconds and start a chain push that the grace could cut
-        between its send and its receipt."""
+        turn ends refused now, rather than be killed unlogged at the stop's grace, and the
+        store watcher's push, which no stop refuses at dispatch, takes the turn no more
+        (`_take`'s `refuse_stopping`, TurnStopped): taken in the grace, it started a chain
+        push that the grace could cut between its send and its receipt. A request's op the
+        worker took before the stop still takes the turn and runs in the grace."""
         with self.changed:
             self.stopped = f"the worker is stopping ({reason or 'stop'})"
             self.changed.notify_all()
@@ -86,8 +88,18 @@ class TurnTaken(ProtocolError):
         super().__init__(ErrorCode.BUSY, message, BUSY_HINT)
 
 
+class TurnStopped(ProtocolError):
+    """WORKER_DOWN because the worker's stop began (HeadTurn.stop): the store watcher's push
+    (`_take`'s `refuse_stopping`) or a waiting exit push (`_wait_turn`) does not take the
+    space's turn. What the store watcher reads as no failure (its rows wait for the
+    worker's next start), told from other refusals by its class."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(ErrorCode.WORKER_DOWN, reason)
+
+
 class TurnLeft(Exception):
-    """An op that would wait its turn (TurnWait) found another already waiting: it leaves
+    """An op that would wait its turn (`_wait_turn`) found another already waiting: it leaves
     its work to that one (push.py says what that means for an exit push). Not a
     ProtocolError: no failure, so the closing server's log does not read it as one."""
 
@@ -121,13 +133,9 @@ def busy(running: tuple[str, float] | None) -> TurnTaken:
     """BUSY naming the op that holds the space, and how long it has run: after a command
     stopped by Ctrl-C, its op goes on, and a second try met "a push, pull or connect" when
     the user had sent a join. `running` is read under the turn's Condition (`_take`), which
-    sets and clears it with the turn: None, so IN_THIS_WORKER, only for a holder that
-    named itself nowhere."""
-    if running is None:
-        return TurnTaken(IN_THIS_WORKER)
-    op, began = running
-    return TurnTaken(f"a {named(running)} is already running for this space (for "
-                     f"{max(0, int(time.monotonic() - began))} s)")
+    sets and clears it with the turn: None (so "a push, pull or connect", no time) only for
+    a holder that named itself nowhere."""
+    return TurnTaken(f"a {named(running)} is already running for this space{_for(running)}")
 
 
 def named(running: tuple[str, float] | None) -> str:
@@ -135,72 +143,85 @@ def named(running: tuple[str, float] | None) -> str:
     return "push, pull or connect" if running is None else _SAID.get(running[0], running[0])
 
 
-@dataclass(frozen=True)
-class TurnWait:
-    """How an op that waits for its turn rather than be refused BUSY waits (`head_op`): up
-    to `seconds` for whatever holds the space in this worker, `said` told once of that
-    holder (head_op_began) as the wait begins. A closing kint-server's exit push's
-    (push._turn_wait): nobody is left to try it again, so a refusal left the session's last
-    rows to the watcher's next push, if one came before the worker idled out."""
-
-    seconds: float
-    said: Callable[[tuple[str, float] | None], None]
+def _for(running: tuple[str, float] | None) -> str:
+    """How long the op that holds the space has run, as a BUSY says it after its name
+    (`busy`, `waited_out`); nothing for a holder that named itself nowhere."""
+    return "" if running is None else \
+        f" (for {max(0, int(time.monotonic() - running[1]))} s)"
 
 
-def _take(ctx: "SpaceContext", op: str, wait: TurnWait | None = None) -> None:
+def _take(ctx: "SpaceContext", op: str, refuse_stopping: bool = False) -> None:
     """The space's turn for `op`, or BUSY naming what holds it, read as it is refused. Only
     the start settlement is waited for, up to WAIT_S: it is no command the user could wait
     for, and it settles what this op would settle first (a command sent just after a
     restart was refused BUSY). Once it lets go, a command it held that finds another one
-    took the space is refused at once, as it would have been had it come then. An op with
-    a `wait` waits for any holder instead (`_wait_turn`)."""
-    if wait is not None:
-        _wait_turn(ctx, op, wait)
-        return
+    took the space is refused at once, as it would have been had it come then.
+
+    `refuse_stopping` (the store watcher's push, chosen by its caller, never by a
+    request's args) is refused TurnStopped once the worker's stop began, whatever it
+    waited for: no stop refuses that push at dispatch, and taken in the grace it started a
+    chain push the grace's end could cut between its send and its receipt. A request's op
+    (push, pull, connect, rekey) is not: the worker took it before its stop, and it runs
+    in the stop's grace as any request in flight does (README: such requests still get
+    their answers when they finish within it). Nor is the start settlement (settlement_op,
+    the one other way to the turn but `_wait_turn`, where the exit push's wait is
+    refused): the worker submits it before it serves and counts it in flight, as it does
+    a request it took before its stop, so it runs in the grace too."""
     turn = ctx.head_ops
     deadline = time.monotonic() + WAIT_S
     with turn.changed:
+        if refuse_stopping:
+            _refuse_stopped(turn)
         while turn.held:
             left = deadline - time.monotonic()
             if not turn.settling or left <= 0:
                 raise busy(ctx.head_op_began)
             turn.changed.wait(left)
+            if refuse_stopping:
+                _refuse_stopped(turn)
         _hold(ctx, op)
 
 
-def _wait_turn(ctx: "SpaceContext", op: str, wait: TurnWait) -> None:
+def _wait_turn(ctx: "SpaceContext", op: str, wait_s: float) -> None:
     """The turn for an op that waits for any holder, and for the next if another op takes
-    the turn first, up to `wait.seconds`. One such op waits at a time (TurnLeft for a
-    second): each sat on a thread of the worker's op pool, so four of them filled it and
-    every other op of the space (an attach's keepalive, a verify) waited behind the holder.
-    A second leaves its work to the one waiting and moves that one's deadline to its own:
-    told its rows were in that push, it would otherwise lose them to the first's earlier
-    give-up, where on its own it would have waited longer (so the one waiting may push
-    after its own request's deadline, its reply then dropped: the push is the second's).
-    A worker that stops ends the wait refused WORKER_DOWN (HeadTurn.stop)."""
+    the turn first, up to `wait_s`, rather than be refused BUSY: a closing kint-server's
+    exit push (push.push), which nobody is left to try again, so a refusal left the
+    session's last rows to the watcher's next push, if one came before the worker idled
+    out. Its wait is logged once, naming the holder (the log is where a closing server's
+    exit push is read). One such op waits at a time (TurnLeft for a second): each sat on
+    a thread of the worker's op pool, so four of them filled it and every other op of the
+    space (an attach's keepalive, a verify) waited behind the holder. A second leaves its
+    work to the one waiting and moves that one's deadline to its own: told its rows were
+    in that push, it would otherwise lose them to the first's earlier give-up, where on
+    its own it would have waited longer (so the one waiting may push after its own
+    request's deadline, its reply then dropped: the push is the second's). A worker that
+    stops ends the wait refused WORKER_DOWN (HeadTurn.stop, TurnStopped)."""
     turn = ctx.head_ops
     began = time.monotonic()
-    deadline = began + wait.seconds
+    deadline = began + wait_s
     with turn.changed:
         _refuse_stopped(turn)
         if not turn.held:
             _hold(ctx, op)
             return
-        if turn.waiting:
+        if turn.wait_until is not None:
             turn.wait_until = max(turn.wait_until, deadline)
             raise TurnLeft()
-        turn.waiting, turn.wait_until = True, deadline
+        turn.wait_until = deadline
         running = ctx.head_op_began
     try:
-        wait.said(running)  # logged out of the lock: a slow log write holds no one's turn
+        # Logged out of the lock: a slow log write holds no one's turn.
+        log.info("space %s: exit push waits for the %s running for this space to end "
+                 "(up to %d s)", ctx.config.space16, named(running), wait_s)
     except BaseException:
         with turn.changed:
-            turn.waiting = False
+            turn.wait_until = None
         raise
     with turn.changed:
         try:
             while turn.held and turn.stopped is None:
-                left = turn.wait_until - time.monotonic()
+                # Set while this op waits: only it clears it (below).
+                left = (turn.wait_until or 0.0) - time.monotonic()
                 if left <= 0:
                     raise waited_out(ctx.head_op_began, time.monotonic() - began)
                 turn.changed.wait(left)
@@ -209,21 +230,19 @@ def _wait_turn(ctx: "SpaceContext", op: str, wait: TurnWait) -> None:
         finally:
             # In the same hold of the lock as the give-up: an op coming after it waits
             # itself, never leaves its work to one that has given up.
-            turn.waiting = False
+            turn.wait_until = None
 
 
 def _refuse_stopped(turn: HeadTurn) -> None:
     if turn.stopped is not None:
-        raise ProtocolError(ErrorCode.WORKER_DOWN, turn.stopped)
+        raise TurnStopped(turn.stopped)
 
 
 def waited_out(running: tuple[str, float] | None, seconds: float) -> TurnTaken:
     """BUSY for an op that waited its whole `seconds` for the space: it says it waited,
     where `busy`'s "is already running" read as refused at once."""
-    began = "" if running is None else \
-        f" (for {max(0, int(time.monotonic() - running[1]))} s)"
     return TurnTaken(f"waited {int(seconds)} s for the {named(running)} running for this "
-                     f"space{began} to end")
+                     f"space{_for(running)} to end")
 
 
 def _hold(ctx: "SpaceContext", op: str) -> None:
@@ -245,13 +264,18 @@ def _let_go(ctx: "SpaceContext") -> None:
 
 @contextmanager
 def head_op(ctx: "SpaceContext", op: str, lock_file: bool = True,
-            wait: TurnWait | None = None) -> Iterator[None]:
+            wait_s: float | None = None, refuse_stopping: bool = False) -> Iterator[None]:
     """One head-moving op of the space (`op`: push, pull, connect, rekey) at a time: BUSY
-    at once when this worker already runs one (unless it `wait`s its turn), BUSY when
-    another process keeps the head lock past its wait, however it waited for its turn. The
-    op and when it began go beside its progress line; both are cleared when it ends,
-    however it ends. The worker's start settlement is waited for (`_take`)."""
-    _take(ctx, op, wait)
+    at once when this worker already runs one (unless it waits its turn, up to `wait_s`:
+    `_wait_turn`), BUSY when another process keeps the head lock past its wait, however it
+    waited for its turn. The op and when it began go beside its progress line; both are
+    cleared when it ends, however it ends. The worker's start settlement is waited for
+    (`_take`). `refuse_stopping`: refused once the worker's stop began (the store
+    watcher's push: `_take`)."""
+    if wait_s is None:
+        _take(ctx, op, refuse_stopping)
+    else:
+        _wait_turn(ctx, op, wait_s)
     try:
         if lock_file:
             with head_lock(ctx.state.files["head_lock"]):
@@ -271,7 +295,9 @@ def settlement_op(ctx: "SpaceContext") -> Iterator[None]:
     rather than being refused (`_take`); then the file. Named SETTLEMENT in the BUSY of a
     command that waited out WAIT_S (the beat's `op` names it too: the worker counts it in
     flight under that name, process.Worker.settle_at_start). HeadLockBusy when the file
-    stays held."""
+    stays held. Not refused once the worker's stop began (`_take`'s `refuse_stopping`):
+    submitted before the worker serves and counted in flight, it runs in the stop's grace
+    as a request the worker took before its stop does."""
     turn = ctx.head_ops
     with turn.changed:
         turn.changed.wait_for(lambda: not turn.held)

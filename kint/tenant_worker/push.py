@@ -22,7 +22,6 @@ whose key may no longer write, dropped unsent, refuses NOT_CONNECTED naming the 
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -48,7 +47,7 @@ from kint.tenant_worker.connected import connected, sender_for
 from kint.tenant_worker.custody_errors import as_protocol_error
 from kint.tenant_worker.data_key import renew
 from kint.tenant_worker.epoch_send import PUSH_WORDS, send_epoch, sign_epoch
-from kint.tenant_worker.head_lock import TurnLeft, TurnWait, head_op, named
+from kint.tenant_worker.head_lock import TurnLeft, head_op
 from kint.tenant_worker.landed_block import settle_head_block
 from kint.tenant_worker.pending import record_landed
 from kint.tenant_worker.pending_journal import PendingEpoch
@@ -64,8 +63,6 @@ from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.statefiles import Mirror
 from kint.tenant_worker.unanchored import counting_from, note_count
 
-log = logging.getLogger("kint.worker")
-
 NOTHING_TO_PUSH = "nothing to push: the store matches the last anchored epoch"
 # What the watcher's log calls a successful push that was not its own, by hold reason.
 PUSHED_BY = {None: "a push from the command line", "tool": "memory_push",
@@ -74,7 +71,7 @@ PUSHED_BY = {None: "a push from the command line", "tool": "memory_push",
 # agent's memory_push ("tool"). Only they say what a settlement found and use it up
 # (settled_notice.py); the watcher's and the exit push's refusals are read by nobody.
 TOLD = frozenset({None, "tool"})
-# How long the exit push waits for its turn on the space (`_turn_wait`): half the exit_push
+# How long the exit push waits for its turn on the space (`push`): half the exit_push
 # op's bound, past which the supervisor takes it as timed out, so the push it then makes
 # has the other half. Waiting the whole bound, it pushed after the supervisor had answered
 # TIMEOUT, its reply dropped late. (A push that itself runs past its half can still end
@@ -84,11 +81,24 @@ LEFT_TO_WAITING = ("left to the exit push already waiting for its turn: it reads
                    "store when it runs, so this session's rows are in it")
 
 
-def push(ctx: SpaceContext, args: dict[str, Any], wait: bool = False) -> dict[str, Any]:
+def push(ctx: SpaceContext, args: dict[str, Any], wait: bool = False,
+         refuse_stopping: bool = False) -> dict[str, Any]:
     """A push; `wait` (the exit push's, sessions.exit_push: never from a request's args)
-    waits for an op of the space this worker runs rather than be refused BUSY."""
+    waits for an op of the space this worker runs (the watcher's push, another session's,
+    a pull) rather than be refused BUSY: its server is gone, so nobody tries it again, and
+    the rows it wrote after that op read the store waited for the watcher's next push, if
+    one came before the worker idled out. It waits up to half its bound (EXIT_TURN_S),
+    then pushes what that op left, or says nothing is left. One waits at a time
+    (head_lock._wait_turn, which logs the wait); a later one leaves its rows to it
+    (LEFT_TO_WAITING), moving the wait's end to its own. Every other push is refused at
+    once, as its caller can try again: chosen by the caller (sessions.exit_push), not by
+    the hold_reason a request sends. `refuse_stopping` (the store watcher's,
+    sessions._watcher_push, likewise never from a request's args): refused TurnStopped
+    once the worker's stop began (head_lock._take), where a request's push runs in the
+    stop's grace."""
     try:
-        with head_op(ctx, "push", wait=_turn_wait(ctx) if wait else None):
+        with head_op(ctx, "push", wait_s=EXIT_TURN_S if wait else None,
+                     refuse_stopping=refuse_stopping):
             result = _push(ctx, bool(args.get("snapshot")), args.get("hold_reason"),
                            over_skipped=bool(args.get("over_skipped")),
                            dry_run=bool(args.get("dry_run")),
@@ -101,24 +111,6 @@ def push(ctx: SpaceContext, args: dict[str, Any], wait: bool = False) -> dict[st
     if not args.get("dry_run"):
         went_through(ctx, PUSHED_BY.get(args.get("hold_reason")))
     return result
-
-
-def _turn_wait(ctx: SpaceContext) -> TurnWait:
-    """The exit push waits for an op of its space this worker runs (the watcher's push,
-    another session's, a pull) rather than be refused BUSY: its server is gone, so nobody
-    tries it again, and the rows it wrote after that op read the store waited for the
-    watcher's next push, if one came before the worker idled out. It waits up to half its
-    bound (EXIT_TURN_S), then pushes what that op left, or says nothing is left. One waits
-    at a time (head_lock._wait_turn); a later one leaves its rows to it (LEFT_TO_WAITING),
-    moving the wait's end to its own.
-    Every other push is refused at once, as its caller can try again: chosen by the caller
-    (sessions.exit_push), not by the hold_reason a request sends."""
-
-    def said(running: tuple[str, float] | None) -> None:
-        log.info("space %s: exit push waits for the %s running for this space to end "
-                 "(up to %d s)", ctx.config.space16, named(running), EXIT_TURN_S)
-
-    return TurnWait(EXIT_TURN_S, said)
 
 
 def went_through(ctx: SpaceContext, by: str | None) -> None:

@@ -13,7 +13,7 @@ import logging
 import os
 import time
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kint import settings
 from kint.open_files import OUT_OF_FILES, causes
@@ -25,6 +25,9 @@ from kint.settings.wire import same, source_text
 from kint.tenant_worker.rpc_hint import name_the_endpoint, timeout_named
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.space_settings import PUSH_SETTINGS, SESSION_SETTINGS
+
+if TYPE_CHECKING:
+    from kint.tenant_worker.statefiles import Mirror
 
 log = logging.getLogger("kint.worker")
 
@@ -51,22 +54,24 @@ def _key_read_may_pass(err: BaseException) -> bool:
                for cause in causes(err))
 
 
-def _changes_to_push(ctx: SpaceContext) -> tuple[int, int] | None:
-    """The (changed, deleted) rows the watcher would push (a half-done pull's rows
-    included, as push anchors them), or None when this space cannot push: not connected,
-    no cached data key, nothing to count against. A count that failed (the store, the
-    mirror or the pull journal did not read) raises CountFailed naming the file: the store
-    may hold rows to push, so it is not taken as clean (watcher.py). So does a read of the
-    enrolment or the key cache that may pass by itself (`_key_read_may_pass`: out of open files, an
-    I/O error), not lasting: taken as "cannot push", a dirty store was no work once no
-    session was attached, and the idle stop took it, against the rule that a failure that
-    may pass keeps the store the worker's. Only a key truly not there (not connected, no
-    data key or session key cached, a cache file garbled or denied, which someone must
-    mend) is None. Trouble is said once per reason, once the space has been seen
-    connected."""
+class _KeyUnread(Exception):
+    """The read of the enrolment or of the data key's cache failed (`_push_ready`) with
+    `err`: the count says it as such, not as the mirror's or the store's failure."""
+
+    def __init__(self, err: Exception) -> None:
+        super().__init__(str(err))
+        self.err = err
+
+
+def _push_ready(ctx: SpaceContext) -> Mirror | None:
+    """The mirror the watcher counts against, or None when this space cannot push from its
+    store now: not connected, no cached data key, no mirror or no store. The one place
+    these are asked, by the count (`_changes_to_push`) and by the look that costs a few
+    small reads (`_can_push`): two copies could drift, and `recheck` clear `cannot_push`
+    for a space the count still answers None for. Raises _KeyUnread when the enrolment
+    or the key cache does not read, what the mirror's read raises otherwise. An enrolment
+    found marks the space seen connected (`enrolment_checked`: its trouble is said)."""
     from kint.tenant_worker.data_key import current_data_key
-    from kint.tenant_worker.unanchored import (WATCHER, CountFailed, count_unanchored,
-                                               count_fails_for_good, named)
 
     try:
         if ctx.enrolment() is None:
@@ -74,16 +79,39 @@ def _changes_to_push(ctx: SpaceContext) -> tuple[int, int] | None:
         ctx.enrolment_checked = True
         current_data_key(ctx)  # no cached key: nothing the watcher could push
     except Exception as err:  # noqa: BLE001 - any trouble means: do not push from the watcher
+        raise _KeyUnread(err) from err
+    mirror = ctx.state.mirror()
+    return mirror if mirror is not None and os.path.exists(ctx.config.db) else None
+
+
+def _changes_to_push(ctx: SpaceContext) -> tuple[int, int] | None:
+    """The (changed, deleted) rows the watcher would push (a half-done pull's rows
+    included, as push anchors them), or None when this space cannot push: not connected,
+    no cached data key, nothing to count against (`_push_ready`). A count that failed (the
+    store, the mirror or the pull journal did not read) raises CountFailed naming the file:
+    the store may hold rows to push, so it is not taken as clean (watcher.py). So does a
+    read of the enrolment or the key cache that may pass by itself (`_key_read_may_pass`:
+    out of open files, an I/O error), not lasting: taken as "cannot push", a dirty store
+    was no work once no session was attached, and the idle stop took it, against the rule
+    that a failure that may pass keeps the store the worker's. Only a key truly not there
+    (not connected, no data key or session key cached, a cache file garbled or denied,
+    which someone must mend) is None. Trouble is said once per reason, once the space has
+    been seen connected."""
+    from kint.tenant_worker.unanchored import (WATCHER, CountFailed, count_unanchored,
+                                               count_fails_for_good, named)
+
+    try:
+        mirror = _push_ready(ctx)
+        if mirror is None:
+            return None
+        changes = count_unanchored(ctx, mirror).diff
+    except _KeyUnread as unread:
+        err = unread.err
         if ctx.enrolment_checked:
             ctx.unanchored.cannot_count(WATCHER, err, ctx.config.space16)
         if _key_read_may_pass(err):
             raise CountFailed(getattr(err, "message", None) or str(err), False) from err
         return None
-    try:
-        mirror = ctx.state.mirror()
-        if mirror is None or not os.path.exists(ctx.config.db):
-            return None
-        changes = count_unanchored(ctx, mirror).diff
     except Exception as err:  # noqa: BLE001 - not counted: the watcher says so by name
         failed = named(err, ctx.config.db)
         ctx.unanchored.cannot_count(WATCHER, failed, ctx.config.space16)
@@ -93,32 +121,29 @@ def _changes_to_push(ctx: SpaceContext) -> tuple[int, int] | None:
 
 
 def _can_push(ctx: SpaceContext) -> bool:
-    """Whether `_changes_to_push` would get past its None now (enrolled, the data key
-    cached, a mirror and a store to count): the watcher asks it at each tick while the
-    last count answered None (WatcherCount.recheck), which costs a few small reads where
-    the count is a diff of the whole store. Any trouble is False here: the count, when its
-    rules make it, says what it was."""
-    from kint.tenant_worker.data_key import current_data_key
-
+    """Whether `_changes_to_push` would get past its None now (`_push_ready`): the watcher
+    asks it at each tick while the last count answered None (WatcherCount.recheck), which
+    costs a few small reads where the count is a diff of the whole store. Any trouble is
+    False here: the count, when its rules make it, says what it was."""
     try:
-        if ctx.enrolment() is None:
-            return False
-        current_data_key(ctx)
-        return ctx.state.mirror() is not None and os.path.exists(ctx.config.db)
+        return _push_ready(ctx) is not None
     except Exception:  # noqa: BLE001 - said by the count (`_changes_to_push`), not here
         return False
 
 
-def server_push(ctx: SpaceContext, reason: str, wait: bool = False) -> dict[str, Any]:
+def server_push(ctx: SpaceContext, reason: str, wait: bool = False,
+                refuse_stopping: bool = False) -> dict[str, Any]:
     """A push under the hold, with a full disk or a corrupt state file answered as what it
     is (state_health.guarded), as a request's push is: the watcher's pushes come from no
     request, and a store read that met a full disk reached the watcher as a bare SQLite
     error, recorded as INTERNAL with a traceback. `wait` (the exit push's) waits its turn
-    on the space (push.push), chosen here, never by a request's args."""
+    on the space (push.push), and `refuse_stopping` (the watcher's) is refused once the
+    worker's stop began (head_lock._take): both chosen here, never by a request's args."""
     from kint.tenant_worker.push import push
     from kint.tenant_worker.state_health import guarded
 
-    return guarded("push", lambda c, a: push(c, a, wait=wait))(ctx, {"hold_reason": reason})
+    return guarded("push", lambda c, a: push(c, a, wait=wait, refuse_stopping=refuse_stopping))(
+        ctx, {"hold_reason": reason})
 
 
 def _watcher_push(ctx: SpaceContext, reason: str) -> dict[str, Any]:
@@ -134,7 +159,8 @@ def _watcher_push(ctx: SpaceContext, reason: str) -> dict[str, Any]:
     it ran with and whose it was (rpc_hint.timeout_named)."""
     with settings.overlay({name: ctx.watcher_setting(name) for name in PUSH_SETTINGS}):
         try:
-            return server_push(ctx, reason)
+            # Refused once the worker's stop began: no stop refuses it at dispatch.
+            return server_push(ctx, reason, refuse_stopping=True)
         except ProtocolError as err:
             name_the_endpoint(ctx, err)
             timeout_named(err)
@@ -180,7 +206,7 @@ def new_watcher(ctx: SpaceContext) -> Any:
                           lambda reason: _watcher_push(ctx, reason),
                           lambda name: ctx.watcher_setting(name),
                           settled=lambda: ctx.beat_soon(),
-                          own_op=lambda: (ctx.head_op_began or (None,))[0],
+                          own_op=lambda: ctx.head_op_began,
                           can_push=lambda: _can_push(ctx))
     return ctx.watcher
 
@@ -248,7 +274,7 @@ def exit_push(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     """One push, under the hold, for a server that is closing; it runs here to completion
     after that server is gone. One that meets an op of the space this worker runs (the
     watcher's push, another session's) waits for its turn, up to half its bound, rather than
-    be refused BUSY (push._turn_wait): nobody is left to try it again. Its failure is
+    be refused BUSY (push.push): nobody is left to try it again. Its failure is
     logged with the KINT_RPC_TIMEOUT a timeout waited (rpc_hint.timeout_named, as
     with_settings names it after): the log is the only place a closing server's failure
     is read."""

@@ -19,7 +19,9 @@ out a backoff (push_backoff.py) before it tries again, however the store changes
 any push of the space that goes through, its own included, ends that wait
 (`push.went_through`, the one place every successful push passes). An op of the space this
 worker runs (pull, push, connect, rekey, settlement) is no failure but a turn to wait for
-(`_op_runs`); a BUSY from the head lock's file (another kint process) is a failure.
+(`_op_runs`); a BUSY from the head lock's file (another kint process) is a failure. Nor is
+the worker's stop, which no push outlives: a push due once it began is not started
+(head_lock.TurnStopped), said once, and the watcher pushes no more.
 
 The dirty mark is cleared (and a held push's signature kept) only for a signature read two
 seconds or more after the store's files last changed (store.SettledRule, the rule the
@@ -57,7 +59,7 @@ from typing import Any, Callable
 from kint.protocol import ProtocolError
 from kint.store_denied import DENIED_HINT, denied_message, denied_reason
 from kint.tenant_worker.changes import ESTIMATED_BYTES_PER_ROW
-from kint.tenant_worker.head_lock import TurnTaken
+from kint.tenant_worker.head_lock import TurnStopped, TurnTaken
 from kint.tenant_worker.push_backoff import PushBackoff
 from kint.tenant_worker.store import SettledRule, settled, store_signature
 from kint.tenant_worker.watcher_count import RETRY_CAP_TICKS, WatcherCount
@@ -74,7 +76,7 @@ class Watcher(OwedLook):
                  push: Callable[[str], Any], timing: Callable[[str], Any] | None = None,
                  generation: Callable[[], int] = config_generation,
                  settled: Callable[[], None] = lambda: None,
-                 own_op: Callable[[], str | None] = lambda: None,
+                 own_op: Callable[[], tuple[str, float] | None] = lambda: None,
                  can_push: Callable[[], bool] = lambda: False) -> None:
         self.db = db
         self.timings = WatcherTimings(timing)  # read at each use (watcher_timings.py)
@@ -90,10 +92,11 @@ class Watcher(OwedLook):
         # Told when the store is clean again (pushed, or nothing left to push): the worker
         # beats at once, since no request or answer marks that its work is done.
         self._settled = settled
-        # The head-moving op this worker runs for the space, if any (ctx.head_op_began's
-        # name), and the one the last tick waited for (one log line per op).
+        # The head-moving op this worker runs for the space, if any (ctx.head_op_began:
+        # its name and when it began), and the last one a tick waited for: one log line
+        # per op, told from the next of the same name by when it began.
         self._own_op = own_op
-        self._waited_for: str | None = None
+        self._waited_for: tuple[str, float] | None = None
         self._stop = threading.Event()
         # Set when the timings in force may have changed (a session attached or left):
         # the wait in progress is measured again against the poll now in force.
@@ -248,8 +251,6 @@ class Watcher(OwedLook):
 
     def tick(self, now: float) -> None:
         self.counting.ticked()  # a failed count's next try may be due (watcher_count.py)
-        if self._own_op() is None:
-            self._waited_for = None  # the op waited for is over: the next one is said too
         self.timings.log()
         generation = self._generation()
         if generation != self._seen_generation:
@@ -314,12 +315,12 @@ class Watcher(OwedLook):
         is made then). Asked only where the tick acts (`_fire`, the size check), so the
         wait is said only when one was due, not for every op that meets a dirty store. An
         op begun since: `_fire`'s TurnTaken, met after its count."""
-        op = self._own_op()
-        if op is not None and op != self._waited_for:
+        running = self._own_op()
+        if running is not None and running != self._waited_for:
             log.info("watcher: a %s is running for this space; the watcher waits for it "
-                     "to end", op)
-        self._waited_for = op
-        return op is not None
+                     "to end", running[0])
+            self._waited_for = running
+        return running is not None
 
     def _settle(self, sig: tuple[int, ...] | None, told: bool) -> None:
         """Clear the dirty mark only if the store has not changed since `sig` was read: a
@@ -369,6 +370,14 @@ class Watcher(OwedLook):
             self._settle(sig, told)
         except TurnTaken:
             self._turn_taken(trigger)  # an op of the space began since `_op_runs`
+        except TurnStopped as err:
+            # The worker's stop began: no push starts in its grace, which could cut it
+            # between its send and its receipt, nor ever in this worker, so the watcher
+            # ends here (one line, no failure, no backoff); the dirty store is the next
+            # worker's to count and push.
+            log.info("watcher: push (%s) not started: %s; the store's rows are left for the "
+                     "worker's next start", trigger, err.message)
+            self.stop()
         except ProtocolError as err:
             if err.code.value == "HELD":
                 # Wait for the next store change; one a signature that does not tell every

@@ -1,0 +1,96 @@
+"""A store watcher's push that came due in a stopping worker's grace started a chain push
+the grace could cut between its send and its receipt: the worker's stop refused only an
+exit push that waited its turn (head_lock.HeadTurn.stop), while the watcher, never
+stopped, took the space's turn like any op. Now the watcher's push does not take the turn
+once the stop began (head_lock._take refuses it WORKER_DOWN, asked by its caller:
+`refuse_stopping`, sessions._watcher_push), and the watcher reads that as no failure: it
+says once that it did not start the push and pushes no more; the store's rows wait for
+the worker's next start. A user's op the worker took before the stop still runs in the
+grace (tests/test_stop_grace_queued_op.py).
+
+Real parts: the devchain's anvil behind a loopback RPC proxy (tests/rpc_proxy.py) that
+holds a pull's head read, so the watcher's push waits for it (its turn taken) until the
+stop has begun; the test supervisor and the space's worker, its watcher started by a
+session's `attach`; a second `attach` held on the worker's pool
+(KINT_TEST_HOLD_ATTACH, tests/support/kint_test_faults.py), which keeps the stopping
+worker in its grace once the pull ends; the supervisor's own restart of the space; rows
+written through Sibyl's own client."""
+
+from __future__ import annotations
+
+import threading
+
+from chain_machines import machine_behind_proxy, ok
+from conftest import write_rules
+from support.attach_in_flight import attach_in_flight
+from test_watcher_own_op import ENV, MET, WAIT, _op
+
+NOT_STARTED = ("watcher: push (quiet trigger) not started: the worker is stopping "
+               "(restart); the store's rows are left for the worker's next start")
+STOPPING = "stop requested (restart)"
+
+
+def test_a_push_due_in_a_stopping_workers_grace_is_not_started_and_the_next_worker_pushes_it(
+        tmp_path, chain_home):
+    hold = tmp_path / "hold-attach"
+    with machine_behind_proxy(tmp_path / "m", chain_home, KINT_TEST_HOLD_ATTACH=str(hold),
+                              **ENV) as (sb, proxy):
+        db = sb.sibyl_db
+        log_path = sb.kint_home / "supervisor.log"
+        write_rules(db, sb.tenant, first="pushed before the stop")
+        sb.call("push", db, timeout_s=120)
+        assert sb.call("attach", db, args={"session": "s", "watcher": True})["watcher"]
+        # The pull's head read (an eth_call) is held until the test lets it go.
+        proxy.set_mode("delay_methods", methods=["eth_call"], seconds=60)
+        seen = len(proxy.calls)
+        pull = threading.Thread(target=lambda: sb.call("pull", db, timeout_s=120))
+        pull.start()
+        attached: dict = {}
+        caller = restarter = None
+        try:
+            sb.wait_for(lambda: "eth_call" in proxy.calls[seen:] and _op(sb, db) == "pull",
+                        what="the pull in flight, at its head read", **WAIT)
+            old = sb.row(db)["pid"]
+            write_rules(db, sb.tenant, second="written while the pull runs")
+            # A push is due (quiet 0) and waits for the pull.
+            sb.wait_for(lambda: MET in log_path.read_text(),
+                        what="the watcher's push waiting for the pull", **WAIT)
+            hold.touch()
+            caller = attach_in_flight(sb, attached, timeout_s=120)
+            sb.wait_for(lambda: (sb.row(db).get("ops_running") or 0) >= 2,
+                        what="the held attach in flight beside the pull", **WAIT)
+            restarter = threading.Thread(
+                target=sb.call, args=("sup.restart",),
+                kwargs={"args": {"target": sb.tenant}, "timeout_s": 120}, daemon=True)
+            restarter.start()
+            sb.wait_for(lambda: STOPPING in log_path.read_text(),
+                        what="the stop read by the worker", **WAIT)
+            # The pull ends; the held attach keeps the worker in its stop's grace, where
+            # the watcher's next tick finds its push due and the space's turn free.
+            proxy.forward()
+            pull.join(120)
+            sb.wait_for(lambda: NOT_STARTED in (t := log_path.read_text())
+                        or "epoch 2 anchored" in t,
+                        what="the watcher's push in the grace, refused or made", **WAIT)
+        finally:
+            if hold.exists():
+                hold.unlink()  # the attach ends: the worker exits
+            proxy.forward()
+            pull.join(120)
+            for thread in (caller, restarter):
+                if thread is not None:
+                    thread.join(120)
+        # The next worker (the restart's, the session handed over) pushes the rows.
+        sb.wait_for(lambda: (sb.row(db)["head"] or {}).get("seq") == 2,
+                    what="the next worker's push of the rows", **WAIT)
+        assert sb.row(db)["pid"] != old
+        status = ok(sb.kint("status", "--json")).stdout
+        assert '"watcher_failure": null' in status, status
+        # The stopping worker's own lines: it started no push, said so once, and recorded
+        # no failure; the epoch is the next worker's.
+        said = [line for line in log_path.read_text().split(STOPPING, 1)[1].splitlines()
+                if f" {old} kint.worker " in line]
+        assert [line for line in said if NOT_STARTED in line], said
+        assert sum(NOT_STARTED in line for line in said) == 1, said
+        assert not [line for line in said if "anchored" in line or "push failed" in line
+                    or "eth_sendRawTransaction" in line], said
