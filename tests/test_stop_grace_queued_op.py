@@ -21,8 +21,10 @@ import pytest
 from chain_machines import anchored, new_machine
 from conftest import write_rules
 from kint.client import KintError
+from kint.tenant_worker.config import WorkerConfig
 
-POOL = 4  # kint.tenant_worker.config.WorkerConfig.threads
+# The worker's op pool, filled by held attaches so the push waits in its queue.
+POOL = WorkerConfig.threads
 
 
 @pytest.mark.parametrize("how", ["restart", "stop"])
