@@ -127,6 +127,43 @@ class FrontClosed(NamedTuple):
     def hint(self) -> str:
         return STOPPING_HINT if self.stopping else CLOSED_HINT
 
+    def refusal(self) -> "Refusal":
+        """What every client says of this closed door (a new command's, `kint supervisor
+        status`, a client waiting on its request, a start's wait): the note's code, words
+        and hint, unless the supervisor is stopped (SIGSTOP, a debugger). Stopped, it
+        neither ends its stop nor takes new clients on its own, and "run it again once
+        the supervisor has stopped" would be waited on forever: it is named stopped, with
+        how to resume it or end it (`stopped_hint`). One place, so no door says otherwise."""
+        stopped = stopped_note(self.pid)
+        if not stopped:
+            return Refusal(self.code, self.message(), self.hint)
+        return Refusal(self.code, self.message() + stopped, stopped_hint(self.pid))
+
+
+class Refusal(NamedTuple):
+    """A refusal's code, its one-line message and its hint."""
+
+    code: str
+    message: str
+    hint: str
+
+
+def stopped_note(pid: int) -> str:
+    """' (it is stopped: `kill -CONT PID` resumes it)' when /proc says the process `pid` is
+    stopped (SIGSTOP, Ctrl-Z, a debugger), else ''. Imported here, not at the top, for the
+    reason `process_began` gives: only a client that found a supervisor silent asks."""
+    from kint.proc_stat import process_stopped
+
+    return f" (it is stopped: `kill -CONT {pid}` resumes it)" if process_stopped(pid) else ""
+
+
+def stopped_hint(pid: int) -> str:
+    """The way out of a supervisor `pid` that is stopped: continued, or killed outright.
+    Never a plain `kill PID`: its SIGTERM pends until the process is continued, so it
+    would end nothing."""
+    return (f"`kill -CONT {pid}` resumes it; `kill -KILL {pid}` ends it now (its workers "
+            f"with it), and the next command starts a new one")
+
 
 def write_note(folder: Path, closed: FrontClosed) -> None:
     """Leave the note in the socket folder (0600 by the daemon's umask), whole or not at

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from kint.client import Client, KintError, SupervisorUnavailable
-from kint.front_closed import read_note
+from kint.front_closed import read_note, stopped_note
 from kint.proc_stat import process_stopped
 from kint.seconds_text import seconds_text
 from kint.settings.started_with import started_with
@@ -70,7 +70,7 @@ def answering_pid(home: Path, say: Callable[[str], None]) -> int | None:
         if pid is not None:
             say(f"kint: waiting for the supervisor (pid {pid}) to answer: it holds "
                 f"{home} and has not answered for {seconds_text(min(said_s, wait_s))}"
-                f"{autostart.stopped_note(pid)}; it is said stuck if it has not "
+                f"{stopped_note(pid)}; it is said stuck if it has not "
                 f"within {seconds_text(wait_s)}")
             answer = client.ping_answer(_left(began, wait_s))
             silent = autostart.unanswering_supervisor(home) if answer is None else None
@@ -89,7 +89,7 @@ def _refuse_if_closed(home: Path) -> None:
         return
     closed = read_note(socket_dir(home), found.pid)
     if closed is not None and not closed.stopping:
-        raise KintError(closed.code, closed.message(), closed.hint)
+        raise KintError(*closed.refusal())
 
 
 def _silent_holder(client: Client, home: Path, answer: dict[str, Any] | None) -> int | None:

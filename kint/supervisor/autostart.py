@@ -24,7 +24,7 @@ import threading
 import time
 from pathlib import Path
 
-from kint.front_closed import clear_left_behind, read_note
+from kint.front_closed import clear_left_behind, read_note, stopped_note
 from kint.logs import setup_file_logging
 from kint.open_files import (FDS_PER_WORKER, RAISE_SOFT_TO, START_FDS, START_ROOM_HINT, open_files,
                              out_of_files, raise_soft_limit)
@@ -331,13 +331,10 @@ def silent_supervisor(home: Path, pid: int) -> SupervisorNotReachable:
     closed its socket to new clients for want of open files, or as it stops, says so
     (kint/front_closed.py), and, stopped as well, how to resume it."""
     closed = read_note(socket_dir(home), pid)
+    if closed is not None:  # stopped too: said so, and how to resume it (its `refusal`)
+        said = closed.refusal()
+        return SupervisorNotReachable(said.message, said.hint)
     hint = f"see {log_path(home)}; `kill {pid}` lets the next command start a new one"
-    if closed is not None:
-        stopped = stopped_note(pid)
-        # A stopped one never ends its stop, nor takes clients again, on its own: it is
-        # named with how to resume it, and the human's hint, not "once it has stopped".
-        return SupervisorNotReachable(closed.message() + stopped,
-                                      hint if stopped else closed.hint)
     return SupervisorNotReachable(
         f"the supervisor (pid {pid}) runs but does not answer on "
         f"{front_address(home)}{stopped_note(pid)}", hint)
@@ -365,8 +362,3 @@ def _last_words(home: Path) -> str:
     # A refusal the daemon printed ends with its hint: the line before says what happened.
     said = [line for line in lines if not line.startswith("hint: ")] or lines
     return f": {said[-1].strip().removeprefix('kint: error: ')[:300]}" if said else ""
-
-
-def stopped_note(pid: int) -> str:
-    """' (it is stopped)' when /proc says the process is stopped (SIGSTOP, a debugger)."""
-    return f" (it is stopped: `kill -CONT {pid}` resumes it)" if process_stopped(pid) else ""
