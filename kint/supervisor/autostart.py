@@ -24,7 +24,7 @@ import threading
 import time
 from pathlib import Path
 
-from kint.front_closed import clear_left_behind, read_note, stopped_note
+from kint.front_closed import clear_left_behind, read_note, stopped_hint, stopped_note
 from kint.logs import setup_file_logging
 from kint.open_files import (FDS_PER_WORKER, RAISE_SOFT_TO, START_FDS, START_ROOM_HINT, open_files,
                              out_of_files, raise_soft_limit)
@@ -334,10 +334,13 @@ def silent_supervisor(home: Path, pid: int) -> SupervisorNotReachable:
     if closed is not None:  # stopped too: said so, and how to resume it (its `refusal`)
         said = closed.refusal()
         return SupervisorNotReachable(said.message, said.hint)
-    hint = f"see {log_path(home)}; `kill {pid}` lets the next command start a new one"
+    # Stopped, its SIGTERM would pend until it is continued: `kill -CONT`, or `-KILL`.
+    stopped = stopped_note(pid)
+    hint = stopped_hint(pid) if stopped else (
+        f"see {log_path(home)}; `kill {pid}` lets the next command start a new one")
     return SupervisorNotReachable(
-        f"the supervisor (pid {pid}) runs but does not answer on "
-        f"{front_address(home)}{stopped_note(pid)}", hint)
+        f"the supervisor (pid {pid}) runs but does not answer on {front_address(home)}"
+        f"{stopped}", hint)
 
 
 def unanswering_supervisor(home: Path) -> SupervisorNotReachable | None:
