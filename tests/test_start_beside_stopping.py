@@ -30,6 +30,8 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from conftest import SUPPORT, make_sandbox, pid_alive, write_store
 from kint.client import KintError
@@ -65,7 +67,12 @@ def _start_lock_held(sb) -> bool:
     return False
 
 
-def test_a_start_beside_a_stop_outlasting_the_silent_bound_waits_and_starts_one(tmp_path):
+@contextmanager
+def _stopping(tmp_path, **env: str) -> Iterator[tuple[Any, int, dict, subprocess.Popen]]:
+    """A real supervisor stopping, held in its stop by an `attach` its worker finishes
+    through its grace (seconds yet), and `kint supervisor start` (with `env`) in its wait
+    beside it: (the machine, the stopping supervisor's pid, the stop's outcome, the
+    start). Afterwards the hold let go, the start and both supervisors gone."""
     hold = tmp_path / "hold-attach"
     sb = make_sandbox(tmp_path / "machine", KINT_TEST_HOLD_ATTACH=str(hold),
                       KINT_WORKER_HEARTBEAT_TIMEOUT="60")
@@ -93,7 +100,8 @@ def test_a_start_beside_a_stop_outlasting_the_silent_bound_waits_and_starts_one(
         sb.wait_for(lambda: (note := read_note(folder, old)) is not None and note.stopping,
                     interval=0.02, what="the door closed for the stop")
         start = subprocess.Popen([sys.executable, str(SUPPORT / "run_kint.py"), "supervisor",
-                                  "start"], env={**sb.env, "KINT_TEST_UNREACHABLE_AFTER_S": "1"},
+                                  "start"], env={**sb.env, "KINT_TEST_UNREACHABLE_AFTER_S": "1",
+                                                 **env},
                                  text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                  stdin=subprocess.DEVNULL)
         sb.wait_for(lambda: _start_lock_held(sb) or start.poll() is not None, interval=0.02,
@@ -101,15 +109,7 @@ def test_a_start_beside_a_stop_outlasting_the_silent_bound_waits_and_starts_one(
         # The premise: the start waits beside the old supervisor, which still holds the
         # home, its worker held for seconds yet (its grace) where the start's bound is 1 s.
         assert running_pid(sb.kint_home) == old and start.poll() is None
-
-        out, err = start.communicate(timeout=90)
-        assert start.returncode == 0, (start.returncode, out, err)
-        new = running_pid(sb.kint_home)
-        assert new not in (None, old) and out == f"supervisor running, pid {new} " \
-                                                 f"({sb.kint_home})\n", out
-        assert "is stopping" not in err, err
-        assert not pid_alive(old)
-        assert "reply" in stopped, stopped  # the stop was answered, its workers stopped
+        yield sb, old, stopped, start
     finally:
         hold.unlink(missing_ok=True)
         if start is not None and start.poll() is None:
@@ -118,6 +118,38 @@ def test_a_start_beside_a_stop_outlasting_the_silent_bound_waits_and_starts_one(
         sb.shutdown()
         if old is not None and pid_alive(old):
             os.kill(old, signal.SIGKILL)
+
+
+def test_a_start_beside_a_stop_outlasting_the_silent_bound_waits_and_starts_one(tmp_path):
+    with _stopping(tmp_path) as (sb, old, stopped, start):
+        out, err = start.communicate(timeout=90)
+        assert start.returncode == 0, (start.returncode, out, err)
+        new = running_pid(sb.kint_home)
+        assert new not in (None, old) and out == f"supervisor running, pid {new} " \
+                                                 f"({sb.kint_home})\n", out
+        assert "is stopping" not in err, err
+        # Said as the wait begins, where it waited up to 30 s unsaid.
+        assert err.startswith(f"kint: waiting up to 30s for the supervisor (pid {old}) to "
+                              f"finish stopping\n"), err
+        assert not pid_alive(old)
+        assert "reply" in stopped, stopped  # the stop was answered, its workers stopped
+
+
+def test_a_start_beside_a_stop_that_outlasts_its_wait_says_it_has_not_stopped(tmp_path):
+    """The same stop, where the start's wait (30 s, cut to 3 s here) runs out first, as
+    on a stop that never ends: refused naming the pid, that it has not stopped within the
+    wait, the log and `kill -KILL PID` (a SIGTERM changes nothing on one stopping
+    already), where it said to run the start again once it had stopped."""
+    with _stopping(tmp_path, KINT_TEST_START_WAIT_S="3") as (sb, old, _, start):
+        out, err = start.communicate(timeout=90)
+        assert start.returncode == 2, (start.returncode, out, err)
+        assert running_pid(sb.kint_home) == old  # the premise: still in its stop
+        assert err.startswith(f"kint: waiting up to 3s for the supervisor (pid {old}) to "
+                              f"finish stopping\n"), err
+        assert (f"the supervisor (pid {old}) is stopping and has not stopped within 3s"
+                in err), err
+        assert f"`kill -KILL {old}` ends it now" in err and "once the supervisor has " \
+                                                          "stopped" not in err, err
 
 
 def test_a_start_beside_a_stopping_supervisor_that_is_stopped_is_refused_at_the_bound(

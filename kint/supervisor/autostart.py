@@ -298,9 +298,11 @@ def _wait_for_supervisor(home: Path, ping, deadline: float, wait_s: float,
             # 10 s, which refused a start a second before the stop ended. Waited for to
             # the deadline, unless stopped (SIGSTOP: it never ends its stop), the next look
             # after it lets go (every RETRY_EVERY_S) starting the new one.
-            if now - silent_since >= UNREACHABLE_AFTER_S and (
-                    now >= deadline or stopping != found.pid or process_stopped(found.pid)):
-                raise silent_supervisor(home, found.pid)
+            if now - silent_since >= UNREACHABLE_AFTER_S:
+                if stopping != found.pid or process_stopped(found.pid):
+                    raise silent_supervisor(home, found.pid)
+                if now >= deadline:
+                    raise _stop_not_ended(home, found.pid, wait_s)
         if now >= deadline:
             raise SupervisorNotReachable(
                 f"the supervisor did not answer within {seconds_text(wait_s)}",
@@ -316,6 +318,19 @@ def _stop_noted(home: Path, pid: int) -> bool:
     there (one that is merely slow), the note's few bytes where it is not."""
     closed = read_note(socket_dir(home), pid)
     return closed is not None and closed.stopping
+
+
+def _stop_not_ended(home: Path, pid: int, wait_s: float) -> SupervisorNotReachable:
+    """The refusal of a wait that ran out on the supervisor `pid`, seen stopping and not
+    stopped (SIGSTOP: `silent_supervisor`'s): its stop outlasted `wait_s`, where a worker's
+    op in flight holds it 15 s at most. Not "run it again once it has stopped", which
+    would wait on a stop that may never end, nor `kill PID`: it is stopping already, and
+    a SIGTERM changes nothing."""
+    return SupervisorNotReachable(
+        f"the supervisor (pid {pid}) is stopping and has not stopped within "
+        f"{seconds_text(wait_s)}: it takes no new clients",
+        f"see {log_path(home)} for what its stop waits on; `kill -KILL {pid}` ends it now "
+        f"(its workers with it), and the next command starts a new one")
 
 
 def _look_s(deadline: float) -> float:
