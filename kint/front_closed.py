@@ -233,20 +233,24 @@ def read_stepped_down_note(folder: Path) -> FrontClosed | None:
     return closed
 
 
-def process_began(pid: int) -> float | None:
-    """When the process `pid` began, on `boot_time`'s clock (/proc/PID/stat's start time,
-    in clock ticks since boot, which CLOCK_BOOTTIME also counts), or None where /proc
-    does not say. A supervisor took its home after its process began, so a process on
-    its pid that began after the `started_boot` its note gives is another: the pid
-    reused. Ticks are floored, so the supervisor's own never reads later than its note.
-    A name the kernel cut mid-character reads all the same (kint.proc_stat): it made this
-    None, and the note was believed again. Imported here, not at the top: every client
-    loads this module, and only one that found a stepped-down note asks (the plain status
-    loads no module it does not use, tests/test_cli.py)."""
+def process_began(pid: int, *, live: bool = False) -> float | None:
+    """When the process `pid` began, on `boot_time`'s clock (/proc/PID/stat's start time, in
+    clock ticks since boot, which CLOCK_BOOTTIME also counts), or None where /proc does not
+    say; with `live`, None too for one that exited and is not reaped yet (a zombie, which
+    answers nothing: kint.client_liveness.began_by). A supervisor took its home after its
+    process began, so a process on its pid that began after the `started_boot` its note
+    gives is another: the pid reused. Ticks are floored, so the supervisor's own never reads
+    later than its note. A name the kernel cut mid-character reads all the same
+    (kint.proc_stat): it made this None, and the note was believed again. Imported here, not
+    at the top: every client loads this module, and only one that found a stepped-down note,
+    or looks at the supervisor holding its request, asks (the plain status loads no module
+    it does not use, tests/test_cli.py)."""
     from kint.proc_stat import read_stat, seconds_after_boot
 
     stat = read_stat(pid)
-    return None if stat is None else seconds_after_boot(stat.start_ticks)
+    if stat is None or (live and stat.state in ("Z", "X")):
+        return None
+    return seconds_after_boot(stat.start_ticks)
 
 
 def _parse_note(folder: Path) -> FrontClosed | None:
