@@ -25,6 +25,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -33,10 +34,12 @@ import time
 from contextlib import contextmanager
 from typing import Any, Iterator
 
+import pytest
+
 from conftest import SUPPORT, make_sandbox, pid_alive, write_store
 from kint.client import KintError
 from kint.client import Client
-from kint.front_closed import FrontClosed, read_note, remove_note, write_note
+from kint.front_closed import STOPPING_HINT, FrontClosed, read_note, remove_note, write_note
 from kint.paths import ensure_private_dir, run_dir
 from kint.socket_paths import prepare_socket_dir, socket_dir
 from kint.supervisor import autostart
@@ -136,18 +139,21 @@ def test_a_start_beside_a_stop_outlasting_the_silent_bound_waits_and_starts_one(
 
 
 def test_a_start_beside_a_stop_that_outlasts_its_wait_says_it_has_not_stopped(tmp_path):
-    """The same stop, where the start's wait (30 s, cut to 3 s here) runs out first, as
-    on a stop that never ends: refused naming the pid, that it has not stopped within the
-    wait, the log and `kill -KILL PID` (a SIGTERM changes nothing on one stopping
-    already), where it said to run the start again once it had stopped."""
-    with _stopping(tmp_path, KINT_TEST_START_WAIT_S="3") as (sb, old, _, start):
+    """The same stop, where the start's wait (30 s, cut to 3 s here) runs out first, past
+    the most a stop takes (STOP_BOUND_S, cut to 2 s), as on a stop that never ends:
+    refused naming the pid, that it has not stopped within the span it was seen stopping,
+    the log and `kill -KILL PID` (a SIGTERM changes nothing on one stopping already),
+    where it said to run the start again once it had stopped."""
+    with _stopping(tmp_path, KINT_TEST_START_WAIT_S="3", KINT_TEST_STOP_BOUND_S="2") as (
+            sb, old, _, start):
         out, err = start.communicate(timeout=90)
         assert start.returncode == 2, (start.returncode, out, err)
         assert running_pid(sb.kint_home) == old  # the premise: still in its stop
         assert err.startswith(f"kint: waiting up to 3s for the supervisor (pid {old}) to "
                               f"finish stopping\n"), err
-        assert (f"the supervisor (pid {old}) is stopping and has not stopped within 3s"
-                in err), err
+        said = re.search(rf"the supervisor \(pid {old}\) is stopping and has not stopped "
+                         r"within ([0-9.]+)s: it takes no new clients", err)
+        assert said is not None and 2 <= float(said[1]) <= 3, err
         assert f"`kill -KILL {old}` ends it now" in err and "once the supervisor has " \
                                                           "stopped" not in err, err
 
@@ -177,6 +183,57 @@ def test_a_start_beside_a_stopping_supervisor_that_is_stopped_is_refused_at_the_
         sb.shutdown()
 
 
+def _hold_as_stopping(home) -> tuple[Any, int]:
+    """This process as a stopping supervisor of `home`: the pid lock held, serving, and
+    the note of a door closed for its stop. (The socket folder, the pid file's descriptor:
+    closing it lets go of the home.)"""
+    ensure_private_dir(run_dir(home))
+    folder, _ = prepare_socket_dir(home)
+    fd = os.open(run_dir(home) / PID_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    os.write(fd, f"{os.getpid()} serving\n".encode())
+    now = time.time()
+    write_note(folder, FrontClosed(os.getpid(), 10, 1024, 1, now, now - 5, True))
+    return folder, fd
+
+
+def test_a_command_with_seconds_left_beside_a_stop_is_told_it_stops_not_to_kill_it(
+        tmp_path, monkeypatch):
+    """A command's autostart waits what is left of the command's bound (client.py), often
+    less than a stop takes (STOP_BOUND_S: its workers' stop grace and kill grace). Its wait
+    running out on a stop seen for less than that is no stop that does not end: it says
+    the supervisor stops and to run it again once it has, the old words, where it said
+    the stop had not ended, with `kill -KILL` of a stop within its normal bound. Seen for
+    the bound (cut here), the wait says so. The stopping supervisor is the stand-in of the
+    test below (a real one's stop cannot be held at a chosen length); the wait and its
+    looks are real."""
+    sb = make_sandbox(tmp_path)
+    for name, value in sb.env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(autostart, "UNREACHABLE_AFTER_S", 0.2)
+    home = sb.kint_home
+    _, fd = _hold_as_stopping(home)
+    client = Client(home, autostart=False)
+    me = os.getpid()
+    try:
+        with pytest.raises(autostart.SupervisorNotReachable) as within:
+            autostart.ensure_running(home, client.ping, wait_s=0.6)
+        assert str(within.value) == f"the supervisor (pid {me}) is stopping: it takes no " \
+                                    "new clients", within.value
+        assert within.value.hint == STOPPING_HINT and "kill" not in within.value.hint
+        monkeypatch.setattr(autostart, "STOP_BOUND_S", 0.4)
+        with pytest.raises(autostart.SupervisorNotReachable) as past:
+            autostart.ensure_running(home, client.ping, wait_s=0.6)
+        said = re.fullmatch(rf"the supervisor \(pid {me}\) is stopping and has not stopped "
+                            r"within ([0-9.]+)s: it takes no new clients", str(past.value))
+        assert said is not None and float(said[1]) >= 0.4, past.value  # seen, not waited
+        assert f"`kill -KILL {me}` ends it now" in past.value.hint, past.value.hint
+    finally:
+        os.close(fd)
+        client.close()
+        sb.shutdown()
+
+
 def _looked_past(looks: list[float], since: float, bound_s: float) -> bool:
     """Whether the wait has looked twice since `bound_s` past `since` (its clock)."""
     return sum(1 for at in looks if at >= since + bound_s) >= 2
@@ -200,13 +257,7 @@ def test_a_stop_whose_note_goes_before_it_lets_go_is_still_waited_for(tmp_path, 
     bound_s = 0.2
     monkeypatch.setattr(autostart, "UNREACHABLE_AFTER_S", bound_s)
     home = sb.kint_home
-    ensure_private_dir(run_dir(home))
-    folder, _ = prepare_socket_dir(home)
-    fd = os.open(run_dir(home) / PID_FILE, os.O_RDWR | os.O_CREAT, 0o600)
-    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    os.write(fd, f"{os.getpid()} serving\n".encode())
-    now = time.time()
-    write_note(folder, FrontClosed(os.getpid(), 10, 1024, 1, now, now - 5, True))
+    folder, fd = _hold_as_stopping(home)
     looks: list[float] = []
     outcome: dict = {}
     client = Client(home, autostart=False)

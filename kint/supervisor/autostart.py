@@ -37,6 +37,7 @@ from kint.seconds_text import seconds_text
 from kint.socket_paths import front_address, socket_dir
 from kint.supervisor.pidlock import (PID_FILE, AlreadyRunning, hold_pid_lock, holder,
                                      mark_serving)
+from kint.supervisor.settings import STOP_BOUND_S
 
 log = logging.getLogger("kint.supervisor")
 
@@ -273,6 +274,7 @@ def _wait_for_supervisor(home: Path, ping, deadline: float, wait_s: float,
     # moment before it lets go of the home (its sockets closed first), and it never serves
     # again, so once seen stopping it is waited for as such to the end.
     stopping: int | None = None
+    stop_seen_at = 0.0  # when `stopping` was first seen so
     while True:
         if ping(_look_s(deadline)):
             return
@@ -291,7 +293,7 @@ def _wait_for_supervisor(home: Path, ping, deadline: float, wait_s: float,
         elif found.serving:
             silent_since = silent_since if silent_since is not None else now
             if stopping != found.pid and _stop_noted(home, found.pid):
-                stopping = found.pid
+                stopping, stop_seen_at = found.pid, now
             # One that is ending its stop is no silent one: it lets go of the home within
             # its stop's own bound (its workers' 10 s grace for an op in flight, SIGKILL at
             # 15 s, then its close: 11.4 s measured with an op held), past this one's
@@ -302,7 +304,12 @@ def _wait_for_supervisor(home: Path, ping, deadline: float, wait_s: float,
                 if stopping != found.pid or process_stopped(found.pid):
                     raise silent_supervisor(home, found.pid)
                 if now >= deadline:
-                    raise _stop_not_ended(home, found.pid, wait_s)
+                    # `kill -KILL` only for a stop seen past the most a stop takes: a
+                    # command with seconds left of its bound would advise it of a healthy
+                    # stop, which still ends by itself (what a silent one is told).
+                    seen_s = now - stop_seen_at
+                    raise (_stop_not_ended(home, found.pid, seen_s) if seen_s >= STOP_BOUND_S
+                           else silent_supervisor(home, found.pid))
         if now >= deadline:
             raise SupervisorNotReachable(
                 f"the supervisor did not answer within {seconds_text(wait_s)}",
@@ -320,15 +327,16 @@ def _stop_noted(home: Path, pid: int) -> bool:
     return closed is not None and closed.stopping
 
 
-def _stop_not_ended(home: Path, pid: int, wait_s: float) -> SupervisorNotReachable:
+def _stop_not_ended(home: Path, pid: int, seen_s: float) -> SupervisorNotReachable:
     """The refusal of a wait that ran out on the supervisor `pid`, seen stopping and not
-    stopped (SIGSTOP: `silent_supervisor`'s): its stop outlasted `wait_s`, where a worker's
-    op in flight holds it 15 s at most. Not "run it again once it has stopped", which
-    would wait on a stop that may never end, nor `kill PID`: it is stopping already, and
-    a SIGTERM changes nothing."""
+    stopped (SIGSTOP: `silent_supervisor`'s) for `seen_s`, past STOP_BOUND_S, the most a
+    stop takes. Not "run it again once it has stopped", which would wait on a stop that
+    may never end, nor `kill PID`: it is stopping already, and a SIGTERM changes nothing.
+    The span said is the one it was seen stopping, not the whole wait: one silent for
+    another reason first may have begun its stop late."""
     return SupervisorNotReachable(
         f"the supervisor (pid {pid}) is stopping and has not stopped within "
-        f"{seconds_text(wait_s)}: it takes no new clients",
+        f"{seconds_text(seen_s)}: it takes no new clients",
         f"see {log_path(home)} for what its stop waits on; `kill -KILL {pid}` ends it now "
         f"(its workers with it), and the next command starts a new one")
 
