@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import json
 import os
 import re
 import signal
@@ -41,6 +42,7 @@ from kint.client import KintError
 from kint.client import Client
 from kint.front_closed import STOPPING_HINT, FrontClosed, read_note, remove_note, write_note
 from kint.paths import ensure_private_dir, run_dir
+from kint.proc_stat import process_stopped
 from kint.socket_paths import prepare_socket_dir, socket_dir
 from kint.supervisor import autostart
 from kint.supervisor.autostart import START_LOCK
@@ -162,22 +164,40 @@ def test_a_start_beside_a_stopping_supervisor_that_is_stopped_is_refused_at_the_
         tmp_path):
     """One stopped (SIGSTOP) mid-stop never ends its stop: the start does not wait its 30 s
     on it, but refuses it once it has been silent for the bound (1 s here), naming it as
-    stopping and how to resume it, as before. Its door closed for the stop by hand, the
+    stopping and how to resume it, as before: its line says it waits that bound, and that
+    it is stopped, and the hint gives `kill -CONT` or `kill -KILL`, never a plain `kill`
+    (its SIGTERM would pend); under --json neither the line nor anything else is on
+    stderr, and the line is not on stdout. Its door closed for the stop by hand, the
     supervisor held (tests/support/closed_by_hand.py): a stop cannot be held at its
     start otherwise."""
     sb = make_sandbox(tmp_path)
     try:
         pid = sb.start()
         now = time.time()
+        runs = {}
         with closed_by_hand(pid, socket_dir(sb.kint_home),
                             FrontClosed(pid, 30, 1024, 1, now, now - 5, True)):
-            out = subprocess.run([sys.executable, str(SUPPORT / "run_kint.py"), "supervisor",
-                                  "start"], env={**sb.env, "KINT_TEST_UNREACHABLE_AFTER_S": "1"},
-                                 text=True, capture_output=True, stdin=subprocess.DEVNULL,
-                                 timeout=STOPPED_REFUSAL_MAX_S)
+            # The premise: the kernel has stopped it (/proc says T), as the start reads it.
+            sb.wait_for(lambda: process_stopped(pid), interval=0.02, what="it stopped")
+            for args in ((), ("--json",)):
+                runs[args] = subprocess.run(
+                    [sys.executable, str(SUPPORT / "run_kint.py"), "supervisor", "start",
+                     *args], env={**sb.env, "KINT_TEST_UNREACHABLE_AFTER_S": "1"},
+                    text=True, capture_output=True, stdin=subprocess.DEVNULL,
+                    timeout=STOPPED_REFUSAL_MAX_S)
+        out = runs[()]
         assert out.returncode == 2, (out.returncode, out.stdout, out.stderr)
+        assert out.stderr.startswith(
+            f"kint: waiting up to 1s for the supervisor (pid {pid}) to finish stopping (it "
+            f"is stopped: `kill -CONT {pid}` resumes it)\n"), out.stderr
         assert (f"the supervisor (pid {pid}) is stopping: it takes no new clients (it is "
                 f"stopped: `kill -CONT {pid}` resumes it)") in out.stderr, out.stderr
+        assert f"`kill -KILL {pid}`" in out.stderr and f"`kill {pid}`" not in out.stderr, \
+            out.stderr
+        quiet = runs[("--json",)]
+        assert quiet.returncode == 2, (quiet.returncode, quiet.stdout, quiet.stderr)
+        assert quiet.stderr == "" and "waiting up to" not in quiet.stdout, quiet
+        assert json.loads(quiet.stdout)["error"] == "SUPERVISOR_UNAVAILABLE", quiet.stdout
         assert running_pid(sb.kint_home) == pid
     finally:
         sb.shutdown()
