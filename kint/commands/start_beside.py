@@ -66,10 +66,12 @@ def answering_pid(home: Path, say: Callable[[str], None]) -> int | None:
         stopping = _refuse_if_closed(home) if answer is None else None
         if stopping is not None:
             # The start's own wait is for its stop's end: up to START_WAIT_S, it was unsaid.
-            # One stopped (SIGSTOP) never ends it, and is refused at the silent bound.
-            up_to = wait_s if process_stopped(stopping) else START_WAIT_S
+            # One stopped (SIGSTOP) never ends it, and is refused at the silent bound. /proc
+            # read once: the bound and the note said beside it agree.
+            note = stopped_note(stopping)
+            up_to = wait_s if note else START_WAIT_S
             say(f"kint: waiting up to {seconds_text(up_to)} for the supervisor (pid "
-                f"{stopping}) to finish stopping{stopped_note(stopping)}")
+                f"{stopping}) to finish stopping{note}")
             return None
         pid = _silent_holder(client, home, answer)
         said_s = SAY_AFTER_S
