@@ -165,6 +165,7 @@ def test_a_stopped_stepping_down_supervisor_is_named_stopped_at_every_door(tmp_p
     stopped, which it never does while stopped: now they name it stopped, with `kill -CONT
     PID` (kint.front_closed.FrontClosed.refusal, which every door says it with)."""
     from kint.front_closed import read_stepped_down_note
+    from kint.proc_stat import process_stopped
     from kint.socket_paths import socket_dir
 
     with _stepping_down(tmp_path) as down:
@@ -172,6 +173,8 @@ def test_a_stopped_stepping_down_supervisor_is_named_stopped_at_every_door(tmp_p
         sb.wait_for(lambda: read_stepped_down_note(socket_dir(sb.kint_home)) is not None,
                     interval=0.02, what="its door closed for its stop")
         os.kill(pid, signal.SIGSTOP)
+        # The premise: the kernel has stopped it (/proc says T), as the doors read it.
+        sb.wait_for(lambda: process_stopped(pid), interval=0.02, what="it stopped")
         said = (f"the supervisor (pid {pid}) is stopping: it takes no new clients (it is "
                 f"stopped: `kill -CONT {pid}` resumes it)")
         status = sb.kint("supervisor", "status")
