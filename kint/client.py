@@ -79,9 +79,10 @@ class Client(LivenessChecks):
         # it from a later process given its pid once the pid file names it no more
         # (kint/client_liveness.py).
         self._named_at = 0.0
-        # (pid, `_named_at`) once a look found proof that the request sent then reached the
-        # supervisor `pid`, which no longer holds the home (kint/client_liveness.py).
-        self._reached_by: tuple[int, float] | None = None
+        # The pid of the supervisor a look found proof that the request being waited on
+        # reached, which no longer holds the home (kint/client_liveness.py); None from
+        # each send (`_sent_now`).
+        self._reached_by: int | None = None
         # The pid of the supervisor the last `call` sent its request to, as the pid file
         # named it then (one the call started included); None when it sent nothing or no
         # pid was known. Read after a call that got no answer, it names the supervisor that
@@ -351,8 +352,7 @@ class Client(LivenessChecks):
         sock = self._connect() if fresh_socket else self._socket(serving)
         # The receive timeout on `sock` now: a kept socket keeps it from call to call.
         waiting_ms = -1 if fresh_socket else self._rcvtimeo
-        self._stopped_since = None
-        self._named_at = time.monotonic()
+        self._sent_now()
         try:
             _send(sock, encoded(request), 0)
             while True:

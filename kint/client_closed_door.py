@@ -73,12 +73,12 @@ class ClosedDoorChecks:
 
     def _refuse_if_stepped_down(self, op: str) -> None:
         """No supervisor holds the home: one that stepped down may still be stopping
-        (`stepped_down_note`): said so (SUPERVISOR_UNAVAILABLE, call again once it has),
-        not that none runs."""
+        (`stepped_down_note`): said so (SUPERVISOR_UNAVAILABLE, call again once it has, or
+        how to resume it where it is stopped), not that none runs."""
         closed = self.stepped_down_note()
         if closed is not None:
-            raise KintError(closed.code, f"{closed.message()} ({op} was not sent)",
-                            closed.hint)
+            said = closed.refusal()  # stopped too: said so, and how to resume it
+            raise KintError(said.code, f"{said.message} ({op} was not sent)", said.hint)
 
     def stepped_down_note(self) -> FrontClosed | None:
         """With no supervisor holding the home and its pid file missing: the note of one
@@ -136,7 +136,8 @@ class ClosedDoorChecks:
         unsent = (f"; whether {op} reached it is unknown"
                   if sent and not (closed.stopping and stamp is None) else
                   f" ({op} was not sent)")
-        raise KintError(closed.code, closed.message() + unsent, closed.hint)
+        said = closed.refusal()
+        raise KintError(said.code, said.message + unsent, said.hint)
 
     def _drop_if_closed(self, pid: int | None) -> str:
         """At a deadline with no answer: when the supervisor `pid` takes no new clients,
@@ -147,4 +148,4 @@ class ClosedDoorChecks:
         if closed is None:
             return ""
         self._drop_socket()
-        return f"; {closed.message()}"
+        return f"; {closed.refusal().message}"

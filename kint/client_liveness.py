@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from kint.client_closed_door import ClosedDoorChecks
 from kint.client_errors import (EXITED_HINT, NO_SUPERVISOR_HINT, UNREACHED_HINT,
                                 SupervisorUnavailable)
-from kint.front_closed import boot_time, read_stepped_down_note
+from kint.front_closed import boot_time, process_began, read_stepped_down_note
 from kint.socket_paths import FRONT_SOCKET, socket_dir
 
 if TYPE_CHECKING:
@@ -49,9 +49,19 @@ class LivenessChecks(ClosedDoorChecks):
     # When (time.monotonic()) the pid file last named, before the request went, the
     # supervisor it went to: that process began by then (`_named_since`).
     _named_at: float
-    # (pid, `_named_at`): the request sent at `_named_at` went to the supervisor `pid`, as
-    # its stepping-down note proved at a look (`_reached`); of no later request.
-    _reached_by: tuple[int, float] | None
+    # The pid of the supervisor the request being waited on went to, as its stepping-down
+    # note proved at a look (`_reached`); forgotten at each send (`_sent_now`). Not where
+    # `_check_serving` names the supervisor anew (serving None): a request proved to have
+    # reached one is waited on with that one's pid, never None, to its end.
+    _reached_by: int | None
+
+    def _sent_now(self) -> None:
+        """A request goes out now: the supervisor the pid file names is the one it goes to
+        from here (`_named_at`), nothing proves yet that it reached one that steps down
+        (`_reached_by`), nor has that one been seen stopped (`_stopped_since`)."""
+        self._stopped_since = None
+        self._named_at = time.monotonic()
+        self._reached_by = None
 
     def _check_serving(self, serving: int | None, op: str) -> int:
         """While waiting on `op`: the pid of the supervisor that holds the request, or
@@ -108,7 +118,7 @@ class LivenessChecks(ClosedDoorChecks):
         stamp = self._connected_at
         if self._sock is None:
             return False
-        if self._reached_by == (pid, self._named_at) or self._answered_on(pid):
+        if self._reached_by == pid or self._answered_on(pid):
             return True
         if stamp is None or stamp[1] != pid:
             return False
@@ -119,7 +129,7 @@ class LivenessChecks(ClosedDoorChecks):
         if closed is not None and closed.pid == pid:
             if not self.let_in_by(pid, closed):
                 return False
-            self._reached_by = (pid, self._named_at)  # let in: the note cannot unsay it
+            self._reached_by = pid  # let in: the note cannot unsay it
             return True
         # No note of its: its door is still open, or a note that said otherwise was
         # cleared (a successor clears it as it takes the home, whoever holds it now). A
@@ -201,9 +211,9 @@ def began_by(pid: int, since: float) -> bool:
     yet answers nothing) and began by `since` (seconds after boot, `boot_time`'s clock):
     the supervisor a look at that moment named, and not a process given its pid after it
     exited. False where /proc does not say (a client there says the supervisor exited as
-    soon as its pid file stops naming it, as before)."""
-    from kint.proc_stat import read_stat, seconds_after_boot
-
-    stat = read_stat(pid)
-    return (stat is not None and stat.state not in ("Z", "X") and since > 0
-            and seconds_after_boot(stat.start_ticks) <= since)
+    soon as its pid file stops naming it, as before). When it began is read where a
+    closed door's note is checked against it too (`process_began`)."""
+    if since <= 0:
+        return False
+    began = process_began(pid, live=True)
+    return began is not None and began <= since

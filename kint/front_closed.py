@@ -12,7 +12,7 @@ the client reads the note to say why instead of waiting out its deadline
 (kint/supervisor/front_door.py moves them; kint.client and `kint supervisor status` read).
 
 A stopping supervisor closes it the same way as its stop begins (`stopping` in the note):
-its stop takes up to a minute with its workers, its socket monitor is off by then (libzmq
+its stop takes up to 20 s with its workers, its socket monitor is off by then (libzmq
 can hang ending a context whose socket has one, zeromq/libzmq#3575), and a crowd of new
 clients could still take its last descriptors unwatched. A new client is told it stops.
 
@@ -127,6 +127,43 @@ class FrontClosed(NamedTuple):
     def hint(self) -> str:
         return STOPPING_HINT if self.stopping else CLOSED_HINT
 
+    def refusal(self) -> "Refusal":
+        """What every client says of this closed door (a new command's, `kint supervisor
+        status`, a client waiting on its request, a start's wait): the note's code, words
+        and hint, unless the supervisor is stopped (SIGSTOP, a debugger). Stopped, it
+        neither ends its stop nor takes new clients on its own, and "run it again once
+        the supervisor has stopped" would be waited on forever: it is named stopped, with
+        how to resume it or end it (`stopped_hint`). One place, so no door says otherwise."""
+        stopped = stopped_note(self.pid)
+        if not stopped:
+            return Refusal(self.code, self.message(), self.hint)
+        return Refusal(self.code, self.message() + stopped, stopped_hint(self.pid))
+
+
+class Refusal(NamedTuple):
+    """A refusal's code, its one-line message and its hint."""
+
+    code: str
+    message: str
+    hint: str
+
+
+def stopped_note(pid: int) -> str:
+    """' (it is stopped: `kill -CONT PID` resumes it)' when /proc says the process `pid` is
+    stopped (SIGSTOP, Ctrl-Z, a debugger), else ''. Imported here, not at the top, for the
+    reason `process_began` gives: only a client that found a supervisor silent asks."""
+    from kint.proc_stat import process_stopped
+
+    return f" (it is stopped: `kill -CONT {pid}` resumes it)" if process_stopped(pid) else ""
+
+
+def stopped_hint(pid: int) -> str:
+    """The way out of a supervisor `pid` that is stopped: continued, or killed outright.
+    Never a plain `kill PID`: its SIGTERM pends until the process is continued, so it
+    would end nothing."""
+    return (f"`kill -CONT {pid}` resumes it; `kill -KILL {pid}` ends it now (its workers "
+            f"with it), and the next command starts a new one")
+
 
 def write_note(folder: Path, closed: FrontClosed) -> None:
     """Leave the note in the socket folder (0600 by the daemon's umask), whole or not at
@@ -196,20 +233,24 @@ def read_stepped_down_note(folder: Path) -> FrontClosed | None:
     return closed
 
 
-def process_began(pid: int) -> float | None:
-    """When the process `pid` began, on `boot_time`'s clock (/proc/PID/stat's start time,
-    in clock ticks since boot, which CLOCK_BOOTTIME also counts), or None where /proc
-    does not say. A supervisor took its home after its process began, so a process on
-    its pid that began after the `started_boot` its note gives is another: the pid
-    reused. Ticks are floored, so the supervisor's own never reads later than its note.
-    A name the kernel cut mid-character reads all the same (kint.proc_stat): it made this
-    None, and the note was believed again. Imported here, not at the top: every client
-    loads this module, and only one that found a stepped-down note asks (the plain status
-    loads no module it does not use, tests/test_cli.py)."""
+def process_began(pid: int, *, live: bool = False) -> float | None:
+    """When the process `pid` began, on `boot_time`'s clock (/proc/PID/stat's start time, in
+    clock ticks since boot, which CLOCK_BOOTTIME also counts), or None where /proc does not
+    say; with `live`, None too for one that exited and is not reaped yet (a zombie, which
+    answers nothing: kint.client_liveness.began_by). A supervisor took its home after its
+    process began, so a process on its pid that began after the `started_boot` its note
+    gives is another: the pid reused. Ticks are floored, so the supervisor's own never reads
+    later than its note. A name the kernel cut mid-character reads all the same
+    (kint.proc_stat): it made this None, and the note was believed again. Imported here, not
+    at the top: every client loads this module, and only one that found a stepped-down note,
+    or looks at the supervisor holding its request, asks (the plain status loads no module
+    it does not use, tests/test_cli.py)."""
     from kint.proc_stat import read_stat, seconds_after_boot
 
     stat = read_stat(pid)
-    return None if stat is None else seconds_after_boot(stat.start_ticks)
+    if stat is None or (live and stat.state in ("Z", "X")):
+        return None
+    return seconds_after_boot(stat.start_ticks)
 
 
 def _parse_note(folder: Path) -> FrontClosed | None:

@@ -69,7 +69,7 @@ def _stepping_down(tmp_path: Path, held: bool = False) -> Iterator[SteppingDown]
     sb = make_sandbox(tmp_path / "machine", KINT_TEST_HOLD_ATTACH=str(hold),
                       KINT_WORKER_HEARTBEAT_TIMEOUT="60")
     client = Client(sb.kint_home, autostart=False)
-    pid = None
+    pid = caller = None
     try:
         sb.start_entitled()
         write_store(sb.sibyl_db, tenant=sb.tenant)
@@ -85,10 +85,15 @@ def _stepping_down(tmp_path: Path, held: bool = False) -> Iterator[SteppingDown]
         yield SteppingDown(sb, hold, pid, client, outcome, caller)
     finally:
         hold.unlink(missing_ok=True)
+        if pid is not None and pid_alive(pid):
+            os.kill(pid, signal.SIGCONT)  # stopped, it answers or ends the attach it holds
+        if caller is not None:
+            # Closed under the caller's receive, the client's socket aborts this process
+            # (libzmq's signaler.cpp assertion): a test that leaves it waiting waits here.
+            caller.join(60)
         client.close()
         sb.shutdown()  # where it failed first; a no-op with its pid file gone
         if pid is not None and pid_alive(pid):
-            os.kill(pid, signal.SIGCONT)
             os.kill(pid, signal.SIGKILL)
 
 
@@ -150,7 +155,37 @@ def test_a_stepping_down_supervisor_stopped_mid_drain_is_named_with_how_to_resum
         assert err.code == "SUPERVISOR_UNAVAILABLE", err.message
         assert err.message.startswith(f"the supervisor (pid {pid}) is stopping"), err.message
         assert f"(it is stopped: `kill -CONT {pid}` resumes it)" in err.message, err.message
-        assert err.hint != STOPPING_HINT and f"kill {pid}" in (err.hint or ""), err.hint
+        assert err.hint != STOPPING_HINT and f"`kill -CONT {pid}`" in (err.hint or ""), err.hint
+
+
+def test_a_stopped_stepping_down_supervisor_is_named_stopped_at_every_door(tmp_path):
+    """The same step-down stopped (SIGSTOP) mid-drain, met by the doors that read its note
+    rather than wait on it: `kint supervisor status` and a command started meanwhile (a
+    client that starts no supervisor). They said it stops, to run them again once it has
+    stopped, which it never does while stopped: now they name it stopped, with `kill -CONT
+    PID` (kint.front_closed.FrontClosed.refusal, which every door says it with)."""
+    from kint.front_closed import read_stepped_down_note
+    from kint.proc_stat import process_stopped
+    from kint.socket_paths import socket_dir
+
+    with _stepping_down(tmp_path) as down:
+        sb, pid = down.sb, down.pid
+        sb.wait_for(lambda: read_stepped_down_note(socket_dir(sb.kint_home)) is not None,
+                    interval=0.02, what="its door closed for its stop")
+        os.kill(pid, signal.SIGSTOP)
+        # The premise: the kernel has stopped it (/proc says T), as the doors read it.
+        sb.wait_for(lambda: process_stopped(pid), interval=0.02, what="it stopped")
+        said = (f"the supervisor (pid {pid}) is stopping: it takes no new clients (it is "
+                f"stopped: `kill -CONT {pid}` resumes it)")
+        status = sb.kint("supervisor", "status")
+        assert status.returncode == 1, (status.returncode, status.stderr)
+        assert said in status.stderr and f"`kill -KILL {pid}`" in status.stderr, status.stderr
+        assert "once the supervisor has stopped" not in status.stderr, status.stderr
+        with pytest.raises(KintError) as refused:
+            sb.call("sup.ping")
+        assert refused.value.message == f"{said} (sup.ping was not sent)", refused.value.message
+        assert (refused.value.hint or "").startswith(f"`kill -CONT {pid}` resumes it"), \
+            refused.value.hint
 
 
 def test_a_request_that_reached_it_is_waited_on_though_a_successor_holds_the_home(tmp_path):

@@ -156,7 +156,7 @@ def test_a_request_its_note_showed_let_in_is_waited_on_after_a_successor_clears_
         assert client._check_serving(pid, "x") == pid  # let in: waited on
         clear_left_behind(folder)  # the successor's first step
         assert client._check_serving(pid, "x") == pid  # still: the note proved it
-        client._named_at = time.monotonic() + 1.0  # a later request, sent after the note
+        client._sent_now()  # a later request, sent after the note
         with pytest.raises(KintError) as refused:
             client._check_serving(pid, "x")
         assert "may not have reached it" in refused.value.message

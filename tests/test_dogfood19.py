@@ -238,7 +238,10 @@ def test_a_stopped_supervisor_is_named_not_called_absent(machine):
     reachable = next(c for c in json.loads(doctor.stdout)["checks"]
                      if c["name"] == "supervisor reachable")
     assert not reachable["ok"] and said in reachable["detail"], reachable
-    assert f"kill {pid}" in reachable["hint"], reachable
+    # Stopped, a plain `kill PID` (SIGTERM) would pend until it is continued.
+    way_out = f"`kill -CONT {pid}` resumes it; `kill -KILL {pid}` ends it now"
+    assert reachable["hint"].startswith(way_out), reachable
+    assert way_out in status.stderr and f"`kill {pid}`" not in status.stderr, status.stderr
     assert stop.returncode == 2 and said in stop.stderr, (stop.returncode, stop.stderr)
     assert running_pid(sb.kint_home) == pid  # resumed, it serves on
     assert sb.call("sup.ping")["pid"] == pid

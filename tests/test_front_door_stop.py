@@ -133,14 +133,14 @@ def test_a_stop_that_meets_another_stop_ends_well(tmp_path, when):
 def test_the_stopping_refusal_tells_an_agent_to_call_again():
     """A stop ends by itself, and the next call starts a new supervisor. Before, the
     agent was told to stop and tell the human; then (review27g 3) to call again "in a
-    moment", for a stop that takes up to a minute."""
+    moment", for a stop that takes up to 20 s (it said up to a minute)."""
     closed = FrontClosed(4242, 30, LIMIT, 1, time.time(), time.time() - 5, True)
     err = agent_error("memory_push", KintError(
         closed.code, closed.message() + " (push was not sent)", closed.hint))
     assert closed.hint == STOPPING_HINT
     assert err.hint is not None and not err.hint.startswith("stop and tell"), err.hint
     assert "call memory_push again in a minute" in err.hint, err.hint
-    assert "up to a minute" in err.hint, err.hint
+    assert "(20 s at most, its workers first)" in err.hint, err.hint
 
 
 def test_a_watch_says_the_supervisor_stops_not_a_count_of_its_files():

@@ -511,7 +511,7 @@ def test_a_crowd_during_the_forkserver_warm_up_leaves_it_room(tmp_path):
 
 
 def test_a_crowd_while_the_supervisor_stops_is_told_it_stops(tmp_path):
-    """The supervisor's stop takes up to a minute with its workers (one held here, SIGSTOP,
+    """The supervisor's stop takes up to 20 s with its workers (one held here, SIGSTOP,
     as long as the test looks), and its socket monitor is off from the stop's start
     (libzmq#3575): nothing kept the door. A crowd then took its last descriptors, and
     libzmq aborted it mid-stop (its workers left to their own exits, no "stopped" in its

@@ -215,10 +215,13 @@ def test_a_running_supervisor_that_does_not_answer_is_said_waited_for_at_4s(tmp_
     the start's looks at its state (start_beside's and the line's note, autostart's) are
     made to say it runs (stubbed: a busy supervisor cannot be made to go unanswered on
     purpose here)."""
+    from kint import proc_stat
     from kint.supervisor import autostart
 
     monkeypatch.setattr(start_beside, "process_stopped", lambda pid: False)
     monkeypatch.setattr(autostart, "process_stopped", lambda pid: False)
+    # The note's own look (kint.front_closed.stopped_note imports it when it asks).
+    monkeypatch.setattr(proc_stat, "process_stopped", lambda pid: False)
     monkeypatch.setattr(autostart, "UNREACHABLE_AFTER_S", 6.0)
     sb = make_sandbox(tmp_path)
     said: list[tuple[float, str]] = []

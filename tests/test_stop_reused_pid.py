@@ -97,7 +97,7 @@ def test_a_reused_pid_whose_process_name_is_cut_mid_character_is_not_stopping(tm
     supervisor (pid N) is stopping"); a stopped such process was not said stopped either
     (the read raised). Both read it now (kint.proc_stat). A copy of /bin/sleep so named
     stands for the process given the killed supervisor's pid."""
-    from kint.supervisor.autostart import stopped_note
+    from kint.front_closed import stopped_note
 
     sb = make_sandbox(tmp_path)
     later = None

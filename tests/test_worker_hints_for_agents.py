@@ -89,7 +89,6 @@ PASSED_ON = {
     ("client.py", "err.hint"): "the reply's",
     ("client.py", "reply.hint"): "the reply's",
     ("client_request.py", "err.hint"): "the request's encoding (a ProtocolError's)",
-    ("client_closed_door.py", "closed.hint"): "FrontClosed: CLOSED_HINT or STOPPING_HINT",
     ("tenant_worker/connect.py", "err.hint"): "a connect step's own refusal",
     ("tenant_worker/discard.py", "err.hint"): "the discard's own refusal",
     ("tenant_worker/epoch_send.py", "hint"): "DeferredWait's: DEFERRED_FILL_HINT",
@@ -219,7 +218,17 @@ def _built_at_run_time() -> dict[tuple[str, str], Callable[[], Iterator[tuple[st
             refused = not_a_rekey(4, SimpleNamespace(tag=b"\x01" * 8), opened)
             yield refused.code.value, refused.hint
 
+    def closed_doors() -> Iterator[tuple[str, str]]:
+        # FrontClosed.refusal's: its note's hint, or a stopped supervisor's way out.
+        from kint.front_closed import FrontClosed, stopped_hint
+
+        for stopping in (False, True):
+            closed = FrontClosed(7, 30, 64, 1, 0.0, stopping=stopping)
+            yield closed.code, closed.hint
+            yield closed.code, stopped_hint(closed.pid)
+
     return {
+        ("client_closed_door.py", "said.hint"): closed_doors,
         ("tenant_worker/push_refusals.py", "gap_hint(mirror)"): gaps,
         ("tenant_worker/unauthorized_journal.py", "self.hint(again)"): unauthorized,
         ("tenant_worker/join_chain.py", "endpoint_hint(anchor.config)"): endpoints,

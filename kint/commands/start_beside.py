@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from kint.client import Client, KintError, SupervisorUnavailable
-from kint.front_closed import read_note
+from kint.front_closed import read_note, stopped_note
 from kint.proc_stat import process_stopped
 from kint.seconds_text import seconds_text
 from kint.settings.started_with import started_with
@@ -37,6 +37,9 @@ from kint.supervisor.pidlock import holder
 # and a line at 1 s beside a merely busy supervisor told of a wait that was none.
 SAY_AFTER_S = 1.0
 SAY_BUSY_AFTER_S = 4.0
+# How long the start waits for a supervisor to answer (autostart.ensure_running): the one
+# it starts, or the next one beside a supervisor that is stopping, once that has let go.
+START_WAIT_S = 30.0
 
 
 def answering_pid(home: Path, say: Callable[[str], None]) -> int | None:
@@ -51,16 +54,25 @@ def answering_pid(home: Path, say: Callable[[str], None]) -> int | None:
     own wait is. One that has closed its socket to new clients for want of open files
     (kint/front_closed.py) is refused at once, BUSY in the note's words, as every client
     is refused by it (`_refuse_if_closed`): its socket file moved aside, the start's own
-    wait went on for UNREACHABLE_AFTER_S unsaid before that refusal. `say` may drop the
-    line (--json keeps stderr quiet)."""
+    wait went on for UNREACHABLE_AFTER_S unsaid before that refusal. One closed as it
+    stops is left to the start's own wait (None), a line through `say` saying how long
+    that waits for it. `say` may drop the line (--json keeps stderr quiet)."""
     from kint.supervisor import autostart
 
     wait_s = autostart.UNREACHABLE_AFTER_S
     began = time.monotonic()
     with Client(home, autostart=False) as client:
         answer = client.ping_answer(min(SAY_AFTER_S, wait_s))
-        if answer is None:
-            _refuse_if_closed(home)
+        stopping = _refuse_if_closed(home) if answer is None else None
+        if stopping is not None:
+            # The start's own wait is for its stop's end: up to START_WAIT_S, it was unsaid.
+            # One stopped (SIGSTOP) never ends it, and is refused at the silent bound. /proc
+            # read once: the bound and the note said beside it agree.
+            note = stopped_note(stopping)
+            up_to = wait_s if note else START_WAIT_S
+            say(f"kint: waiting up to {seconds_text(up_to)} for the supervisor (pid "
+                f"{stopping}) to finish stopping{note}")
+            return None
         pid = _silent_holder(client, home, answer)
         said_s = SAY_AFTER_S
         if pid is not None and not process_stopped(pid):
@@ -70,7 +82,7 @@ def answering_pid(home: Path, say: Callable[[str], None]) -> int | None:
         if pid is not None:
             say(f"kint: waiting for the supervisor (pid {pid}) to answer: it holds "
                 f"{home} and has not answered for {seconds_text(min(said_s, wait_s))}"
-                f"{autostart.stopped_note(pid)}; it is said stuck if it has not "
+                f"{stopped_note(pid)}; it is said stuck if it has not "
                 f"within {seconds_text(wait_s)}")
             answer = client.ping_answer(_left(began, wait_s))
             silent = autostart.unanswering_supervisor(home) if answer is None else None
@@ -79,17 +91,20 @@ def answering_pid(home: Path, say: Callable[[str], None]) -> int | None:
     return int(answer["pid"]) if answer and "pid" in answer else None
 
 
-def _refuse_if_closed(home: Path) -> None:
+def _refuse_if_closed(home: Path) -> int | None:
     """KintError (BUSY, the note's words and hint) when the supervisor holding `home` and
     serving has closed its socket to new clients for want of open files. Not one closed
-    as it stops: the start's own wait sees it exit and starts the next one, or says it
-    stops."""
+    as it stops: its pid, for the start's own wait sees it exit and starts the next one,
+    or says it has not stopped (kint.supervisor.autostart). None otherwise."""
     found = holder(home)
     if found is None or not found.serving or found.pid <= 0:
-        return
+        return None
     closed = read_note(socket_dir(home), found.pid)
-    if closed is not None and not closed.stopping:
-        raise KintError(closed.code, closed.message(), closed.hint)
+    if closed is None:
+        return None
+    if not closed.stopping:
+        raise KintError(*closed.refusal())
+    return found.pid
 
 
 def _silent_holder(client: Client, home: Path, answer: dict[str, Any] | None) -> int | None:

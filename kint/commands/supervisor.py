@@ -39,14 +39,16 @@ def supervisor_start(obj: Ctx, foreground: bool, as_json: bool) -> None:
         from kint.supervisor.autostart import run_foreground
 
         sys.exit(run_foreground(home, refuse_beside_running=True))
-    from kint.commands.start_beside import answering_pid, not_applied, ping_with_settings
+    from kint.commands.start_beside import (START_WAIT_S, answering_pid, not_applied,
+                                            ping_with_settings)
 
     client = obj.client()
     try:
         # Under --json stderr stays quiet, as print_notices keeps it: a script that reads
         # both streams as one gets the object alone (docs/commands.md).
         before = answering_pid(home, lambda line: None if as_json else click.echo(line, err=True))
-        client.ensure_running(on_demand=False)  # the environment given: the service's
+        # The environment given: the service's.
+        client.ensure_running(START_WAIT_S, on_demand=False)
         info = ping_with_settings(client)
     except KintError as err:
         fail(err, obj.debug)

@@ -100,10 +100,11 @@ def run(*, as_json: bool = False, watch: bool = False, debug: bool = False) -> i
             closed = (read_note(socket_dir(home), serving) if serving is not None
                       else client.stepped_down_note())
             if closed is not None:  # it runs, short of open files or stopping: and why
+                said = closed.refusal()  # stopped too: said so, and how to resume it
                 if as_json:
-                    _refusal_json(closed.code, closed.message(), closed.hint)
+                    _refusal_json(*said)
                 else:
-                    _err(render.refusal_text(closed.code, closed.message(), closed.hint))
+                    _err(render.refusal_text(*said))
                 return DEGRADED
             silent = unanswering_supervisor(home)
             if silent is not None:  # one runs (stopped, stuck): the most degraded of all

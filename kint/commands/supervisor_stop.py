@@ -23,6 +23,7 @@ from kint.client import Client, KintError, SupervisorUnavailable
 from kint.commands.common import Ctx, echo_json, fail, refuse
 from kint.commands.stop_wait import (EXITING_GRACE_S, exits_within, gone_or_replaced,
                                      read_past_unwritten, same_supervisor, wait_gone)
+from kint.front_closed import stopped_hint
 from kint.paths import kint_home, log_path, run_dir
 from kint.proc_stat import process_stopped
 from kint.protocol import ErrorCode
@@ -193,7 +194,7 @@ def _refuse_not_gone(obj: Ctx, home: Path, pid: int, wait_s: float, asked: str) 
         fail(SupervisorUnavailable(
             f"the supervisor (pid {pid}) is stopped (SIGSTOP, a debugger) and has not "
             f"exited; it was asked to stop and does once it runs again",
-            f"`kill -CONT {pid}` resumes it; `kill -9 {pid}` ends it (its workers with it)"),
+            stopped_hint(pid)),
             obj.debug)
     refuse(ErrorCode.TIMEOUT.value, f"the supervisor (pid {pid}) {asked} has not exited "
            f"{seconds_text(wait_s)} later",

@@ -24,7 +24,7 @@ import threading
 import time
 from pathlib import Path
 
-from kint.front_closed import clear_left_behind, read_note
+from kint.front_closed import clear_left_behind, read_note, stopped_hint, stopped_note
 from kint.logs import setup_file_logging
 from kint.open_files import (FDS_PER_WORKER, RAISE_SOFT_TO, START_FDS, START_ROOM_HINT, open_files,
                              out_of_files, raise_soft_limit)
@@ -37,6 +37,7 @@ from kint.seconds_text import seconds_text
 from kint.socket_paths import front_address, socket_dir
 from kint.supervisor.pidlock import (PID_FILE, AlreadyRunning, hold_pid_lock, holder,
                                      mark_serving)
+from kint.supervisor.settings import STOP_BOUND_S
 
 log = logging.getLogger("kint.supervisor")
 
@@ -273,6 +274,7 @@ def _wait_for_supervisor(home: Path, ping, deadline: float, wait_s: float,
     # moment before it lets go of the home (its sockets closed first), and it never serves
     # again, so once seen stopping it is waited for as such to the end.
     stopping: int | None = None
+    stop_seen_at = 0.0  # when `stopping` was first seen so
     while True:
         if ping(_look_s(deadline)):
             return
@@ -291,16 +293,23 @@ def _wait_for_supervisor(home: Path, ping, deadline: float, wait_s: float,
         elif found.serving:
             silent_since = silent_since if silent_since is not None else now
             if stopping != found.pid and _stop_noted(home, found.pid):
-                stopping = found.pid
+                stopping, stop_seen_at = found.pid, now
             # One that is ending its stop is no silent one: it lets go of the home within
             # its stop's own bound (its workers' 10 s grace for an op in flight, SIGKILL at
             # 15 s, then its close: 11.4 s measured with an op held), past this one's
             # 10 s, which refused a start a second before the stop ended. Waited for to
             # the deadline, unless stopped (SIGSTOP: it never ends its stop), the next look
             # after it lets go (every RETRY_EVERY_S) starting the new one.
-            if now - silent_since >= UNREACHABLE_AFTER_S and (
-                    now >= deadline or stopping != found.pid or process_stopped(found.pid)):
-                raise silent_supervisor(home, found.pid)
+            if now - silent_since >= UNREACHABLE_AFTER_S:
+                if stopping != found.pid or process_stopped(found.pid):
+                    raise silent_supervisor(home, found.pid)
+                if now >= deadline:
+                    # `kill -KILL` only for a stop seen past the most a stop takes: a
+                    # command with seconds left of its bound would advise it of a healthy
+                    # stop, which still ends by itself (what a silent one is told).
+                    seen_s = now - stop_seen_at
+                    raise (_stop_not_ended(home, found.pid, seen_s) if seen_s >= STOP_BOUND_S
+                           else silent_supervisor(home, found.pid))
         if now >= deadline:
             raise SupervisorNotReachable(
                 f"the supervisor did not answer within {seconds_text(wait_s)}",
@@ -318,6 +327,20 @@ def _stop_noted(home: Path, pid: int) -> bool:
     return closed is not None and closed.stopping
 
 
+def _stop_not_ended(home: Path, pid: int, seen_s: float) -> SupervisorNotReachable:
+    """The refusal of a wait that ran out on the supervisor `pid`, seen stopping and not
+    stopped (SIGSTOP: `silent_supervisor`'s) for `seen_s`, past STOP_BOUND_S, the most a
+    stop takes. Not "run it again once it has stopped", which would wait on a stop that
+    may never end, nor `kill PID`: it is stopping already, and a SIGTERM changes nothing.
+    The span said is the one it was seen stopping, not the whole wait: one silent for
+    another reason first may have begun its stop late."""
+    return SupervisorNotReachable(
+        f"the supervisor (pid {pid}) is stopping and has not stopped within "
+        f"{seconds_text(seen_s)}: it takes no new clients",
+        f"see {log_path(home)} for what its stop waits on; `kill -KILL {pid}` ends it now "
+        f"(its workers with it), and the next command starts a new one")
+
+
 def _look_s(deadline: float) -> float:
     """How long the next look may wait for an answer: PING_S, or what is left before
     `deadline` (none once it passed: the look then asks without waiting)."""
@@ -331,16 +354,16 @@ def silent_supervisor(home: Path, pid: int) -> SupervisorNotReachable:
     closed its socket to new clients for want of open files, or as it stops, says so
     (kint/front_closed.py), and, stopped as well, how to resume it."""
     closed = read_note(socket_dir(home), pid)
-    hint = f"see {log_path(home)}; `kill {pid}` lets the next command start a new one"
-    if closed is not None:
-        stopped = stopped_note(pid)
-        # A stopped one never ends its stop, nor takes clients again, on its own: it is
-        # named with how to resume it, and the human's hint, not "once it has stopped".
-        return SupervisorNotReachable(closed.message() + stopped,
-                                      hint if stopped else closed.hint)
+    if closed is not None:  # stopped too: said so, and how to resume it (its `refusal`)
+        said = closed.refusal()
+        return SupervisorNotReachable(said.message, said.hint)
+    # Stopped, its SIGTERM would pend until it is continued: `kill -CONT`, or `-KILL`.
+    stopped = stopped_note(pid)
+    hint = stopped_hint(pid) if stopped else (
+        f"see {log_path(home)}; `kill {pid}` lets the next command start a new one")
     return SupervisorNotReachable(
-        f"the supervisor (pid {pid}) runs but does not answer on "
-        f"{front_address(home)}{stopped_note(pid)}", hint)
+        f"the supervisor (pid {pid}) runs but does not answer on {front_address(home)}"
+        f"{stopped}", hint)
 
 
 def unanswering_supervisor(home: Path) -> SupervisorNotReachable | None:
@@ -365,8 +388,3 @@ def _last_words(home: Path) -> str:
     # A refusal the daemon printed ends with its hint: the line before says what happened.
     said = [line for line in lines if not line.startswith("hint: ")] or lines
     return f": {said[-1].strip().removeprefix('kint: error: ')[:300]}" if said else ""
-
-
-def stopped_note(pid: int) -> str:
-    """' (it is stopped)' when /proc says the process is stopped (SIGSTOP, a debugger)."""
-    return f" (it is stopped: `kill -CONT {pid}` resumes it)" if process_stopped(pid) else ""

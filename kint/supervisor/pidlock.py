@@ -124,11 +124,10 @@ class HolderWatch:
         self._path = str(run_dir(home) / PID_FILE)
         self._fd: int | None = None
         self._ident: tuple[int, int] | None = None
-        # The pid file's bytes as last read, and the pid they say: read at every look,
-        # parsed again only when they change (once per supervisor, and once it serves).
-        self._read: tuple[bytes, int] = (b"", -1)
-        # Whether the pid file, as last read, says its supervisor has bound its sockets.
-        self.serving = False
+        # The pid file's bytes as last read, the pid they say and whether they say its
+        # supervisor has bound its sockets (`serving`): read at every look, parsed again
+        # only when they change (once per supervisor, and once it serves).
+        self._read: tuple[bytes, int, bool] = (b"", -1, False)
         # The supervisor run the last look found holding the lock: its pid, and the pid
         # file's inode and modification time as the look's stat gave them (None when it
         # found none). A supervisor writes its file as it takes the lock and once it
@@ -159,10 +158,16 @@ class HolderWatch:
             return None
         if data != self._read[0]:  # held, by a supervisor new to this watch, or now serving
             words = _words(data)
-            self._read = (data, _pid_in(words))
-            self.serving = SERVING in words[1:]
+            self._read = (data, _pid_in(words), SERVING in words[1:])
         self.run = (self._read[1], st.st_ino, st.st_mtime_ns)
         return self._read[1]
+
+    @property
+    def serving(self) -> bool:
+        """Whether the pid file, as last read, says its supervisor has bound its sockets.
+        Of the last file read: a look that found none (`pid()` None, `run` None) leaves
+        it as it was, so a caller asks it of a look that found a holder (`run`)."""
+        return self._read[2]
 
     def close(self) -> None:
         if self._fd is not None:

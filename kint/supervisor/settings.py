@@ -40,3 +40,11 @@ class Settings:
             backoff_max_s=max(backoff, 600.0),
             log_max_bytes=int(kint_settings.value("KINT_LOG_MAX_BYTES")),
         )
+
+
+# The most a stop takes: a worker still in its op at the stop grace is SIGKILLed, and a
+# killed process is given the kill grace to be gone (kint/supervisor/lifecycle.py); the
+# supervisor's own close follows within a second or so. A client that has seen a stop for
+# longer says it has not stopped, with `kill -KILL` (kint/supervisor/autostart.py); before,
+# a healthy stop may still end by itself.
+STOP_BOUND_S = Settings.stop_grace_s + Settings.kill_grace_s

@@ -23,6 +23,13 @@ the worker forkserver by the test supervisor (run_supervisor.py), which also cal
 - `KINT_TEST_STOP_EXIT_WAIT_S` (set only by tests): how long `kint supervisor stop` waits,
   once the supervisor answered the stop, for its process to be gone before it says TIMEOUT
   (`kint.commands.supervisor_stop.STOP_EXIT_WAIT_S`, 10 s). Read as the one above.
+- `KINT_TEST_START_WAIT_S` (set only by tests): how long `kint supervisor start` waits for
+  a supervisor to answer, one stopping beside it included
+  (`kint.commands.start_beside.START_WAIT_S`, 30 s). Read as the one above.
+- `KINT_TEST_STOP_BOUND_S` (set only by tests): how long a command's wait must have seen
+  a supervisor stopping before it says the stop has not ended, with `kill -KILL`
+  (`kint.supervisor.autostart.STOP_BOUND_S`, the most a stop takes: 20 s). Read as the one
+  above.
 - `KINT_TEST_SECOND_OPINION_S` (set only by tests): how long a cold start waits before it
   asks the second endpoint again when the two disagree on the head
   (`kint.tenant_worker.cold_start.SECOND_OPINION_RETRY_S`, 3 s), where a test's endpoint
@@ -85,6 +92,8 @@ QUIET_ENV = "KINT_TEST_QUIET_SECONDS"
 SIZE_CHECK_ENV = "KINT_TEST_SIZE_CHECK_INTERVAL_S"
 UNREACHABLE_ENV = "KINT_TEST_UNREACHABLE_AFTER_S"
 STOP_EXIT_WAIT_ENV = "KINT_TEST_STOP_EXIT_WAIT_S"
+START_WAIT_ENV = "KINT_TEST_START_WAIT_S"
+STOP_BOUND_ENV = "KINT_TEST_STOP_BOUND_S"
 HOUSEKEEPING_ENV = "KINT_TEST_HOUSEKEEPING_S"
 PID_LOCK_RETRY_ENV = "KINT_TEST_PID_LOCK_RETRY_S"
 SECOND_OPINION_ENV = "KINT_TEST_SECOND_OPINION_S"
@@ -141,11 +150,14 @@ def install_supervisor() -> None:
 
 
 def install_cli() -> None:
-    """The command's side of KINT_TEST_UNREACHABLE_AFTER_S and KINT_TEST_STOP_EXIT_WAIT_S
-    (a `kint` process's own), and KINT_TEST_HOUSEKEEPING_S, KINT_TEST_PID_LOCK_RETRY_S and
-    KINT_TEST_POLL_MINIMUM_S for a supervisor the command runs in the foreground."""
+    """The command's side of KINT_TEST_UNREACHABLE_AFTER_S, KINT_TEST_STOP_EXIT_WAIT_S,
+    KINT_TEST_START_WAIT_S and KINT_TEST_STOP_BOUND_S (a `kint` process's own), and
+    KINT_TEST_HOUSEKEEPING_S, KINT_TEST_PID_LOCK_RETRY_S and KINT_TEST_POLL_MINIMUM_S for a
+    supervisor the command runs in the foreground."""
     _set_from_env(UNREACHABLE_ENV, "kint.supervisor.autostart", "UNREACHABLE_AFTER_S")
     _set_from_env(STOP_EXIT_WAIT_ENV, "kint.commands.supervisor_stop", "STOP_EXIT_WAIT_S")
+    _set_from_env(START_WAIT_ENV, "kint.commands.start_beside", "START_WAIT_S")
+    _set_from_env(STOP_BOUND_ENV, "kint.supervisor.autostart", "STOP_BOUND_S")
     _set_from_env(HOUSEKEEPING_ENV, "kint.supervisor.housekeeping", "HOUSEKEEPING_EVERY_S")
     _set_from_env(PID_LOCK_RETRY_ENV, "kint.supervisor.pidlock", "PID_LOCK_RETRY_S")
     _lower_poll_minimum()
