@@ -140,7 +140,7 @@ def test_the_stopping_refusal_tells_an_agent_to_call_again():
     assert closed.hint == STOPPING_HINT
     assert err.hint is not None and not err.hint.startswith("stop and tell"), err.hint
     assert "call memory_push again in a minute" in err.hint, err.hint
-    assert "(20 s at most, its workers first)" in err.hint, err.hint
+    assert "(20 s at most while it runs, its workers first)" in err.hint, err.hint
 
 
 def test_a_watch_says_the_supervisor_stops_not_a_count_of_its_files():

@@ -248,7 +248,7 @@ def test_a_command_with_seconds_left_beside_a_stop_is_told_it_stops_not_to_kill_
             autostart.ensure_running(home, client.ping, wait_s=0.6)
         said = re.fullmatch(rf"the supervisor \(pid {me}\) is stopping and has not stopped "
                             r"within ([0-9.]+)s: it takes no new clients", str(past.value))
-        assert said is not None and float(said[1]) >= 0.4, past.value  # seen, not waited
+        assert said is not None and float(said[1]) >= 0.4, past.value  # past the stop's bound
         assert f"`kill -KILL {me}` ends it now" in past.value.hint, past.value.hint
     finally:
         os.close(fd)

@@ -210,11 +210,12 @@ _AGENT_HINTS = {
     UNREACHED_HINT: "call {tool} again: kint-server reaches the supervisor that holds the "
                     "home now, or starts one (memory_status says whether the call that "
                     "failed had run)",
-    # A supervisor that stops ends by itself, within 20 s (its workers first:
-    # kint.supervisor.settings.STOP_BOUND_S): nothing for the human, and a minute is past it.
-    STOPPING_HINT: "the supervisor is stopping (20 s at most, its workers first), and "
-                   "this call was not sent: call {tool} again in a minute; the next call "
-                   "starts a new supervisor",
+    # A supervisor that stops ends by itself, within 20 s while it runs (its workers first:
+    # kint.supervisor.settings.STOP_BOUND_S; a pause of its own lengthens it): nothing for the
+    # human, and a minute is past it.
+    STOPPING_HINT: "the supervisor is stopping (20 s at most while it runs, its workers "
+                   "first), and this call was not sent: call {tool} again in a minute; the "
+                   "next call starts a new supervisor",
     NO_ANSWER_HINT: "call {tool} again in a minute; if it fails again, tell the human (`kint "
                     "supervisor status` shows what the supervisor is doing)",
     LOCKED_HINT: "another process is writing the store: call {tool} again in a minute"

@@ -42,9 +42,14 @@ class Settings:
         )
 
 
-# The most a stop takes: a worker still in its op at the stop grace is SIGKILLed, and a
-# killed process is given the kill grace to be gone (kint/supervisor/lifecycle.py); the
-# supervisor's own close follows within a second or so. A client that has seen a stop for
-# longer says it has not stopped, with `kill -KILL` (kint/supervisor/autostart.py); before,
-# a healthy stop may still end by itself.
-STOP_BOUND_S = Settings.stop_grace_s + Settings.kill_grace_s
+# How long after a SIGKILL at the stop grace a stop still takes to end: the last replies'
+# grace, the front socket's linger and the exit (seconds in all), with room for a loaded box.
+STOP_END_MARGIN_S = 5.0
+# The most a running stop takes: a worker still in its op at the stop grace is SIGKILLed
+# (kint/supervisor/lifecycle.py) and the stop ends within the margin. A pause of the
+# supervisor's own (stopped, or starved over a second) gives a stopping worker's grace whole
+# again (workers.grace_over), so a paused stop takes longer. A client that has seen a stop
+# for longer says it has not stopped, with `kill -KILL` (kint/supervisor/autostart.py): a
+# stop past it waits on a worker stuck past its own 10 s grace; before, a healthy stop may
+# still end by itself.
+STOP_BOUND_S = Settings.stop_grace_s + STOP_END_MARGIN_S
