@@ -14,8 +14,8 @@ HERMES_LOCK := tests/harnesses/hermes-agent.lock
 CHROMIUM := /usr/bin/chromium
 PYTEST_ARGS ?=
 # pytest-xdist workers for `make test`: 4 on the two-core box, as a test mostly waits on its
-# processes: 2 kept about one core busy, 18.6 min of tests on a quiet box, where 4 took
-# 18.7 beside other work; 0 runs the suite in one process.
+# processes: 2 kept about one core busy (18.6 min of tests on a quiet box), 4 took 16.3 with
+# a little other work beside and keep both cores busy; 0 runs the suite in one process.
 TEST_WORKERS ?= 4
 
 .PHONY: all venv node browser hermes demo lint test-setup test bench clean
