@@ -793,9 +793,15 @@ def macos_keychain(tmp_path, monkeypatch):
     `security` tool in place of /usr/bin/security that answers for the item `dev.api.alchemy` as
     macOS's tool would (`-w` prints the password; a missing item exits 44), and `sys.platform` set
     to darwin, as tests/test_custody_v030.py does for the session secret."""
+    import importlib
+
     from kint.chain import keychain_rpc
     from kint.custody import local_secret
 
+    # Imported on the real platform first: web3's import (pydantic, zoneinfo) reads
+    # sysconfig, which looks for darwin's build data once sys.platform says darwin, and the
+    # test failed run alone, where an earlier test of the file had imported it.
+    importlib.import_module("kint.chain.config")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     item = tmp_path / "alchemy-item"
