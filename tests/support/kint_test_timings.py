@@ -78,6 +78,10 @@ the worker forkserver by the test supervisor (run_supervisor.py), which also cal
   (`kint.supervisor.exit_hold.REASON_GRACE_S`, 0.5 s), so that a test whose reason comes
   just after the exit on purpose (KINT_TEST_LATE_FATAL's `soon`) is inside the hold even
   when its sender stalls on a loaded box.
+- `KINT_TEST_DOCTOR_CALL_S` (set only by tests): the most `kint doctor` waits for one of
+  its chain calls whatever KINT_RPC_TIMEOUT says
+  (`kint.tenant_worker.doctor_chain.DOCTOR_CALL_S`, 12 s), in the worker, so that a test
+  whose endpoint never answers sees the cap said without waiting 12 s a call.
 
 Unset, nothing changes; kint's own code reads none of this.
 """
@@ -104,6 +108,7 @@ LOG_RETRY_ENV = "KINT_TEST_LOG_RETRY_S"
 SHARING_LOOK_ENV = "KINT_TEST_SHARING_LOOK_S"
 LAST_REPLY_GRACE_ENV = "KINT_TEST_LAST_REPLY_GRACE_S"
 REASON_GRACE_ENV = "KINT_TEST_REASON_GRACE_S"
+DOCTOR_CALL_ENV = "KINT_TEST_DOCTOR_CALL_S"
 
 
 def _set_from_env(env: str, module: str, name: str) -> None:
@@ -135,6 +140,7 @@ def _install_worker() -> None:
     _set_from_env(BEAT_ENV, "kint.protocol.worker_wire", "BEAT_SECONDS")
     _set_from_env(LOG_RETRY_ENV, "kint.tenant_worker.walk_history", "LOG_RETRY_S")
     _set_from_env(SHARING_LOOK_ENV, "kint.tenant_worker.store_sharers", "LOOK_EVERY_S")
+    _set_from_env(DOCTOR_CALL_ENV, "kint.tenant_worker.doctor_chain", "DOCTOR_CALL_S")
     _lower_poll_minimum()
 
 
