@@ -14,7 +14,13 @@ stop has begun; the test supervisor and the space's worker, its watcher started 
 session's `attach`; a second `attach` held on the worker's pool
 (KINT_TEST_HOLD_ATTACH, tests/support/kint_test_faults.py), which keeps the stopping
 worker in its grace once the pull ends; the supervisor's own restart of the space; rows
-written through Sibyl's own client."""
+written through Sibyl's own client.
+
+The premise, the watcher's tick coming inside the stopping worker's grace after the pull
+has ended, must fit in that grace: at its 10 s a slow box could end the grace first, and
+the test fail with nothing wrong. KINT_TEST_STOP_GRACE_S (tests/support/kint_test_timings.py)
+gives it 60 s here, the supervisor's SIGKILL 5 s past it; the held attach, not the grace,
+is what keeps the worker stopping until the test lets it go."""
 
 from __future__ import annotations
 
@@ -28,13 +34,15 @@ from test_watcher_own_op import ENV, MET, WAIT, _op
 NOT_STARTED = ("watcher: push (quiet trigger) not started: the worker is stopping "
                "(restart); the store's rows are left for the worker's next start")
 STOPPING = "stop requested (restart)"
+# Room for the premise in the stopping worker's grace (the default's 10 s, on a slow box).
+GRACE = {"KINT_TEST_STOP_GRACE_S": "60"}
 
 
 def test_a_push_due_in_a_stopping_workers_grace_is_not_started_and_the_next_worker_pushes_it(
         tmp_path, chain_home):
     hold = tmp_path / "hold-attach"
     with machine_behind_proxy(tmp_path / "m", chain_home, KINT_TEST_HOLD_ATTACH=str(hold),
-                              **ENV) as (sb, proxy):
+                              **GRACE, **ENV) as (sb, proxy):
         db = sb.sibyl_db
         log_path = sb.kint_home / "supervisor.log"
         write_rules(db, sb.tenant, first="pushed before the stop")
