@@ -100,5 +100,8 @@ def test_a_push_due_in_a_stopping_workers_grace_is_not_started_and_the_next_work
                 if f" {old} kint.worker " in line]
         assert [line for line in said if NOT_STARTED in line], said
         assert sum(NOT_STARTED in line for line in said) == 1, said
+        # The stop was seen before the push's count: the one line, no "pushing" before it
+        # (nor the diff of the store it cost).
+        assert not [line for line in said if "watcher: pushing" in line], said
         assert not [line for line in said if "anchored" in line or "push failed" in line
                     or "eth_sendRawTransaction" in line], said
