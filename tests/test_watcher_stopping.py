@@ -1,12 +1,18 @@
 """A store watcher's push that came due in a stopping worker's grace started a chain push
 the grace could cut between its send and its receipt: the worker's stop refused only an
 exit push that waited its turn (head_lock.HeadTurn.stop), while the watcher, never
-stopped, took the space's turn like any op. Now the watcher's push does not take the turn
-once the stop began (head_lock._take refuses it WORKER_DOWN, asked by its caller:
-`refuse_stopping`, sessions._watcher_push), and the watcher reads that as no failure: it
-says once that it did not start the push and pushes no more; the store's rows wait for
-the worker's next start. A user's op the worker took before the stop still runs in the
-grace (tests/test_stop_grace_queued_op.py).
+stopped, took the space's turn like any op. Now the watcher does not start a push once the
+stop began, and reads that as no failure: it says once that it did not start the push and
+pushes no more; the store's rows wait for the worker's next start. In this test's order of
+events (the pull ends, the stop has begun, then the watcher ticks) it is the watcher's own
+look (watcher.Watcher._stopping, the space's HeadTurn.stopped) that meets the stop, before
+its count: what this proves is that look and its one line. The gate behind it, for a stop
+that begins after the look (head_lock._take's `refuse_stopping`, asked for the watcher's
+push in tenant_worker/sessions.py), is proven by tests/test_head_lock.py's
+test_once_the_workers_stop_began_the_watchers_push_is_refused_and_a_users_op_runs and by
+tests/test_watcher_push_settings.py's look at what the watcher's push is asked with. A
+user's op the worker took before the stop still runs in the grace
+(tests/test_stop_grace_queued_op.py).
 
 Real parts: the devchain's anvil behind a loopback RPC proxy (tests/rpc_proxy.py) that
 holds a pull's head read, so the watcher's push waits for it (its turn taken) until the
