@@ -4,7 +4,8 @@ RPC error's own words, "did not answer within KINT_RPC_TIMEOUT", on the contract
 session key's and the head's lines, while doctor had waited its cap, not the setting: a
 message that sent the user to a setting doctor never waited out. Every line whose call
 timed out under the cap now says the seconds doctor waited, and that they are doctor's
-cap.
+cap. Seen here on the contract's, the session key's and the primary's lines; the head's
+is not isolated (a silent eth_call holds the session key's read before it).
 
 Real parts: the devchain's anvil behind a loopback RPC proxy (tests/rpc_proxy.py) that
 never answers the methods a test names; the test supervisor and the space's worker, whose

@@ -40,6 +40,7 @@ from kint.protocol import ErrorCode, ProtocolError
 from kint.protocol import worker_wire
 from kint.protocol.envelope import error_reply
 from kint.protocol.server_codec import decode_request
+from kint.tenant_worker import stop_grace
 from kint.tenant_worker.config import WorkerConfig
 from kint.tenant_worker.head_lock import SETTLEMENT
 from kint.tenant_worker.heartbeat import Heartbeat
@@ -47,7 +48,6 @@ from kint.tenant_worker.op_pool import OpPool
 from kint.tenant_worker.op_replies import InFlight, OpReplies, runs_inline
 from kint.tenant_worker.own_memory import MemoryReading
 from kint.tenant_worker.space import SpaceContext
-from kint.tenant_worker import stop_grace
 from kint.tenant_worker.store import StoreReader
 from kint.tenant_worker.store_sharers import LaterLooks
 from kint.tenant_worker.wake_pipe import WakePipe

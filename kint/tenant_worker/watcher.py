@@ -22,7 +22,7 @@ worker runs (pull, push, connect, rekey, settlement) is no failure but a turn to
 (`_op_runs`); a BUSY from the head lock's file (another kint process) is a failure. Nor is
 the worker's stop, which no push outlives: a push due once it began is not started
 (head_lock.TurnStopped), said once, and the watcher pushes no more. Seen before the push's
-count (`stopping`, the space's HeadTurn.stopped), it costs no diff of the store and no
+count (`stopping`, the space's HeadTurn.stopped), it costs no second diff of the store and no
 "pushing" line before that one; a stop that begins after the look is still met by the push
 itself.
 

@@ -89,7 +89,8 @@ the worker forkserver by the test supervisor (run_supervisor.py), which also cal
   15 s), set to that value and the 5 s the defaults keep between the two, so that the
   worker's own grace, not the supervisor's SIGKILL, ends a stop, as it does by default. A
   test whose premise must fit in a stopping worker's grace gives it room there on a slow
-  box, where 10 s could run out before the step it waits for.
+  box, where 10 s could run out before the step it waits for. It leaves stop_grace's
+  ORPHAN_EXIT_S (bound at import from the 10 s) as it is.
 
 Unset, nothing changes; kint's own code reads none of this.
 """
