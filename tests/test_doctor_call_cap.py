@@ -21,7 +21,7 @@ from chain_machines import machine_behind_proxy
 
 CAP_S = "2"
 CAPPED = ("the endpoint did not answer within 2 s (doctor's cap on a call; "
-          "KINT_RPC_TIMEOUT is 30 s)")
+          "KINT_RPC_TIMEOUT is 30 s; ReadTimeout)")  # one parenthesis, the exception's in it
 SETTING_WORDS = "did not answer within KINT_RPC_TIMEOUT"
 
 

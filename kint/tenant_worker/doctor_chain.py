@@ -35,7 +35,7 @@ from kint.protocol.checks import check
 from kint.render import epoch_at
 from kint.settings.urls import redact_url
 from kint.tenant_worker.enrolment import Enrolment
-from kint.tenant_worker.rpc_hint import GENERIC, endpoint_hint
+from kint.tenant_worker.rpc_hint import GENERIC, bound_said, endpoint_hint
 from kint.tenant_worker.statefiles import Mirror
 
 PRIMARY_DOWN = "not checked: the primary RPC did not answer"
@@ -109,11 +109,11 @@ def _cap_said(detail: str, cap_s: float, setting_s: float) -> str:
     """`detail` with a timeout said as the `cap_s` doctor waited, its own cap on a call,
     where the call's error named KINT_RPC_TIMEOUT (kint.chain.calls.transport_words): with
     the setting longer than the cap, every call here waited the cap, and a line sending the
-    user to a setting doctor did not wait out was a message that lied. Any other detail is
-    returned as it is."""
-    return detail.replace(RPC_TIMEOUT_WORDS, f"the endpoint did not answer within "
-                          f"{cap_s:g} s (doctor's cap on a call; KINT_RPC_TIMEOUT is "
-                          f"{setting_s:g} s)")
+    user to a setting doctor did not wait out was a message that lied. Rewritten by
+    rpc_hint.bound_said, as a request's timeout is; any other detail is returned as it
+    is."""
+    return bound_said(detail, f"{cap_s:g} s (doctor's cap on a call; KINT_RPC_TIMEOUT is "
+                              f"{setting_s:g} s; ")
 
 
 def _primary_rpc(anchor: Anchor, chain: ChainConfig) -> tuple[dict[str, Any], bool]:
