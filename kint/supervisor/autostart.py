@@ -271,21 +271,20 @@ def _wait_for_supervisor(home: Path, ping, deadline: float, wait_s: float,
     (never spinning) until one answers or waiting cannot help."""
     started: subprocess.Popen[bytes] | None = None
     silent_since: float | None = None
-    # The pid of the holder whose note said it stops: its stop's end removes the note a
-    # moment before it lets go of the home (its sockets closed first), and it never serves
-    # again, so once seen stopping it is waited for as such to the end.
-    stopping: int | None = None
-    stop_seen_at = 0.0  # when `stopping` was first seen so
-    # Its note as then seen, kept: read again at the end, it could be gone already (its
-    # stop's end removes it), and the refusal a plain kill of a stopping supervisor.
+    # The note of the holder that said it stops (its pid, `stop_note.pid`, is the
+    # holder's: read_note): its stop's end removes the note a moment before it lets go of
+    # the home (its sockets closed first), and it never serves again, so once seen
+    # stopping it is waited for as such to the end. Kept as then seen: read again at the
+    # end, it could be gone already, and the refusal a plain kill of a stopping supervisor.
     stop_note: FrontClosed | None = None
+    stop_seen_at = 0.0  # when `stop_note` was first seen
     while True:
         if ping(_look_s(deadline)):
             return
         now = time.monotonic()
         found = holder(home)
         if found is None:
-            silent_since = stopping = stop_note = None
+            silent_since = stop_note = None
             if started is None:
                 started = spawn_daemon(home, on_demand=on_demand)
             elif started.poll() is not None:
@@ -296,8 +295,9 @@ def _wait_for_supervisor(home: Path, ping, deadline: float, wait_s: float,
                     "to watch it start")
         elif found.serving:
             silent_since = silent_since if silent_since is not None else now
-            if stopping != found.pid and (noted := _stop_noted(home, found.pid)) is not None:
-                stopping, stop_seen_at, stop_note = found.pid, now, noted
+            if ((stop_note is None or stop_note.pid != found.pid)
+                    and (noted := _stop_noted(home, found.pid)) is not None):
+                stop_seen_at, stop_note = now, noted
             # One that is ending its stop is no silent one: it lets go of the home within
             # its stop's own bound (its workers' 10 s grace for an op in flight, SIGKILL at
             # 15 s, then its close: 11.4 s measured with an op held), past this one's
@@ -305,7 +305,7 @@ def _wait_for_supervisor(home: Path, ping, deadline: float, wait_s: float,
             # the deadline, unless stopped (SIGSTOP: it never ends its stop), the next look
             # after it lets go (every RETRY_EVERY_S) starting the new one.
             if now - silent_since >= UNREACHABLE_AFTER_S:
-                if stopping != found.pid or stop_note is None:
+                if stop_note is None or stop_note.pid != found.pid:
                     raise silent_supervisor(home, found.pid)
                 stopped = process_stopped(found.pid)
                 if stopped or now >= deadline:
