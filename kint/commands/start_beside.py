@@ -37,9 +37,6 @@ from kint.supervisor.pidlock import holder
 # and a line at 1 s beside a merely busy supervisor told of a wait that was none.
 SAY_AFTER_S = 1.0
 SAY_BUSY_AFTER_S = 4.0
-# How long the start waits for a supervisor to answer (autostart.ensure_running): the one
-# it starts, or the next one beside a supervisor that is stopping, once that has let go.
-START_WAIT_S = 30.0
 
 
 def answering_pid(home: Path, say: Callable[[str], None]) -> int | None:
@@ -65,11 +62,12 @@ def answering_pid(home: Path, say: Callable[[str], None]) -> int | None:
         answer = client.ping_answer(min(SAY_AFTER_S, wait_s))
         stopping = _refuse_if_closed(home) if answer is None else None
         if stopping is not None:
-            # The start's own wait is for its stop's end: up to START_WAIT_S, it was unsaid.
+            # The start's own wait is for its stop's end: up to autostart.START_WAIT_S, it
+            # was unsaid.
             # One stopped (SIGSTOP) never ends it, and is refused at the silent bound. /proc
             # read once: the bound and the note said beside it agree.
             note = stopped_note(stopping)
-            up_to = wait_s if note else START_WAIT_S
+            up_to = wait_s if note else autostart.START_WAIT_S
             say(f"kint: waiting up to {seconds_text(up_to)} for the supervisor (pid "
                 f"{stopping}) to finish stopping{note}")
             return None

@@ -224,6 +224,10 @@ def spawn_daemon(home: Path, *, on_demand: bool = True) -> subprocess.Popen[byte
         os.close(fd)
 
 
+# How long a start waits for a supervisor to answer, at most: the one it starts, or the
+# next one beside a supervisor that is stopping, once that has let go. A call's start waits
+# what is left of the call's bound when that is less (kint.client).
+START_WAIT_S = 30.0
 # A supervisor that says it is serving but does not answer for this long is stuck or
 # stopped: the client says so rather than wait out its whole start window.
 UNREACHABLE_AFTER_S = 10.0
@@ -237,7 +241,8 @@ RETRY_EVERY_S = 0.02
 PING_S = 0.5
 
 
-def ensure_running(home: Path, ping, wait_s: float = 30.0, *, on_demand: bool = True) -> None:
+def ensure_running(home: Path, ping, wait_s: float = START_WAIT_S, *,
+                   on_demand: bool = True) -> None:
     """Make sure a supervisor answers on `home`'s socket, starting one if needed.
 
     `ping(timeout_s) -> bool` asks the socket. Raises SupervisorNotReachable (a

@@ -25,7 +25,8 @@ the worker forkserver by the test supervisor (run_supervisor.py), which also cal
   (`kint.commands.supervisor_stop.STOP_EXIT_WAIT_S`, 10 s). Read as the one above.
 - `KINT_TEST_START_WAIT_S` (set only by tests): how long `kint supervisor start` waits for
   a supervisor to answer, one stopping beside it included
-  (`kint.commands.start_beside.START_WAIT_S`, 30 s). Read as the one above.
+  (`kint.supervisor.autostart.START_WAIT_S`, 30 s), and so any start the command's client
+  makes. Read as the one above.
 - `KINT_TEST_STOP_BOUND_S` (set only by tests): how long a command's wait must have seen
   a supervisor stopping before it says the stop has not ended, with `kill -KILL`
   (`kint.supervisor.autostart.STOP_BOUND_S`, the most a stop takes: 20 s). Read as the one
@@ -193,7 +194,7 @@ def install_cli() -> None:
     supervisor the command runs in the foreground."""
     _set_from_env(UNREACHABLE_ENV, "kint.supervisor.autostart", "UNREACHABLE_AFTER_S")
     _set_from_env(STOP_EXIT_WAIT_ENV, "kint.commands.supervisor_stop", "STOP_EXIT_WAIT_S")
-    _set_from_env(START_WAIT_ENV, "kint.commands.start_beside", "START_WAIT_S")
+    _set_from_env(START_WAIT_ENV, "kint.supervisor.autostart", "START_WAIT_S")
     _set_from_env(STOP_BOUND_ENV, "kint.supervisor.autostart", "STOP_BOUND_S")
     _set_from_env(HOUSEKEEPING_ENV, "kint.supervisor.housekeeping", "HOUSEKEEPING_EVERY_S")
     _set_from_env(PID_LOCK_RETRY_ENV, "kint.supervisor.pidlock", "PID_LOCK_RETRY_S")
