@@ -161,8 +161,16 @@ def stopped_hint(pid: int) -> str:
     """The way out of a supervisor `pid` that is stopped: continued, or killed outright.
     Never a plain `kill PID`: its SIGTERM pends until the process is continued, so it
     would end nothing."""
-    return (f"`kill -CONT {pid}` resumes it; `kill -KILL {pid}` ends it now (its workers "
-            f"with it), and the next command starts a new one")
+    return f"`kill -CONT {pid}` resumes it; {kill_hint(pid)}"
+
+
+def kill_hint(pid: int) -> str:
+    """The way to end the supervisor `pid` outright, in the one set of words every hint
+    gives it: one stopped (`stopped_hint`), or one stopping whose stop has not ended, on
+    which a plain `kill` only asks again (kint.supervisor.autostart, `kint supervisor
+    stop`)."""
+    return (f"`kill -KILL {pid}` ends it now (its workers with it), and the next command "
+            f"starts a new one")
 
 
 def write_note(folder: Path, closed: FrontClosed) -> None:

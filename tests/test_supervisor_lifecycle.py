@@ -109,8 +109,8 @@ def test_stop_says_timeout_when_the_supervisor_answers_but_does_not_exit(sandbox
         assert out.stderr == (
             f"kint: error: the supervisor (pid {sup}) stopped its workers but has not exited "
             f"{STOP_EXIT_WAIT_S}s later [TIMEOUT]\nhint: see {log}; it is stopping already, "
-            f"which a plain `kill` only asks again: `kill -KILL {sup}` ends it (its workers "
-            f"with it)\n"), out.stderr
+            f"which a plain `kill` only asks again: `kill -KILL {sup}` ends it now (its "
+            f"workers with it), and the next command starts a new one\n"), out.stderr
         assert running_pid(sandbox.kint_home) == sup  # it did outlive the stop
 
         # Its log read, it goes on with its exit and lets the pid lock go.

@@ -24,8 +24,8 @@ import threading
 import time
 from pathlib import Path
 
-from kint.front_closed import (FrontClosed, clear_left_behind, read_note, stopped_hint,
-                               stopped_note)
+from kint.front_closed import (FrontClosed, clear_left_behind, kill_hint, read_note,
+                               stopped_hint, stopped_note)
 from kint.logs import setup_file_logging
 from kint.open_files import (FDS_PER_WORKER, RAISE_SOFT_TO, START_FDS, START_ROOM_HINT, open_files,
                              out_of_files, raise_soft_limit)
@@ -349,8 +349,7 @@ def _stop_not_ended(home: Path, pid: int, seen_s: float) -> SupervisorNotReachab
     return SupervisorNotReachable(
         f"the supervisor (pid {pid}) is stopping and has not stopped within "
         f"{seconds_text(seen_s)}: it takes no new clients",
-        f"see {log_path(home)} for what its stop waits on; `kill -KILL {pid}` ends it now "
-        f"(its workers with it), and the next command starts a new one")
+        f"see {log_path(home)} for what its stop waits on; {kill_hint(pid)}")
 
 
 def _look_s(deadline: float) -> float:
