@@ -12,9 +12,10 @@ the client reads the note to say why instead of waiting out its deadline
 (kint/supervisor/front_door.py moves them; kint.client and `kint supervisor status` read).
 
 A stopping supervisor closes it the same way as its stop begins (`stopping` in the note):
-its stop takes up to 20 s with its workers while it runs, its socket monitor is off by then (libzmq
-can hang ending a context whose socket has one, zeromq/libzmq#3575), and a crowd of new
-clients could still take its last descriptors unwatched. A new client is told it stops.
+its stop takes up to STOP_BOUND_S (kint.supervisor.settings) with its workers while it runs,
+its socket monitor is off by then (libzmq can hang ending a context whose socket has one,
+zeromq/libzmq#3575), and a crowd of new clients could still take its last descriptors
+unwatched. A new client is told it stops.
 
 Imported by the clients: nothing here imports ZeroMQ or the engine.
 """
