@@ -222,15 +222,18 @@ class Client(LivenessChecks):
             return None
         return reply.result or {}
 
-    def ensure_running(self, wait_s: float = 30.0, on_demand: bool = True) -> None:
-        """Start a supervisor if none answers, waiting up to `wait_s` for it (a call passes
-        what is left of its bound, which counts the start; `on_demand` as autostart's)."""
+    def ensure_running(self, wait_s: float | None = None, on_demand: bool = True) -> None:
+        """Start a supervisor if none answers, waiting up to `wait_s` for it, and never past
+        the start's own START_WAIT_S (kint.supervisor.autostart, read at the call): a call
+        passes what is left of its bound, which counts the start; `on_demand` as
+        autostart's."""
         from kint.paths import UnsafePathError
         from kint.pid_file_lock import FOREIGN_FILE_HINT, NotOwnFile
-        from kint.supervisor.autostart import ensure_running
+        from kint.supervisor.autostart import START_WAIT_S, ensure_running
 
+        waits_s = START_WAIT_S if wait_s is None else min(wait_s, START_WAIT_S)
         try:
-            ensure_running(self.home, lambda t: self.ping(t), wait_s=wait_s,
+            ensure_running(self.home, lambda t: self.ping(t), wait_s=waits_s,
                            on_demand=on_demand)
         except UnsafePathError as err:  # refused, never followed or tightened
             raise SupervisorUnavailable(str(err), err.hint) from None
@@ -274,7 +277,7 @@ class Client(LivenessChecks):
             # Unless it closed its socket to new clients: then only one it answered on
             # this connection goes on.
             if not self._refuse_if_closed(serving, op, sent=False):
-                self.ensure_running(min(30.0, max(0.0, deadline - time.monotonic())))
+                self.ensure_running(max(0.0, deadline - time.monotonic()))
                 serving = self._holder.pid()
                 run = self._served_run()
         self._follow(serving)

@@ -12,9 +12,10 @@ the client reads the note to say why instead of waiting out its deadline
 (kint/supervisor/front_door.py moves them; kint.client and `kint supervisor status` read).
 
 A stopping supervisor closes it the same way as its stop begins (`stopping` in the note):
-its stop takes up to 20 s with its workers while it runs, its socket monitor is off by then (libzmq
-can hang ending a context whose socket has one, zeromq/libzmq#3575), and a crowd of new
-clients could still take its last descriptors unwatched. A new client is told it stops.
+its stop takes up to STOP_BOUND_S (kint.supervisor.settings) with its workers while it runs,
+its socket monitor is off by then (libzmq can hang ending a context whose socket has one,
+zeromq/libzmq#3575), and a crowd of new clients could still take its last descriptors
+unwatched. A new client is told it stops.
 
 Imported by the clients: nothing here imports ZeroMQ or the engine.
 """
@@ -161,8 +162,16 @@ def stopped_hint(pid: int) -> str:
     """The way out of a supervisor `pid` that is stopped: continued, or killed outright.
     Never a plain `kill PID`: its SIGTERM pends until the process is continued, so it
     would end nothing."""
-    return (f"`kill -CONT {pid}` resumes it; `kill -KILL {pid}` ends it now (its workers "
-            f"with it), and the next command starts a new one")
+    return f"`kill -CONT {pid}` resumes it; {kill_hint(pid)}"
+
+
+def kill_hint(pid: int) -> str:
+    """The way to end the supervisor `pid` outright, in the one set of words every hint
+    gives it: one stopped (`stopped_hint`), or one stopping whose stop has not ended, on
+    which a plain `kill` only asks again (kint.supervisor.autostart, `kint supervisor
+    stop`)."""
+    return (f"`kill -KILL {pid}` ends it now (its workers with it), and the next command "
+            f"starts a new one")
 
 
 def write_note(folder: Path, closed: FrontClosed) -> None:

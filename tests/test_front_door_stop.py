@@ -31,9 +31,11 @@ from kint import render
 from kint.agent_server.results import agent_error
 from kint.client import KintError
 from kint.front_closed import CLOSED_SOCKET, NOTE, STOPPING_HINT, FrontClosed, boot_time
+from kint.seconds_text import seconds_text
 from kint.socket_paths import FRONT_SOCKET, socket_dir
 from kint.supervisor.ownership import file_id
 from kint.supervisor.pidlock import running_pid
+from kint.supervisor.settings import STOP_BOUND_S
 from support.closed_by_hand import closed_by_hand
 from support.limited_box import in_thread, start_limited
 
@@ -140,7 +142,9 @@ def test_the_stopping_refusal_tells_an_agent_to_call_again():
     assert closed.hint == STOPPING_HINT
     assert err.hint is not None and not err.hint.startswith("stop and tell"), err.hint
     assert "call memory_push again in a minute" in err.hint, err.hint
-    assert "(20 s at most while it runs, its workers first)" in err.hint, err.hint
+    # The stop's bound in the words, from the graces that make it (20 s by default).
+    assert f"({seconds_text(STOP_BOUND_S)} at most while it runs, its workers first)" in \
+        err.hint, err.hint
 
 
 def test_a_watch_says_the_supervisor_stops_not_a_count_of_its_files():

@@ -212,7 +212,7 @@ def test_a_command_behind_the_settlement_is_refused_naming_what_holds_the_space(
 def test_once_the_workers_stop_began_the_watchers_push_is_refused_and_a_users_op_runs(
         tmp_path):
     """After HeadTurn.stop (the worker's stop began) the store watcher's push
-    (refuse_stopping, as sessions._watcher_push asks) is refused WORKER_DOWN (TurnStopped):
+    (refuse_stopping, as sessions.server_push asks) is refused WORKER_DOWN (TurnStopped):
     one waiting for the start settlement as the stop comes, not given the turn when the
     settlement lets go, and one on a free turn; either began a chain push the stop's grace
     could cut between its send and its receipt. A user's pull, taken by the worker before

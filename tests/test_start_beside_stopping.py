@@ -256,6 +256,45 @@ def test_a_command_with_seconds_left_beside_a_stop_is_told_it_stops_not_to_kill_
         sb.shutdown()
 
 
+def test_a_stop_seen_whose_note_is_gone_at_the_end_of_the_wait_is_still_said_stopping(
+        tmp_path, monkeypatch):
+    """A stop's end removes its note a moment before the supervisor lets go of the home.
+    The wait's end read the note again, and in that moment, the note gone, said the
+    supervisor "runs but does not answer" with a plain `kill PID`: of a supervisor seen
+    stopping, whose SIGTERM only sets what its stop has set. It says the note it saw. The
+    note is removed right after the wait's look that sees it (that look wrapped), as the
+    stop's end would, so the moment is there every run; the stand-in supervisor and the
+    wait's looks are the test above's."""
+    sb = make_sandbox(tmp_path)
+    for name, value in sb.env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(autostart, "UNREACHABLE_AFTER_S", 0.2)
+    home = sb.kint_home
+    folder, fd = _hold_as_stopping(home)
+    noted = autostart._stop_noted
+
+    def seen_then_removed(at, pid: int):  # noqa: ANN202 - what `_stop_noted` returns
+        seen = noted(at, pid)
+        if seen:
+            remove_note(folder)  # the stop's end, between the look and the wait's end
+        return seen
+
+    monkeypatch.setattr(autostart, "_stop_noted", seen_then_removed)
+    client = Client(home, autostart=False)
+    me = os.getpid()
+    try:
+        with pytest.raises(autostart.SupervisorNotReachable) as said:
+            autostart.ensure_running(home, client.ping, wait_s=0.6)
+        assert read_note(folder, me) is None  # the premise: the note was gone at the end
+        assert str(said.value) == f"the supervisor (pid {me}) is stopping: it takes no " \
+                                  "new clients", said.value
+        assert said.value.hint == STOPPING_HINT and "kill" not in said.value.hint
+    finally:
+        os.close(fd)
+        client.close()
+        sb.shutdown()
+
+
 def _looked_past(looks: list[float], since: float, bound_s: float) -> bool:
     """Whether the wait has looked twice since `bound_s` past `since` (its clock)."""
     return sum(1 for at in looks if at >= since + bound_s) >= 2

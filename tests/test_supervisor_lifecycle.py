@@ -77,7 +77,8 @@ def _drain(fd: int) -> bytes:
 
 def test_stop_says_timeout_when_the_supervisor_answers_but_does_not_exit(sandbox):
     """`kint supervisor stop` when the supervisor answers the stop and then outlives it:
-    exit 2 with the TIMEOUT line naming its pid, the log and `kill PID`. Made for real: the
+    exit 2 with the TIMEOUT line naming its pid, the log and `kill -KILL PID` (it is stopping
+    already: a plain kill only asks that again). Made for real: the
     supervisor's log becomes a FIFO (a log on a pipe or a hung network filesystem blocks a
     writer the same way) whose buffer has room for exactly the one line a stop logs before
     it answers ("supervisor stopping 0 worker(s)": no space is served, so no worker logs).
@@ -107,8 +108,9 @@ def test_stop_says_timeout_when_the_supervisor_answers_but_does_not_exit(sandbox
         assert out.stdout == ""
         assert out.stderr == (
             f"kint: error: the supervisor (pid {sup}) stopped its workers but has not exited "
-            f"{STOP_EXIT_WAIT_S}s later [TIMEOUT]\nhint: see {log}; `kill {sup}` ends it (its "
-            f"workers with it)\n"), out.stderr
+            f"{STOP_EXIT_WAIT_S}s later [TIMEOUT]\nhint: see {log}; it is stopping already, "
+            f"which a plain `kill` only asks again: `kill -KILL {sup}` ends it now (its "
+            f"workers with it), and the next command starts a new one\n"), out.stderr
         assert running_pid(sandbox.kint_home) == sup  # it did outlive the stop
 
         # Its log read, it goes on with its exit and lets the pid lock go.

@@ -136,7 +136,7 @@ def test_a_stopping_worker_stopped_past_its_grace_still_finishes_its_op(tmp_path
     was stopped, and on `fg` it exited at its next turn, cutting the op (a push between its
     send and its receipt, its journal left to the next worker). Its grace now counts from
     its resume: it waits for the op, and exits once it ends."""
-    from kint.tenant_worker import process
+    from kint.tenant_worker import process, stop_grace
 
     clock = _Clock()
     monkeypatch.setattr(process, "time", clock)
@@ -149,7 +149,7 @@ def test_a_stopping_worker_stopped_past_its_grace_still_finishes_its_op(tmp_path
         try:
             assert wait_until(lambda: clock.reads >= 20, timeout=30)  # stopping, waiting
             assert loop.is_alive()
-            clock.skipped = process.STOP_GRACE_SECONDS + 20  # stopped past its whole grace
+            clock.skipped = stop_grace.STOP_GRACE_SECONDS + 20  # stopped past its whole grace
             seen = clock.reads
             # Many turns after the resume, or the loop's end: the op is not cut.
             wait_until(lambda: clock.reads >= seen + 40 or not loop.is_alive(), timeout=30)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from kint import settings
+from kint.tenant_worker import push as push_mod
 from kint.tenant_worker import sessions
 from kint.tenant_worker.config import WorkerConfig
 from kint.tenant_worker.handlers import HANDLERS
@@ -57,12 +58,13 @@ def _pushed_with(ctx: SpaceContext, monkeypatch) -> dict[str, Any]:
     from the tuple: a name dropped from it is what this is to catch)."""
     seen: dict[str, Any] = {}
 
-    def recorded(_ctx: SpaceContext, reason: str, **how: Any) -> dict[str, Any]:
-        assert how == {"refuse_stopping": True}  # the watcher's push, refused in a stop
+    def recorded(_ctx: SpaceContext, args: dict[str, Any], **how: Any) -> dict[str, Any]:
+        # the watcher's push, refused in a stop (head_lock._take), not waiting its turn
+        assert how == {"wait": False, "refuse_stopping": True}
         seen.update({name: settings.lookup(name) for name in NEWER})
         return {"pushed": False}
 
-    monkeypatch.setattr(sessions, "server_push", recorded)
+    monkeypatch.setattr(push_mod, "push", recorded)
     sessions._watcher_push(ctx, "watcher")
     return seen
 

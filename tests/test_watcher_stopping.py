@@ -1,12 +1,18 @@
 """A store watcher's push that came due in a stopping worker's grace started a chain push
 the grace could cut between its send and its receipt: the worker's stop refused only an
 exit push that waited its turn (head_lock.HeadTurn.stop), while the watcher, never
-stopped, took the space's turn like any op. Now the watcher's push does not take the turn
-once the stop began (head_lock._take refuses it WORKER_DOWN, asked by its caller:
-`refuse_stopping`, sessions._watcher_push), and the watcher reads that as no failure: it
-says once that it did not start the push and pushes no more; the store's rows wait for
-the worker's next start. A user's op the worker took before the stop still runs in the
-grace (tests/test_stop_grace_queued_op.py).
+stopped, took the space's turn like any op. Now the watcher does not start a push once the
+stop began, and reads that as no failure: it says once that it did not start the push and
+pushes no more; the store's rows wait for the worker's next start. In this test's order of
+events (the pull ends, the stop has begun, then the watcher ticks) it is the watcher's own
+look (watcher.Watcher._stopping, the space's HeadTurn.stopped) that meets the stop, before
+its count: what this proves is that look and its one line. The gate behind it, for a stop
+that begins after the look (head_lock._take's `refuse_stopping`, asked for the watcher's
+push in tenant_worker/sessions.py), is proven by tests/test_head_lock.py's
+test_once_the_workers_stop_began_the_watchers_push_is_refused_and_a_users_op_runs and by
+tests/test_watcher_push_settings.py's look at what the watcher's push is asked with. A
+user's op the worker took before the stop still runs in the grace
+(tests/test_stop_grace_queued_op.py).
 
 Real parts: the devchain's anvil behind a loopback RPC proxy (tests/rpc_proxy.py) that
 holds a pull's head read, so the watcher's push waits for it (its turn taken) until the
@@ -14,7 +20,13 @@ stop has begun; the test supervisor and the space's worker, its watcher started 
 session's `attach`; a second `attach` held on the worker's pool
 (KINT_TEST_HOLD_ATTACH, tests/support/kint_test_faults.py), which keeps the stopping
 worker in its grace once the pull ends; the supervisor's own restart of the space; rows
-written through Sibyl's own client."""
+written through Sibyl's own client.
+
+The premise, the watcher's tick coming inside the stopping worker's grace after the pull
+has ended, must fit in that grace: at its 10 s a slow box could end the grace first, and
+the test fail with nothing wrong. KINT_TEST_STOP_GRACE_S (tests/support/kint_test_timings.py)
+gives it 60 s here, the supervisor's SIGKILL 5 s past it; the held attach, not the grace,
+is what keeps the worker stopping until the test lets it go."""
 
 from __future__ import annotations
 
@@ -28,13 +40,15 @@ from test_watcher_own_op import ENV, MET, WAIT, _op
 NOT_STARTED = ("watcher: push (quiet trigger) not started: the worker is stopping "
                "(restart); the store's rows are left for the worker's next start")
 STOPPING = "stop requested (restart)"
+# Room for the premise in the stopping worker's grace (the default's 10 s, on a slow box).
+GRACE = {"KINT_TEST_STOP_GRACE_S": "60"}
 
 
 def test_a_push_due_in_a_stopping_workers_grace_is_not_started_and_the_next_worker_pushes_it(
         tmp_path, chain_home):
     hold = tmp_path / "hold-attach"
     with machine_behind_proxy(tmp_path / "m", chain_home, KINT_TEST_HOLD_ATTACH=str(hold),
-                              **ENV) as (sb, proxy):
+                              **GRACE, **ENV) as (sb, proxy):
         db = sb.sibyl_db
         log_path = sb.kint_home / "supervisor.log"
         write_rules(db, sb.tenant, first="pushed before the stop")
@@ -92,5 +106,8 @@ def test_a_push_due_in_a_stopping_workers_grace_is_not_started_and_the_next_work
                 if f" {old} kint.worker " in line]
         assert [line for line in said if NOT_STARTED in line], said
         assert sum(NOT_STARTED in line for line in said) == 1, said
+        # The stop was seen before the push's count: the one line, no "pushing" before it
+        # (nor the diff of the store it cost).
+        assert not [line for line in said if "watcher: pushing" in line], said
         assert not [line for line in said if "anchored" in line or "push failed" in line
                     or "eth_sendRawTransaction" in line], said

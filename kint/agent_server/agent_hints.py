@@ -42,7 +42,9 @@ from kint.protocol.hints import (ARCHIVE_HINT, ASIDE_FIRST, ASIDE_THEN, CHECKSUM
                                  STORE_READ_FAILED_HINT, UNAUTHORIZED_HINT, UNAUTHORIZED_KEPT_HINT,
                                  UNAUTHORIZED_PUSH_HINT, UNREAD_GAP_HINT, WRAPS_ROTATED_HINT)
 from kint.sibyl_client import LOCKED_HINT, UNREADABLE_HINT
+from kint.seconds_text import seconds_text
 from kint.spaces import STORE_HINT
+from kint.supervisor.settings import STOP_BOUND_S
 
 # The hints v0.3.0 gives for a space not connected and for a push behind the chain: each
 # names the agent's next tool call.
@@ -210,12 +212,12 @@ _AGENT_HINTS = {
     UNREACHED_HINT: "call {tool} again: kint-server reaches the supervisor that holds the "
                     "home now, or starts one (memory_status says whether the call that "
                     "failed had run)",
-    # A supervisor that stops ends by itself, within 20 s while it runs (its workers first:
-    # kint.supervisor.settings.STOP_BOUND_S; a pause of its own lengthens it): nothing for the
-    # human, and a minute is past it.
-    STOPPING_HINT: "the supervisor is stopping (20 s at most while it runs, its workers "
-                   "first), and this call was not sent: call {tool} again in a minute; the "
-                   "next call starts a new supervisor",
+    # A supervisor that stops ends by itself, within STOP_BOUND_S while it runs (its workers
+    # first; a pause of its own lengthens it): nothing for the human, and a minute is past
+    # it. Derived, so a change of the graces changes the words.
+    STOPPING_HINT: f"the supervisor is stopping ({seconds_text(STOP_BOUND_S)} at most while "
+                   "it runs, its workers first), and this call was not sent: call {tool} "
+                   "again in a minute; the next call starts a new supervisor",
     NO_ANSWER_HINT: "call {tool} again in a minute; if it fails again, tell the human (`kint "
                     "supervisor status` shows what the supervisor is doing)",
     LOCKED_HINT: "another process is writing the store: call {tool} again in a minute"

@@ -37,9 +37,6 @@ from kint.supervisor.pidlock import holder
 # and a line at 1 s beside a merely busy supervisor told of a wait that was none.
 SAY_AFTER_S = 1.0
 SAY_BUSY_AFTER_S = 4.0
-# How long the start waits for a supervisor to answer (autostart.ensure_running): the one
-# it starts, or the next one beside a supervisor that is stopping, once that has let go.
-START_WAIT_S = 30.0
 
 
 def answering_pid(home: Path, say: Callable[[str], None]) -> int | None:
@@ -53,7 +50,7 @@ def answering_pid(home: Path, say: Callable[[str], None]) -> int | None:
     the home but is not serving yet (still starting) is not waited for here: the start's
     own wait is. One that has closed its socket to new clients for want of open files
     (kint/front_closed.py) is refused at once, BUSY in the note's words, as every client
-    is refused by it (`_refuse_if_closed`): its socket file moved aside, the start's own
+    is refused by it (`_stopping_pid`): its socket file moved aside, the start's own
     wait went on for UNREACHABLE_AFTER_S unsaid before that refusal. One closed as it
     stops is left to the start's own wait (None), a line through `say` saying how long
     that waits for it. `say` may drop the line (--json keeps stderr quiet)."""
@@ -63,13 +60,14 @@ def answering_pid(home: Path, say: Callable[[str], None]) -> int | None:
     began = time.monotonic()
     with Client(home, autostart=False) as client:
         answer = client.ping_answer(min(SAY_AFTER_S, wait_s))
-        stopping = _refuse_if_closed(home) if answer is None else None
+        stopping = _stopping_pid(home) if answer is None else None
         if stopping is not None:
-            # The start's own wait is for its stop's end: up to START_WAIT_S, it was unsaid.
+            # The start's own wait is for its stop's end: up to autostart.START_WAIT_S, it
+            # was unsaid.
             # One stopped (SIGSTOP) never ends it, and is refused at the silent bound. /proc
             # read once: the bound and the note said beside it agree.
             note = stopped_note(stopping)
-            up_to = wait_s if note else START_WAIT_S
+            up_to = wait_s if note else autostart.START_WAIT_S
             say(f"kint: waiting up to {seconds_text(up_to)} for the supervisor (pid "
                 f"{stopping}) to finish stopping{note}")
             return None
@@ -91,11 +89,11 @@ def answering_pid(home: Path, say: Callable[[str], None]) -> int | None:
     return int(answer["pid"]) if answer and "pid" in answer else None
 
 
-def _refuse_if_closed(home: Path) -> int | None:
-    """KintError (BUSY, the note's words and hint) when the supervisor holding `home` and
-    serving has closed its socket to new clients for want of open files. Not one closed
-    as it stops: its pid, for the start's own wait sees it exit and starts the next one,
-    or says it has not stopped (kint.supervisor.autostart). None otherwise."""
+def _stopping_pid(home: Path) -> int | None:
+    """The pid of the supervisor holding `home` and serving when it has closed its socket to
+    new clients as it stops: the start's own wait sees it exit and starts the next one, or
+    says it has not stopped (kint.supervisor.autostart). KintError (BUSY, the note's words
+    and hint) when it closed it for want of open files. None otherwise."""
     found = holder(home)
     if found is None or not found.serving or found.pid <= 0:
         return None

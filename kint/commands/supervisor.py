@@ -39,8 +39,7 @@ def supervisor_start(obj: Ctx, foreground: bool, as_json: bool) -> None:
         from kint.supervisor.autostart import run_foreground
 
         sys.exit(run_foreground(home, refuse_beside_running=True))
-    from kint.commands.start_beside import (START_WAIT_S, answering_pid, not_applied,
-                                            ping_with_settings)
+    from kint.commands.start_beside import answering_pid, not_applied, ping_with_settings
 
     client = obj.client()
     try:
@@ -48,7 +47,7 @@ def supervisor_start(obj: Ctx, foreground: bool, as_json: bool) -> None:
         # both streams as one gets the object alone (docs/commands.md).
         before = answering_pid(home, lambda line: None if as_json else click.echo(line, err=True))
         # The environment given: the service's.
-        client.ensure_running(START_WAIT_S, on_demand=False)
+        client.ensure_running(on_demand=False)  # autostart.START_WAIT_S
         info = ping_with_settings(client)
     except KintError as err:
         fail(err, obj.debug)

@@ -23,7 +23,7 @@ from kint.client import Client, KintError, SupervisorUnavailable
 from kint.commands.common import Ctx, echo_json, fail, refuse
 from kint.commands.stop_wait import (EXITING_GRACE_S, exits_within, gone_or_replaced,
                                      read_past_unwritten, same_supervisor, wait_gone)
-from kint.front_closed import stopped_hint
+from kint.front_closed import kill_hint, stopped_hint
 from kint.paths import kint_home, log_path, run_dir
 from kint.proc_stat import process_stopped
 from kint.protocol import ErrorCode
@@ -189,7 +189,8 @@ def _refuse_not_gone(obj: Ctx, home: Path, pid: int, wait_s: float, asked: str) 
     """The supervisor asked to stop (as `asked` says) still holds the home after `wait_s`:
     refused, saying why where it is stopped (SIGSTOP), which acts on no SIGTERM until
     continued (said once it has been for UNREACHABLE_AFTER_S, not after the whole wait as
-    TIMEOUT)."""
+    TIMEOUT). Running, it is stopping already (asked, or sent SIGTERM): another SIGTERM only
+    sets what its stop has set, so the hint is `kill -KILL`, never a plain kill."""
     if process_stopped(pid):
         fail(SupervisorUnavailable(
             f"the supervisor (pid {pid}) is stopped (SIGSTOP, a debugger) and has not "
@@ -198,7 +199,8 @@ def _refuse_not_gone(obj: Ctx, home: Path, pid: int, wait_s: float, asked: str) 
             obj.debug)
     refuse(ErrorCode.TIMEOUT.value, f"the supervisor (pid {pid}) {asked} has not exited "
            f"{seconds_text(wait_s)} later",
-           f"see {log_path(home)}; `kill {pid}` ends it (its workers with it)")
+           f"see {log_path(home)}; it is stopping already, which a plain `kill` only asks "
+           f"again: {kill_hint(pid)}")
 
 
 def _stopped_by_signal(home: Path, pid: int) -> bool:

@@ -24,7 +24,8 @@ import threading
 import time
 from pathlib import Path
 
-from kint.front_closed import clear_left_behind, read_note, stopped_hint, stopped_note
+from kint.front_closed import (FrontClosed, clear_left_behind, kill_hint, read_note,
+                               stopped_hint, stopped_note)
 from kint.logs import setup_file_logging
 from kint.open_files import (FDS_PER_WORKER, RAISE_SOFT_TO, START_FDS, START_ROOM_HINT, open_files,
                              out_of_files, raise_soft_limit)
@@ -223,6 +224,10 @@ def spawn_daemon(home: Path, *, on_demand: bool = True) -> subprocess.Popen[byte
         os.close(fd)
 
 
+# How long a start waits for a supervisor to answer, at most: the one it starts, or the
+# next one beside a supervisor that is stopping, once that has let go. A call's start waits
+# what is left of the call's bound when that is less (kint.client).
+START_WAIT_S = 30.0
 # A supervisor that says it is serving but does not answer for this long is stuck or
 # stopped: the client says so rather than wait out its whole start window.
 UNREACHABLE_AFTER_S = 10.0
@@ -236,7 +241,8 @@ RETRY_EVERY_S = 0.02
 PING_S = 0.5
 
 
-def ensure_running(home: Path, ping, wait_s: float = 30.0, *, on_demand: bool = True) -> None:
+def ensure_running(home: Path, ping, wait_s: float = START_WAIT_S, *,
+                   on_demand: bool = True) -> None:
     """Make sure a supervisor answers on `home`'s socket, starting one if needed.
 
     `ping(timeout_s) -> bool` asks the socket. Raises SupervisorNotReachable (a
@@ -270,18 +276,20 @@ def _wait_for_supervisor(home: Path, ping, deadline: float, wait_s: float,
     (never spinning) until one answers or waiting cannot help."""
     started: subprocess.Popen[bytes] | None = None
     silent_since: float | None = None
-    # The pid of the holder whose note said it stops: its stop's end removes the note a
-    # moment before it lets go of the home (its sockets closed first), and it never serves
-    # again, so once seen stopping it is waited for as such to the end.
-    stopping: int | None = None
-    stop_seen_at = 0.0  # when `stopping` was first seen so
+    # The note of the holder that said it stops (its pid, `stop_note.pid`, is the
+    # holder's: read_note): its stop's end removes the note a moment before it lets go of
+    # the home (its sockets closed first), and it never serves again, so once seen
+    # stopping it is waited for as such to the end. Kept as then seen: read again at the
+    # end, it could be gone already, and the refusal a plain kill of a stopping supervisor.
+    stop_note: FrontClosed | None = None
+    stop_seen_at = 0.0  # when `stop_note` was first seen
     while True:
         if ping(_look_s(deadline)):
             return
         now = time.monotonic()
         found = holder(home)
         if found is None:
-            silent_since = stopping = None
+            silent_since = stop_note = None
             if started is None:
                 started = spawn_daemon(home, on_demand=on_demand)
             elif started.poll() is not None:
@@ -292,8 +300,9 @@ def _wait_for_supervisor(home: Path, ping, deadline: float, wait_s: float,
                     "to watch it start")
         elif found.serving:
             silent_since = silent_since if silent_since is not None else now
-            if stopping != found.pid and _stop_noted(home, found.pid):
-                stopping, stop_seen_at = found.pid, now
+            if ((stop_note is None or stop_note.pid != found.pid)
+                    and (noted := _stop_noted(home, found.pid)) is not None):
+                stop_seen_at, stop_note = now, noted
             # One that is ending its stop is no silent one: it lets go of the home within
             # its stop's own bound (its workers' 10 s grace for an op in flight, SIGKILL at
             # 15 s, then its close: 11.4 s measured with an op held), past this one's
@@ -301,15 +310,18 @@ def _wait_for_supervisor(home: Path, ping, deadline: float, wait_s: float,
             # the deadline, unless stopped (SIGSTOP: it never ends its stop), the next look
             # after it lets go (every RETRY_EVERY_S) starting the new one.
             if now - silent_since >= UNREACHABLE_AFTER_S:
-                if stopping != found.pid or process_stopped(found.pid):
+                if stop_note is None or stop_note.pid != found.pid:
                     raise silent_supervisor(home, found.pid)
-                if now >= deadline:
+                stopped = process_stopped(found.pid)
+                if stopped or now >= deadline:
                     # `kill -KILL` only for a stop seen past the most a stop takes: a
                     # command with seconds left of its bound would advise it of a healthy
-                    # stop, which still ends by itself (what a silent one is told).
+                    # stop, which still ends by itself (its note's refusal, as seen).
                     seen_s = now - stop_seen_at
-                    raise (_stop_not_ended(home, found.pid, seen_s) if seen_s >= STOP_BOUND_S
-                           else silent_supervisor(home, found.pid))
+                    if not stopped and seen_s >= STOP_BOUND_S:
+                        raise _stop_not_ended(home, found.pid, seen_s)
+                    said = stop_note.refusal()
+                    raise SupervisorNotReachable(said.message, said.hint)
         if now >= deadline:
             raise SupervisorNotReachable(
                 f"the supervisor did not answer within {seconds_text(wait_s)}",
@@ -318,13 +330,13 @@ def _wait_for_supervisor(home: Path, ping, deadline: float, wait_s: float,
         time.sleep(RETRY_EVERY_S)
 
 
-def _stop_noted(home: Path, pid: int) -> bool:
-    """Whether the supervisor `pid`, which holds `home` and does not answer, is stopping:
-    its door closed as its stop began, its note says (kint/front_closed.py). Read at the
-    looks while it is silent, until it is seen stopping: a stat where its socket file is
-    there (one that is merely slow), the note's few bytes where it is not."""
+def _stop_noted(home: Path, pid: int) -> FrontClosed | None:
+    """The note of the supervisor `pid`, which holds `home` and does not answer, when it is
+    stopping: its door closed as its stop began (kint/front_closed.py). Read at the looks
+    while it is silent, until it is seen stopping: a stat where its socket file is there
+    (one that is merely slow), the note's few bytes where it is not."""
     closed = read_note(socket_dir(home), pid)
-    return closed is not None and closed.stopping
+    return closed if closed is not None and closed.stopping else None
 
 
 def _stop_not_ended(home: Path, pid: int, seen_s: float) -> SupervisorNotReachable:
@@ -337,8 +349,7 @@ def _stop_not_ended(home: Path, pid: int, seen_s: float) -> SupervisorNotReachab
     return SupervisorNotReachable(
         f"the supervisor (pid {pid}) is stopping and has not stopped within "
         f"{seconds_text(seen_s)}: it takes no new clients",
-        f"see {log_path(home)} for what its stop waits on; `kill -KILL {pid}` ends it now "
-        f"(its workers with it), and the next command starts a new one")
+        f"see {log_path(home)} for what its stop waits on; {kill_hint(pid)}")
 
 
 def _look_s(deadline: float) -> float:

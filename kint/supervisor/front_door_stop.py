@@ -43,8 +43,9 @@ class FrontDoorStop:
     def close_for_stop(self, front_path: Path | None) -> None:
         """As the supervisor begins to stop, before its monitor goes (`unwatch`): closed
         to new clients, for the note to tell them it stops (kint/front_closed.py). The
-        stop takes up to 20 s with its workers while it runs, and with nothing watching the
-        descriptors a crowd could take the last of them (libzmq's abort). The clients
+        stop takes up to STOP_BOUND_S (kint.supervisor.settings) with its workers while it
+        runs, and with nothing watching the descriptors a crowd could take the last of them
+        (libzmq's abort). The clients
         connected are served to the end (`kint supervisor stop`'s answer among them).
         Closed already for want of files, the note says the stop now. A supervisor that
         steps down touches a socket file there only while it is still the one it bound

@@ -7,7 +7,8 @@ machine's mirror.
 
 Bounds: every call is one RPC, tried once (not three times as other reads are), bounded by
 KINT_RPC_TIMEOUT (this call's, else the space's),
-and by DOCTOR_CALL_S at most (said on the primary's line when the setting is longer), and
+and by DOCTOR_CALL_S at most (said on the primary's line when the setting is longer, and on
+every line whose call timed out under that cap: `_cap_said`), and
 no call starts once the chain's checks have taken CHAIN_CALLS_WORTH calls' bound (the
 checks left say so), so that doctor
 answers within the command's own deadline whatever the setting or the endpoint. Once the
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from kint.chain.anchor import Anchor
-from kint.chain.calls import ChainRefused
+from kint.chain.calls import RPC_TIMEOUT_WORDS, ChainRefused
 from kint.chain.chain_id import answered_chain_id, on_other_chain
 from kint.chain.config import BASE_CHAIN_ID, ChainConfig
 from kint.chain.key_facts import MIN_WRITE_BALANCE_WEI, read_key_facts
@@ -34,7 +35,7 @@ from kint.protocol.checks import check
 from kint.render import epoch_at
 from kint.settings.urls import redact_url
 from kint.tenant_worker.enrolment import Enrolment
-from kint.tenant_worker.rpc_hint import GENERIC, endpoint_hint
+from kint.tenant_worker.rpc_hint import GENERIC, bound_said, endpoint_hint
 from kint.tenant_worker.statefiles import Mirror
 
 PRIMARY_DOWN = "not checked: the primary RPC did not answer"
@@ -67,8 +68,9 @@ def chain_checks(chain: ChainConfig, tracker: RpcTracker, enrolment: Enrolment, 
     deadline = time.monotonic() + budget_s
     anchor = Anchor(chain, tracker)
     primary, answering = _primary_rpc(anchor, chain)
-    if setting_s > DOCTOR_CALL_S:
-        primary["detail"] += (f" (doctor waits {DOCTOR_CALL_S:g} s a call at most; "
+    capped = setting_s > chain.rpc_timeout_s
+    if capped and RPC_TIMEOUT_WORDS not in primary["detail"]:  # a timeout says it below
+        primary["detail"] += (f" (doctor waits {chain.rpc_timeout_s:g} s a call at most; "
                               f"KINT_RPC_TIMEOUT is {setting_s:g} s)")
     checks = [primary, _secondary_rpc(chain)]
     primary_url = chain.rpc_urls[0]
@@ -97,7 +99,21 @@ def chain_checks(chain: ChainConfig, tracker: RpcTracker, enrolment: Enrolment, 
                             f"{chain.anchor}", "see the contract check"))
     else:
         checks.append(_head(anchor, enrolment.owner, space_id, mirror))
+    if capped:
+        for line in checks:
+            line["detail"] = _cap_said(line["detail"], chain.rpc_timeout_s, setting_s)
     return checks
+
+
+def _cap_said(detail: str, cap_s: float, setting_s: float) -> str:
+    """`detail` with a timeout said as the `cap_s` doctor waited, its own cap on a call,
+    where the call's error named KINT_RPC_TIMEOUT (kint.chain.calls.transport_words): with
+    the setting longer than the cap, every call here waited the cap, and a line sending the
+    user to a setting doctor did not wait out was a message that lied. Rewritten by
+    rpc_hint.bound_said, as a request's timeout is; any other detail is returned as it
+    is."""
+    return bound_said(detail, f"{cap_s:g} s (doctor's cap on a call; KINT_RPC_TIMEOUT is "
+                              f"{setting_s:g} s; ")
 
 
 def _primary_rpc(anchor: Anchor, chain: ChainConfig) -> tuple[dict[str, Any], bool]:

@@ -170,15 +170,15 @@ def _take(ctx: "SpaceContext", op: str, refuse_stopping: bool = False) -> None:
     turn = ctx.head_ops
     deadline = time.monotonic() + WAIT_S
     with turn.changed:
-        if refuse_stopping:
-            _refuse_stopped(turn)
-        while turn.held:
+        while True:  # the stop looked at before the first look and after every wait
+            if refuse_stopping:
+                _refuse_stopped(turn)
+            if not turn.held:
+                break
             left = deadline - time.monotonic()
             if not turn.settling or left <= 0:
                 raise busy(ctx.head_op_began)
             turn.changed.wait(left)
-            if refuse_stopping:
-                _refuse_stopped(turn)
         _hold(ctx, op)
 
 

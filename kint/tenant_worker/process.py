@@ -40,6 +40,7 @@ from kint.protocol import ErrorCode, ProtocolError
 from kint.protocol import worker_wire
 from kint.protocol.envelope import error_reply
 from kint.protocol.server_codec import decode_request
+from kint.tenant_worker import stop_grace
 from kint.tenant_worker.config import WorkerConfig
 from kint.tenant_worker.head_lock import SETTLEMENT
 from kint.tenant_worker.heartbeat import Heartbeat
@@ -47,7 +48,6 @@ from kint.tenant_worker.op_pool import OpPool
 from kint.tenant_worker.op_replies import InFlight, OpReplies, runs_inline
 from kint.tenant_worker.own_memory import MemoryReading
 from kint.tenant_worker.space import SpaceContext
-from kint.tenant_worker.stop_grace import STOP_GRACE_SECONDS
 from kint.tenant_worker.store import StoreReader
 from kint.tenant_worker.store_sharers import LaterLooks
 from kint.tenant_worker.wake_pipe import WakePipe
@@ -234,7 +234,10 @@ class Worker(Heartbeat, OpReplies):
                     # supervisor's process group) is no time its ops had to finish: the
                     # grace counts from the resume, as the supervisor's own does
                     # (WorkerHandle.grace_over), not cut at once on the clock's jump.
-                    stop_deadline = now + STOP_GRACE_SECONDS
+                    # Read at the stop, not bound at import: a test lengthens it
+                    # (tests/support/kint_test_timings.py) in a forkserver that may have
+                    # imported this module first.
+                    stop_deadline = now + stop_grace.STOP_GRACE_SECONDS
                     # An exit push waiting its turn ends now, logged (HeadTurn.stop).
                     self.ctx.head_ops.stop(self.stop_reason)
                 # A push the store watcher started is no request in flight, but it holds

@@ -92,8 +92,8 @@ def push(ctx: SpaceContext, args: dict[str, Any], wait: bool = False,
     (head_lock._wait_turn, which logs the wait); a later one leaves its rows to it
     (LEFT_TO_WAITING), moving the wait's end to its own. Every other push is refused at
     once, as its caller can try again: chosen by the caller (sessions.exit_push), not by
-    the hold_reason a request sends. `refuse_stopping` (the store watcher's,
-    sessions._watcher_push, likewise never from a request's args): refused TurnStopped
+    the hold_reason a request sends. `refuse_stopping` (every push of the worker's own,
+    sessions.server_push, likewise never from a request's args): refused TurnStopped
     once the worker's stop began (head_lock._take), where a request's push runs in the
     stop's grace."""
     try:

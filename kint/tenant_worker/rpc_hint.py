@@ -95,7 +95,8 @@ def bound_named(text: str, name: str) -> str:
     KINT_VERIFY_HEAD_SECONDS) sent the user to a setting that changes nothing. Called
     under the settings the read ran with; any other text is returned as it is."""
     value = settings.lookup(name)
-    return _bound_said(text, name, shown(value.setting, value.value), source_text(value))
+    return bound_said(text, _setting_said(name, shown(value.setting, value.value),
+                                          source_text(value)))
 
 
 def chain_timeout_named(text: str, chain: ChainConfig) -> str:
@@ -107,12 +108,23 @@ def chain_timeout_named(text: str, chain: ChainConfig) -> str:
     does not read)."""
     value = settings.Value(BY_NAME["KINT_RPC_TIMEOUT"], chain.rpc_timeout_s,
                            chain.rpc_timeout_source, chain.rpc_timeout_where)
-    return _bound_said(text, value.name, shown(value.setting, value.value), source_text(value))
+    return bound_said(text, _setting_said(value.name, shown(value.setting, value.value),
+                                          source_text(value)))
 
 
-def _bound_said(text: str, name: str, value: str, whose: str) -> str:
-    """`text` with "within KINT_RPC_TIMEOUT (" said as "within NAME=VALUEs (WHOSE; "."""
+def _setting_said(name: str, value: str, whose: str) -> str:
+    """The bound a timeout waited, as a setting in force: "NAME=VALUEs (WHOSE; "."""
+    return f"{name}={value}s ({whose}; "
+
+
+def bound_said(text: str, said: str) -> str:
+    """`text` with "KINT_RPC_TIMEOUT (" of a timeout's words (RPC_TIMEOUT_WORDS, then the
+    exception's name in parentheses: kint.chain.calls.transport_words) said as `said`, the
+    bound the call waited, which opens that parenthesis and ends with "; " before the
+    name: the one rewriter of those words, for a setting in force (`_setting_said`) and
+    for doctor's own cap (doctor_chain), so neither leaves two parentheses in a row. Any
+    other text is returned as it is."""
     if RPC_TIMEOUT_WORDS + " (" not in text:
         return text
-    named = f"{RPC_TIMEOUT_WORDS.removesuffix('KINT_RPC_TIMEOUT')}{name}={value}s ({whose}; "
+    named = RPC_TIMEOUT_WORDS.removesuffix("KINT_RPC_TIMEOUT") + said
     return text.replace(RPC_TIMEOUT_WORDS + " (", named, 1)

@@ -131,18 +131,18 @@ def _can_push(ctx: SpaceContext) -> bool:
         return False
 
 
-def server_push(ctx: SpaceContext, reason: str, wait: bool = False,
-                refuse_stopping: bool = False) -> dict[str, Any]:
+def server_push(ctx: SpaceContext, reason: str, wait: bool = False) -> dict[str, Any]:
     """A push under the hold, with a full disk or a corrupt state file answered as what it
     is (state_health.guarded), as a request's push is: the watcher's pushes come from no
     request, and a store read that met a full disk reached the watcher as a bare SQLite
     error, recorded as INTERNAL with a traceback. `wait` (the exit push's) waits its turn
-    on the space (push.push), and `refuse_stopping` (the watcher's) is refused once the
-    worker's stop began (head_lock._take): both chosen here, never by a request's args."""
+    on the space (push.push); either push is refused once the worker's stop began (the
+    watcher's by head_lock._take's `refuse_stopping`, the waiting one by _wait_turn): both
+    chosen here, never by a request's args."""
     from kint.tenant_worker.push import push
     from kint.tenant_worker.state_health import guarded
 
-    return guarded("push", lambda c, a: push(c, a, wait=wait, refuse_stopping=refuse_stopping))(
+    return guarded("push", lambda c, a: push(c, a, wait=wait, refuse_stopping=True))(
         ctx, {"hold_reason": reason})
 
 
@@ -159,8 +159,9 @@ def _watcher_push(ctx: SpaceContext, reason: str) -> dict[str, Any]:
     it ran with and whose it was (rpc_hint.timeout_named)."""
     with settings.overlay({name: ctx.watcher_setting(name) for name in PUSH_SETTINGS}):
         try:
-            # Refused once the worker's stop began: no stop refuses it at dispatch.
-            return server_push(ctx, reason, refuse_stopping=True)
+            # Refused once the worker's stop began (server_push): no stop refuses it at
+            # dispatch.
+            return server_push(ctx, reason)
         except ProtocolError as err:
             name_the_endpoint(ctx, err)
             timeout_named(err)
@@ -207,7 +208,8 @@ def new_watcher(ctx: SpaceContext) -> Any:
                           lambda name: ctx.watcher_setting(name),
                           settled=lambda: ctx.beat_soon(),
                           own_op=lambda: ctx.head_op_began,
-                          can_push=lambda: _can_push(ctx))
+                          can_push=lambda: _can_push(ctx),
+                          stopping=lambda: ctx.head_ops.stopped)
     return ctx.watcher
 
 

@@ -21,7 +21,10 @@ any push of the space that goes through, its own included, ends that wait
 worker runs (pull, push, connect, rekey, settlement) is no failure but a turn to wait for
 (`_op_runs`); a BUSY from the head lock's file (another kint process) is a failure. Nor is
 the worker's stop, which no push outlives: a push due once it began is not started
-(head_lock.TurnStopped), said once, and the watcher pushes no more.
+(head_lock.TurnStopped), said once, and the watcher pushes no more. Seen before the push's
+count (`stopping`, the space's HeadTurn.stopped), it costs no second diff of the store and no
+"pushing" line before that one; a stop that begins after the look is still met by the push
+itself.
 
 The dirty mark is cleared (and a held push's signature kept) only for a signature read two
 seconds or more after the store's files last changed (store.SettledRule, the rule the
@@ -77,7 +80,8 @@ class Watcher(OwedLook):
                  generation: Callable[[], int] = config_generation,
                  settled: Callable[[], None] = lambda: None,
                  own_op: Callable[[], tuple[str, float] | None] = lambda: None,
-                 can_push: Callable[[], bool] = lambda: False) -> None:
+                 can_push: Callable[[], bool] = lambda: False,
+                 stopping: Callable[[], str | None] = lambda: None) -> None:
         self.db = db
         self.timings = WatcherTimings(timing)  # read at each use (watcher_timings.py)
         # A changed configuration may have mended what made a push fail: it ends the wait.
@@ -97,6 +101,8 @@ class Watcher(OwedLook):
         # per op, told from the next of the same name by when it began.
         self._own_op = own_op
         self._waited_for: tuple[str, float] | None = None
+        # Why the worker stops, once it does (HeadTurn.stopped), else None.
+        self._stopping = stopping
         self._stop = threading.Event()
         # Set when the timings in force may have changed (a session attached or left):
         # the wait in progress is measured again against the poll now in force.
@@ -353,6 +359,10 @@ class Watcher(OwedLook):
         if self._op_runs():
             self._turn_taken(trigger)  # nor a diff while it runs
             return
+        why = self._stopping()
+        if why is not None:  # no push would start: neither a diff nor "pushing" first
+            self._not_started(trigger, why)
+            return
         counts = counted or self.counting()
         if counts is None:
             return  # cannot push (no data key), the count failed, or its retry is not due
@@ -371,13 +381,7 @@ class Watcher(OwedLook):
         except TurnTaken:
             self._turn_taken(trigger)  # an op of the space began since `_op_runs`
         except TurnStopped as err:
-            # The worker's stop began: no push starts in its grace, which could cut it
-            # between its send and its receipt, nor ever in this worker, so the watcher
-            # ends here (one line, no failure, no backoff); the dirty store is the next
-            # worker's to count and push.
-            log.info("watcher: push (%s) not started: %s; the store's rows are left for the "
-                     "worker's next start", trigger, err.message)
-            self.stop()
+            self._not_started(trigger, err.message)  # the stop began since the look
         except ProtocolError as err:
             if err.code.value == "HELD":
                 # Wait for the next store change; one a signature that does not tell every
@@ -390,6 +394,15 @@ class Watcher(OwedLook):
         except Exception as err:  # noqa: BLE001 - a bug: waited out and logged like the rest
             if self._failed("INTERNAL", f"{type(err).__name__}: {err}", None, now, started):
                 log.exception("watcher push failed")
+
+    def _not_started(self, trigger: str, why: str) -> None:
+        """The worker's stop began: no push starts in its grace, which could cut it between
+        its send and its receipt, nor ever in this worker, so the watcher ends here (one
+        line, no failure, no backoff); the dirty store is the next worker's to count and
+        push."""
+        log.info("watcher: push (%s) not started: %s; the store's rows are left for the "
+                 "worker's next start", trigger, why)
+        self.stop()
 
     def _turn_taken(self, trigger: str) -> None:
         """An op of the space holds its turn: no failure, and a size check (or its push, or

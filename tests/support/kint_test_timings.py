@@ -25,7 +25,8 @@ the worker forkserver by the test supervisor (run_supervisor.py), which also cal
   (`kint.commands.supervisor_stop.STOP_EXIT_WAIT_S`, 10 s). Read as the one above.
 - `KINT_TEST_START_WAIT_S` (set only by tests): how long `kint supervisor start` waits for
   a supervisor to answer, one stopping beside it included
-  (`kint.commands.start_beside.START_WAIT_S`, 30 s). Read as the one above.
+  (`kint.supervisor.autostart.START_WAIT_S`, 30 s), and so any start the command's client
+  makes. Read as the one above.
 - `KINT_TEST_STOP_BOUND_S` (set only by tests): how long a command's wait must have seen
   a supervisor stopping before it says the stop has not ended, with `kill -KILL`
   (`kint.supervisor.autostart.STOP_BOUND_S`, the most a stop takes: 20 s). Read as the one
@@ -78,6 +79,19 @@ the worker forkserver by the test supervisor (run_supervisor.py), which also cal
   (`kint.supervisor.exit_hold.REASON_GRACE_S`, 0.5 s), so that a test whose reason comes
   just after the exit on purpose (KINT_TEST_LATE_FATAL's `soon`) is inside the hold even
   when its sender stalls on a loaded box.
+- `KINT_TEST_DOCTOR_CALL_S` (set only by tests): the most `kint doctor` waits for one of
+  its chain calls whatever KINT_RPC_TIMEOUT says
+  (`kint.tenant_worker.doctor_chain.DOCTOR_CALL_S`, 12 s), in the worker, so that a test
+  whose endpoint never answers sees the cap said without waiting 12 s a call.
+- `KINT_TEST_STOP_GRACE_S` (set only by tests): how long a stopping worker waits for its
+  ops in flight, and the store watcher's push, before it exits anyway
+  (`kint.tenant_worker.stop_grace.STOP_GRACE_SECONDS`, 10 s), in the worker; and in the
+  supervisor, how long a commanded stop waits before its SIGKILL (`Settings.stop_grace_s`,
+  15 s), set to that value and the 5 s the defaults keep between the two, so that the
+  worker's own grace, not the supervisor's SIGKILL, ends a stop, as it does by default. A
+  test whose premise must fit in a stopping worker's grace gives it room there on a slow
+  box, where 10 s could run out before the step it waits for. It leaves stop_grace's
+  ORPHAN_EXIT_S (bound at import from the 10 s) as it is.
 
 Unset, nothing changes; kint's own code reads none of this.
 """
@@ -104,6 +118,10 @@ LOG_RETRY_ENV = "KINT_TEST_LOG_RETRY_S"
 SHARING_LOOK_ENV = "KINT_TEST_SHARING_LOOK_S"
 LAST_REPLY_GRACE_ENV = "KINT_TEST_LAST_REPLY_GRACE_S"
 REASON_GRACE_ENV = "KINT_TEST_REASON_GRACE_S"
+DOCTOR_CALL_ENV = "KINT_TEST_DOCTOR_CALL_S"
+STOP_GRACE_ENV = "KINT_TEST_STOP_GRACE_S"
+# What the supervisor's stop grace is given over the worker's (15 s over 10 s by default).
+SUPERVISOR_STOP_GRACE_OVER_S = 5.0
 
 
 def _set_from_env(env: str, module: str, name: str) -> None:
@@ -135,13 +153,33 @@ def _install_worker() -> None:
     _set_from_env(BEAT_ENV, "kint.protocol.worker_wire", "BEAT_SECONDS")
     _set_from_env(LOG_RETRY_ENV, "kint.tenant_worker.walk_history", "LOG_RETRY_S")
     _set_from_env(SHARING_LOOK_ENV, "kint.tenant_worker.store_sharers", "LOOK_EVERY_S")
+    _set_from_env(DOCTOR_CALL_ENV, "kint.tenant_worker.doctor_chain", "DOCTOR_CALL_S")
+    _set_from_env(STOP_GRACE_ENV, "kint.tenant_worker.stop_grace", "STOP_GRACE_SECONDS")
     _lower_poll_minimum()
+
+
+def _lengthen_supervisor_stop_grace() -> None:
+    """The supervisor's stop grace, KINT_TEST_STOP_GRACE_S and the defaults' 5 s over it,
+    when the test set it: a frozen dataclass field, given by every `Settings.load` (the
+    start's and each config reload's), so that load is wrapped, not a module name set."""
+    raw = os.environ.get(STOP_GRACE_ENV)
+    if not raw:
+        return
+    from dataclasses import replace
+
+    from kint.supervisor.settings import Settings
+
+    load = Settings.load
+    grace_s = float(raw) + SUPERVISOR_STOP_GRACE_OVER_S
+    Settings.load = classmethod(  # type: ignore[method-assign]
+        lambda cls: replace(load(), stop_grace_s=grace_s))
 
 
 def install_supervisor() -> None:
     """The supervisor's side of KINT_TEST_QUIET_SECONDS (its own process, not a worker's),
-    KINT_TEST_HOUSEKEEPING_S, KINT_TEST_POLL_MINIMUM_S, KINT_TEST_LAST_REPLY_GRACE_S and
-    KINT_TEST_REASON_GRACE_S."""
+    KINT_TEST_HOUSEKEEPING_S, KINT_TEST_POLL_MINIMUM_S, KINT_TEST_LAST_REPLY_GRACE_S,
+    KINT_TEST_REASON_GRACE_S and KINT_TEST_STOP_GRACE_S."""
+    _lengthen_supervisor_stop_grace()
     _set_from_env(QUIET_ENV, "kint.supervisor.lifecycle", "QUIET_SECONDS")
     _set_from_env(LAST_REPLY_GRACE_ENV, "kint.supervisor.last_words", "LAST_REPLY_GRACE_S")
     _set_from_env(REASON_GRACE_ENV, "kint.supervisor.exit_hold", "REASON_GRACE_S")
@@ -156,7 +194,7 @@ def install_cli() -> None:
     supervisor the command runs in the foreground."""
     _set_from_env(UNREACHABLE_ENV, "kint.supervisor.autostart", "UNREACHABLE_AFTER_S")
     _set_from_env(STOP_EXIT_WAIT_ENV, "kint.commands.supervisor_stop", "STOP_EXIT_WAIT_S")
-    _set_from_env(START_WAIT_ENV, "kint.commands.start_beside", "START_WAIT_S")
+    _set_from_env(START_WAIT_ENV, "kint.supervisor.autostart", "START_WAIT_S")
     _set_from_env(STOP_BOUND_ENV, "kint.supervisor.autostart", "STOP_BOUND_S")
     _set_from_env(HOUSEKEEPING_ENV, "kint.supervisor.housekeeping", "HOUSEKEEPING_EVERY_S")
     _set_from_env(PID_LOCK_RETRY_ENV, "kint.supervisor.pidlock", "PID_LOCK_RETRY_S")
