@@ -231,9 +231,9 @@ class Client(LivenessChecks):
         from kint.pid_file_lock import FOREIGN_FILE_HINT, NotOwnFile
         from kint.supervisor.autostart import START_WAIT_S, ensure_running
 
-        waits_s = START_WAIT_S if wait_s is None else min(wait_s, START_WAIT_S)
+        start_wait_s = START_WAIT_S if wait_s is None else min(wait_s, START_WAIT_S)
         try:
-            ensure_running(self.home, lambda t: self.ping(t), wait_s=waits_s,
+            ensure_running(self.home, lambda t: self.ping(t), wait_s=start_wait_s,
                            on_demand=on_demand)
         except UnsafePathError as err:  # refused, never followed or tightened
             raise SupervisorUnavailable(str(err), err.hint) from None

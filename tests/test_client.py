@@ -320,7 +320,8 @@ def test_a_client_follows_its_supervisor_to_a_new_socket_folder(tmp_path):
 def test_starting_a_supervisor_waits_no_longer_than_the_calls_bound(tmp_path, monkeypatch):
     """The start counts against the call's bound (`bounded`, `timeout_s`): a call with a
     short bound hands the start only what is left of it, rather than the start's own 30 s
-    and a refusal after them."""
+    and a refusal after them; a call with a longer bound hands it no more than the start's
+    own wait (autostart.START_WAIT_S, read at the call)."""
     import kint.supervisor.autostart as autostart
 
     asked: list[float] = []
@@ -338,7 +339,11 @@ def test_starting_a_supervisor_waits_no_longer_than_the_calls_bound(tmp_path, mo
             client.call("sup.ping", timeout_s=1.5)
         with bounded(0.5), pytest.raises(SupervisorUnavailable):
             client.call("sup.ping", timeout_s=20.0)
-    assert len(asked) == 2 and 0 < asked[0] <= 1.5 and 0 < asked[1] <= 0.5, asked
+        monkeypatch.setattr(autostart, "START_WAIT_S", 1.0)
+        with pytest.raises(SupervisorUnavailable):
+            client.call("sup.ping", timeout_s=20.0)
+    assert len(asked) == 3 and 0 < asked[0] <= 1.5 and 0 < asked[1] <= 0.5, asked
+    assert 0 < asked[2] <= 1.0, asked
 
 
 def test_every_look_for_a_supervisor_ends_by_the_waits_deadline(tmp_path):

@@ -63,9 +63,8 @@ def answering_pid(home: Path, say: Callable[[str], None]) -> int | None:
         stopping = _stopping_pid(home) if answer is None else None
         if stopping is not None:
             # The start's own wait is for its stop's end: up to autostart.START_WAIT_S, it
-            # was unsaid.
-            # One stopped (SIGSTOP) never ends it, and is refused at the silent bound. /proc
-            # read once: the bound and the note said beside it agree.
+            # was unsaid. One stopped (SIGSTOP) never ends it, and is refused at the silent
+            # bound. /proc read once: the bound and the note said beside it agree.
             note = stopped_note(stopping)
             up_to = wait_s if note else autostart.START_WAIT_S
             say(f"kint: waiting up to {seconds_text(up_to)} for the supervisor (pid "

@@ -241,7 +241,7 @@ RETRY_EVERY_S = 0.02
 PING_S = 0.5
 
 
-def ensure_running(home: Path, ping, wait_s: float = START_WAIT_S, *,
+def ensure_running(home: Path, ping, wait_s: float | None = None, *,
                    on_demand: bool = True) -> None:
     """Make sure a supervisor answers on `home`'s socket, starting one if needed.
 
@@ -250,8 +250,11 @@ def ensure_running(home: Path, ping, wait_s: float = START_WAIT_S, *,
     after UNREACHABLE_AFTER_S when one is serving but silent, after `wait_s` otherwise.
     Every look ends by the one deadline `wait_s` from the call: a caller passes what is left
     of its own bound, and a first look of a fixed half second, with the deadline taken
-    after it, ran that bound over (a call's refusal came past the bound it names).
+    after it, ran that bound over (a call's refusal came past the bound it names). None:
+    START_WAIT_S, read at the call.
     """
+    if wait_s is None:
+        wait_s = START_WAIT_S
     deadline = time.monotonic() + wait_s
     if ping(_look_s(deadline)):
         return

@@ -45,8 +45,8 @@ class FrontDoorStop:
         to new clients, for the note to tell them it stops (kint/front_closed.py). The
         stop takes up to STOP_BOUND_S (kint.supervisor.settings) with its workers while it
         runs, and with nothing watching the descriptors a crowd could take the last of them
-        (libzmq's abort). The clients
-        connected are served to the end (`kint supervisor stop`'s answer among them).
+        (libzmq's abort). The clients connected are served to the end (`kint supervisor
+        stop`'s answer among them).
         Closed already for want of files, the note says the stop now. A supervisor that
         steps down touches a socket file there only while it is still the one it bound
         (its identity, as the ownership checks tell it) and no other supervisor holds the

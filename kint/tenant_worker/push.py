@@ -94,8 +94,8 @@ def push(ctx: SpaceContext, args: dict[str, Any], wait: bool = False,
     once, as its caller can try again: chosen by the caller (sessions.exit_push), not by
     the hold_reason a request sends. `refuse_stopping` (every push of the worker's own,
     sessions.server_push, likewise never from a request's args): refused TurnStopped
-    once the worker's stop began (head_lock._take), where a request's push runs in the
-    stop's grace."""
+    once the worker's stop began (head_lock._take; an exit push's wait is refused so by
+    head_lock._wait_turn), where a request's push runs in the stop's grace."""
     try:
         with head_op(ctx, "push", wait_s=EXIT_TURN_S if wait else None,
                      refuse_stopping=refuse_stopping):

@@ -1,7 +1,8 @@
 """RPC_UNAVAILABLE's hint, and an unsettled push journal's (UNSETTLED_HINT), naming what
 set the endpoint that did not answer; a timeout's message, naming the KINT_RPC_TIMEOUT
 it waited and whose it was (`timeout_named`; a command's own chain call:
-`chain_timeout_named`), or the other bound a read waited (`bound_named`).
+`chain_timeout_named`), or the other bound a read waited (`bound_named`); doctor's cap on a
+call says its own seconds through the same rewriter (`bound_said`).
 
 The generic hint sends the user to KINT_RPC_URL and KINT_RPC_URL_2. On the devchain no such
 setting is in force: the endpoint is the one the devchain's record names, and the fix is
