@@ -219,25 +219,37 @@ def _hold_as_stopping(home) -> tuple[Any, int]:
     return folder, fd
 
 
+@contextmanager
+def _waiting_beside_stand_in(tmp_path, monkeypatch) -> Iterator[tuple[Any, Any, Client]]:
+    """A machine's environment in this process, this process its stopping supervisor
+    (`_hold_as_stopping`), a client that starts none, and a silent bound of 0.2 s: the
+    home, the socket folder and the client; all let go after."""
+    sb = make_sandbox(tmp_path)
+    for name, value in sb.env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(autostart, "UNREACHABLE_AFTER_S", 0.2)
+    folder, fd = _hold_as_stopping(sb.kint_home)
+    client = Client(sb.kint_home, autostart=False)
+    try:
+        yield sb.kint_home, folder, client
+    finally:
+        os.close(fd)
+        client.close()
+        sb.shutdown()
+
+
 def test_a_command_with_seconds_left_beside_a_stop_is_told_it_stops_not_to_kill_it(
         tmp_path, monkeypatch):
     """A command's autostart waits what is left of the command's bound (client.py), often
-    less than a stop takes (STOP_BOUND_S: its workers' stop grace and kill grace). Its wait
+    less than a stop takes (STOP_BOUND_S: its workers' stop grace and the stop's end). Its wait
     running out on a stop seen for less than that is no stop that does not end: it says
     the supervisor stops and to run it again once it has, the old words, where it said
     the stop had not ended, with `kill -KILL` of a stop within its normal bound. Seen for
     the bound (cut here), the wait says so. The stopping supervisor is the stand-in of the
     test below (a real one's stop cannot be held at a chosen length); the wait and its
     looks are real."""
-    sb = make_sandbox(tmp_path)
-    for name, value in sb.env.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.setattr(autostart, "UNREACHABLE_AFTER_S", 0.2)
-    home = sb.kint_home
-    _, fd = _hold_as_stopping(home)
-    client = Client(home, autostart=False)
     me = os.getpid()
-    try:
+    with _waiting_beside_stand_in(tmp_path, monkeypatch) as (home, _, client):
         with pytest.raises(autostart.SupervisorNotReachable) as within:
             autostart.ensure_running(home, client.ping, wait_s=0.6)
         assert str(within.value) == f"the supervisor (pid {me}) is stopping: it takes no " \
@@ -250,10 +262,6 @@ def test_a_command_with_seconds_left_beside_a_stop_is_told_it_stops_not_to_kill_
                             r"within ([0-9.]+)s: it takes no new clients", str(past.value))
         assert said is not None and float(said[1]) >= 0.4, past.value  # past the stop's bound
         assert f"`kill -KILL {me}` ends it now" in past.value.hint, past.value.hint
-    finally:
-        os.close(fd)
-        client.close()
-        sb.shutdown()
 
 
 def test_a_stop_seen_whose_note_is_gone_at_the_end_of_the_wait_is_still_said_stopping(
@@ -265,34 +273,23 @@ def test_a_stop_seen_whose_note_is_gone_at_the_end_of_the_wait_is_still_said_sto
     note is removed right after the wait's look that sees it (that look wrapped), as the
     stop's end would, so the moment is there every run; the stand-in supervisor and the
     wait's looks are the test above's."""
-    sb = make_sandbox(tmp_path)
-    for name, value in sb.env.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.setattr(autostart, "UNREACHABLE_AFTER_S", 0.2)
-    home = sb.kint_home
-    folder, fd = _hold_as_stopping(home)
     noted = autostart._stop_noted
-
-    def seen_then_removed(at, pid: int):  # noqa: ANN202 - what `_stop_noted` returns
-        seen = noted(at, pid)
-        if seen:
-            remove_note(folder)  # the stop's end, between the look and the wait's end
-        return seen
-
-    monkeypatch.setattr(autostart, "_stop_noted", seen_then_removed)
-    client = Client(home, autostart=False)
     me = os.getpid()
-    try:
+    with _waiting_beside_stand_in(tmp_path, monkeypatch) as (home, folder, client):
+
+        def seen_then_removed(at, pid: int):  # noqa: ANN202 - what `_stop_noted` returns
+            seen = noted(at, pid)
+            if seen:
+                remove_note(folder)  # the stop's end, between the look and the wait's end
+            return seen
+
+        monkeypatch.setattr(autostart, "_stop_noted", seen_then_removed)
         with pytest.raises(autostart.SupervisorNotReachable) as said:
             autostart.ensure_running(home, client.ping, wait_s=0.6)
         assert read_note(folder, me) is None  # the premise: the note was gone at the end
         assert str(said.value) == f"the supervisor (pid {me}) is stopping: it takes no " \
                                   "new clients", said.value
         assert said.value.hint == STOPPING_HINT and "kill" not in said.value.hint
-    finally:
-        os.close(fd)
-        client.close()
-        sb.shutdown()
 
 
 def _looked_past(looks: list[float], since: float, bound_s: float) -> bool:
