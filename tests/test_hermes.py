@@ -157,7 +157,11 @@ def test_a_profile_whose_first_attach_failed_attaches_once_its_worker_is_back(
         adapter = KintSibylAdapter()
         adapter.initialize("session-late", **profile)
         assert "kint: could not attach to space" in caplog.text, caplog.text
-        assert wait_until(lambda: _sessions(sb, ref) == 1, timeout=40, interval=0.5), caplog.text
+        # The session counts in the worker as its attach returns; the keepalive logs that
+        # it attached just after: both waited for, then the line said once.
+        assert wait_until(lambda: _sessions(sb, ref) == 1
+                          and "attached to the space's worker after" in caplog.text,
+                          timeout=40, interval=0.5), caplog.text
         assert caplog.text.count("attached to the space's worker after") == 1, caplog.text
     finally:
         if adapter is not None:
