@@ -61,21 +61,30 @@ def _op(sb, db) -> str | None:
     return (sb.row(db)["op"] or {}).get("name")
 
 
+def _pull_held_at_head_read(sb, proxy, db, first: str,
+                             held_s: float) -> tuple[threading.Thread, dict, int]:
+    """The space's first epoch pushed (a row `first`), a session's watcher running, and a pull
+    started whose head read (an eth_call) the proxy holds up to `held_s`: the pull's thread,
+    where its reply goes, and how many calls the proxy had seen before it (the test waits
+    for the pull at that read itself, inside its clean-up)."""
+    write_rules(db, sb.tenant, first=first)
+    sb.call("push", db, timeout_s=120)
+    assert sb.call("attach", db, args={"session": "s", "watcher": True})["watcher"]
+    proxy.set_mode("delay_methods", methods=["eth_call"], seconds=held_s)
+    pulled: dict = {}
+    seen = len(proxy.calls)
+    pull = threading.Thread(target=lambda: pulled.update(sb.call("pull", db, timeout_s=120)))
+    pull.start()
+    return pull, pulled, seen
+
+
 def test_a_write_during_the_spaces_own_pull_is_pushed_after_it_with_no_failure(
         tmp_path, chain_home):
     with machine_behind_proxy(tmp_path / "m", chain_home, **ENV) as (sb, proxy):
         db = sb.sibyl_db
         log_path = sb.kint_home / "supervisor.log"
-        write_rules(db, sb.tenant, first="pushed before the pull")
-        sb.call("push", db, timeout_s=120)
-        assert sb.call("attach", db, args={"session": "s", "watcher": True})["watcher"]
-        # The pull's head read (an eth_call) is held until the test lets it go.
-        proxy.set_mode("delay_methods", methods=["eth_call"], seconds=30)
-        pulled: dict = {}
-        seen = len(proxy.calls)
-        pull = threading.Thread(target=lambda: pulled.update(
-            sb.call("pull", db, timeout_s=120)))
-        pull.start()
+        # The pull's head read is held until the test lets it go.
+        pull, pulled, seen = _pull_held_at_head_read(sb, proxy, db, "pushed before the pull", 30)
         try:
             # Past its turn on the space (head_lock.head_op), at the head read it holds.
             sb.wait_for(lambda: "eth_call" in proxy.calls[seen:] and _op(sb, db) == "pull",

@@ -35,7 +35,7 @@ import threading
 from chain_machines import machine_behind_proxy, ok
 from conftest import write_rules
 from support.attach_in_flight import attach_in_flight
-from test_watcher_own_op import ENV, MET, WAIT, _op
+from test_watcher_own_op import ENV, MET, WAIT, _op, _pull_held_at_head_read
 
 NOT_STARTED = ("watcher: push (quiet trigger) not started: the worker is stopping "
                "(restart); the store's rows are left for the worker's next start")
@@ -51,14 +51,8 @@ def test_a_push_due_in_a_stopping_workers_grace_is_not_started_and_the_next_work
                               **GRACE, **ENV) as (sb, proxy):
         db = sb.sibyl_db
         log_path = sb.kint_home / "supervisor.log"
-        write_rules(db, sb.tenant, first="pushed before the stop")
-        sb.call("push", db, timeout_s=120)
-        assert sb.call("attach", db, args={"session": "s", "watcher": True})["watcher"]
-        # The pull's head read (an eth_call) is held until the test lets it go.
-        proxy.set_mode("delay_methods", methods=["eth_call"], seconds=60)
-        seen = len(proxy.calls)
-        pull = threading.Thread(target=lambda: sb.call("pull", db, timeout_s=120))
-        pull.start()
+        # The pull's head read is held until the test lets it go.
+        pull, _, seen = _pull_held_at_head_read(sb, proxy, db, "pushed before the stop", 60)
         attached: dict = {}
         caller = restarter = None
         try:
