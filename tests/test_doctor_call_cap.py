@@ -19,8 +19,10 @@ import json
 
 from chain_machines import machine_behind_proxy
 
-CAP_S = "2"
-CAPPED = ("the endpoint did not answer within 2 s (doctor's cap on a call; "
+# Room for the calls that are not held to answer within it on a loaded box (2 s was met by
+# an unheld call under four test workers, and the next line read "not checked").
+CAP_S = "5"
+CAPPED = ("the endpoint did not answer within 5 s (doctor's cap on a call; "
           "KINT_RPC_TIMEOUT is 30 s; ReadTimeout)")  # one parenthesis, the exception's in it
 SETTING_WORDS = "did not answer within KINT_RPC_TIMEOUT"
 

@@ -38,10 +38,11 @@ TICK = {"KINT_POLL_SECONDS": "0.25", "KINT_TEST_POLL_MINIMUM_S": "0.25"}
 WAIT = {"timeout": 60, "interval": 0.2}
 # KINT_RPC_TIMEOUT of the first machine's supervisor, so of the watcher's own pushes: each
 # push the hung proxy fails costs three tries of it (and 0.75 s of pauses), four such pushes
-# here. A quarter second is still many times a loopback call to anvil, which the watcher's
-# last push makes through the proxy once it forwards again. Its commands (connect, push,
-# status) send their own 1 s with each call.
-WATCHER_RPC_TIMEOUT_S = "0.25"
+# here. Half a second is still many times a loopback call to anvil, which the watcher's
+# last push makes through the proxy once it forwards again (half a second: a quarter was met
+# by the connect's head read under four test workers). Its commands (connect, push, status)
+# send their own 1 s with each call.
+WATCHER_RPC_TIMEOUT_S = "0.5"
 COMMAND_RPC_TIMEOUT_S = "1"
 
 
@@ -54,7 +55,7 @@ def _failure(sb, db) -> dict | None:
 def machines(tmp_path_factory, chain_home):
     """The two real-parts tests' machines, started together (their supervisors' starts
     overlap), each untouched until its test, which stops it when done: the first's is
-    connected through a proxy by the test, its supervisor with a 0.25 s RPC timeout and its
+    connected through a proxy by the test, its supervisor with a 0.5 s RPC timeout and its
     commands with 1 s."""
     started = new_machines([tmp_path_factory.mktemp("backoff"), tmp_path_factory.mktemp("counts")],
                            chain_home, envs=[{"KINT_RPC_TIMEOUT": WATCHER_RPC_TIMEOUT_S}, {}],
