@@ -39,8 +39,12 @@ from kint.rows.export import connect_ro, export_rows
 from kint.rows.merkle import merkle_root
 from kint.spaces import space_id as space_id_of
 
-RPC_TIMEOUT_S = 1.0  # KINT_RPC_TIMEOUT of the hung-RPC machine (each hung try: 1 s)
-VERIFY_HEAD_S = 2.0  # KINT_VERIFY_HEAD_SECONDS of the hung-RPC machine: v0.3.0's default
+# KINT_RPC_TIMEOUT and KINT_VERIFY_HEAD_SECONDS of the calls the hung endpoint holds, X's
+# push (each hung try: 1 s) and verify (v0.3.0's default), each sent by its own command: the
+# machine keeps the suite's values, so that Y's calls and X's through the forwarding proxy,
+# meant to be answered, are not given 1 s and 2 s on a loaded box.
+RPC_TIMEOUT_S = 1.0
+VERIFY_HEAD_S = 2.0
 # How long a proxy in "hang" mode holds a call before it closes the connection: the end of
 # a hung call when nothing in kint ends it first.
 PROXY_HANG_S = 30.0
@@ -746,9 +750,7 @@ def test_discard_local_refuses_a_store_that_holds_another_tenants_rows(liars):
 def hung(tmp_path_factory, chain, proxies):
     """One machine, two spaces: X (a Hermes profile's store) and Y (Sibyl's own store),
     each connected with its own endpoint, each a proxy that forwards for now."""
-    m = new_machine(tmp_path_factory.mktemp("hung"), chain["home"],
-                    KINT_RPC_TIMEOUT=str(int(RPC_TIMEOUT_S)),
-                    KINT_VERIFY_HEAD_SECONDS=str(VERIFY_HEAD_S))
+    m = new_machine(tmp_path_factory.mktemp("hung"), chain["home"])
     px, py = proxies(), proxies()
     x, y = m.profile_db("x"), m.sibyl_db
     try:
@@ -769,11 +771,12 @@ def _timed(fn):
 
 
 def _verify_x(m, x: Path, px) -> tuple[subprocess.CompletedProcess[str], float, list[str]]:
-    """X's verify with a call's RPC timeout past the proxy's hold: (its output, how long it
-    took, the calls the endpoint saw meanwhile)."""
+    """X's verify with a call's RPC timeout past the proxy's hold, and VERIFY_HEAD_S: (its
+    output, how long it took, the calls the endpoint saw meanwhile)."""
     before = len(px.calls)
     out, took = _timed(lambda: m.kint("--db", str(x), "verify", "release rule", "--json",
-                                      env={"KINT_RPC_TIMEOUT": str(VERIFY_RPC_TIMEOUT_S)}))
+                                      env={"KINT_RPC_TIMEOUT": str(VERIFY_RPC_TIMEOUT_S),
+                                           "KINT_VERIFY_HEAD_SECONDS": str(VERIFY_HEAD_S)}))
     return out, took, px.calls[before:]
 
 
@@ -816,7 +819,8 @@ def test_a_hung_rpc_stalls_only_its_own_tenant(hung):
     # X's push is stuck on its first call; status shows the call in flight and its age.
     write(x, m.tenant, **{"x-after-hang": "written while X's endpoint hangs"})
     started, calls = time.monotonic(), len(px.calls)
-    push = subprocess.Popen([KINT, "--db", str(x), "push"], env=m.env, text=True,
+    push = subprocess.Popen([KINT, "--db", str(x), "push"], text=True,
+                            env={**m.env, "KINT_RPC_TIMEOUT": str(int(RPC_TIMEOUT_S))},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     ended: dict = {}
 
@@ -991,7 +995,7 @@ def test_a_restarted_worker_finishes_a_landed_push_on_its_own(killbox, chain):
                and r["state"] in ("ready", "idle"), timeout=30, what="the restarted worker")
     seq, digest, _ = chain_head(chain, connected["owner"], sid)
     assert seq == 2
-    agreed = _wait(lambda: mirror(k, space16)["head"]["seq"] == seq, timeout=5, interval=0.2)
+    agreed = _wait(lambda: mirror(k, space16)["head"]["seq"] == seq, timeout=30, interval=0.2)
     assert agreed, (f"after the restart the mirror is at seq {mirror(k, space16)['head']['seq']}"
                     f", the chain at seq {seq}")
     assert mirror(k, space16)["head"]["digest"] == digest

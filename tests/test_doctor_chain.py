@@ -477,45 +477,55 @@ def test_doctor_waits_at_most_its_own_bound_a_call_and_says_so(story):
         "(doctor waits 12 s a call at most; KINT_RPC_TIMEOUT is 30 s)"), primary
 
 
+# The slow endpoint's delay on every call, and the bound of each command below (1.4 s and
+# 2.6 s before, scaled alike): each call answers inside the bound by 3 s, room for a loaded
+# box, where 1.2 s was less than an unheld call through a proxy was seen to take under four
+# test workers (test_doctor_call_cap's 2 s); two delays are past it however fast the box.
+SLOW_CALL_S = 3.5
+SLOW_BOUND_S = 6.5
+assert SLOW_CALL_S < SLOW_BOUND_S < 2 * SLOW_CALL_S
+
+
 def test_status_and_doctor_over_a_slow_endpoint_start_no_call_past_their_budgets(story):
     """An endpoint slow but answering: each call within its bound, yet enough of them
     could outlast what the command waits for. The two commands run side by side on the
     same slow endpoint (each op on a thread of the space's worker, each call delayed by the
     proxy on a thread of its own, each command's budget counted from its own first call),
-    where each cost a test of its own: ~5 s and ~7.5 s, now the longer of the two (~6 s).
+    where each cost a test of its own; now the longer of the two.
 
     `kint status` reads the session key's balance, authorization and expiry after the
     chain head, each bounded by KINT_VERIFY_HEAD_SECONDS; no read starts once that budget
     has passed since the first, so status says so instead of paying a budget a read. Each
-    call answers after 1.4 s, inside a 2.6 s budget by 1.2 s (a loaded box adds to that);
-    the first two key reads start inside the budget, the third at 2.8 s at the earliest,
-    never inside it, however fast the box.
+    call answers after SLOW_CALL_S (3.5 s), inside a SLOW_BOUND_S (6.5 s) budget by 3 s (a
+    loaded box adds to that); the first two key reads start inside the budget, the third at
+    7 s at the earliest, never inside it, however fast the box.
 
     `kint doctor` starts no call once the chain's checks have taken two calls' bound (here
-    2 x 2.6 s): the checks left say so, and doctor answers. Each call answers inside its
-    2.6 s bound by 1.2 s; the two calls before the session key's take 2.8 s, inside the
-    5.2 s by 2.4 s; the four calls before the head's take 5.6 s at the least, past the
-    5.2 s, however fast the box (a loaded one only adds to them)."""
+    2 x 6.5 s): the checks left say so, and doctor answers. Each call answers inside its
+    6.5 s bound by 3 s; the two calls before the session key's take 7 s, inside the 13 s
+    by 6 s; the four calls before the head's take 14 s at the least, past the 13 s, however
+    fast the box (a loaded one only adds to them)."""
     a = story["a"]
     with RpcProxy(story["devchain"]["rpc_url"], max_hang_s=30) as proxy:
         space_config(a, f'rpc_url = "{proxy.url}"\n')
         try:
-            proxy.set_mode("delay", seconds=1.4)
+            proxy.set_mode("delay", seconds=SLOW_CALL_S)
+            bound = str(SLOW_BOUND_S)
             status, doctored = side_by_side(
-                lambda: a.kint("status", "--json", env={"KINT_VERIFY_HEAD_SECONDS": "2.6"}),
-                lambda: a.kint("doctor", "--json", env={"KINT_RPC_TIMEOUT": "2.6"},
+                lambda: a.kint("status", "--json", env={"KINT_VERIFY_HEAD_SECONDS": bound}),
+                lambda: a.kint("doctor", "--json", env={"KINT_RPC_TIMEOUT": bound},
                                timeout=120))
             out = json.loads(ok(status).stdout)
             assert out["chain_head"] is not None, out  # the head itself was read in time
             facts = out["session_key"]
-            assert facts["error"] == "not read: the chain took longer than 2.6 s to answer", \
-                facts
+            assert facts["error"] == \
+                f"not read: the chain took longer than {SLOW_BOUND_S:g} s to answer", facts
             assert "balance_wei" not in facts
 
             checks = {c["name"]: c for c in json.loads(doctored.stdout)["checks"]}
             assert checks["rpc primary"]["ok"] and checks["contract"]["ok"], checks
             assert checks["head"]["detail"] == \
-                "not checked: the chain's checks took 5.2 s already"
+                f"not checked: the chain's checks took {2 * SLOW_BOUND_S:g} s already"
             assert not checks["head"]["ok"] and doctored.returncode == 1
         finally:
             proxy.forward()

@@ -30,7 +30,12 @@ from kint.protocol.errors import SPACE_RPC_HINT
 from kint.render_space import space_status_text
 from kint.agent_server.results import status_result
 
-RETRY_S = 3  # KINT_PUSH_RETRY_SECONDS here: several ticks, and a short test
+# KINT_PUSH_RETRY_SECONDS here: several ticks. Its doubled wait is the time the steps after
+# the second failure have (two commands, a beat, the `kint push` started) before the
+# watcher's own retry, which must not come first, and the wait the config change must end
+# is the time to write the file and see it read: 3 s (6 s) was met by a loaded box (-n 4,
+# two burners), the watcher's retry going through before the command's push.
+RETRY_S = 10
 # The watcher's tick in the workers here (KINT_TEST_POLL_MINIMUM_S lets it under 1 s,
 # tests/support/kint_test_timings.py): each step below waits a tick or two, and a quarter
 # second is still several ticks of every wait the steps check (RETRY_S, 1 s).
@@ -40,8 +45,8 @@ WAIT = {"timeout": 60, "interval": 0.2}
 # push the hung proxy fails costs three tries of it (and 0.75 s of pauses), four such pushes
 # here. Half a second is still many times a loopback call to anvil, which the watcher's
 # last push makes through the proxy once it forwards again (half a second: a quarter was met
-# by the connect's head read under four test workers). Its commands (connect, push, status)
-# send their own 1 s with each call.
+# by the connect's head read under four test workers; the connect now sends 30 s). Its
+# commands (push, status) send their own 1 s with each call.
 WATCHER_RPC_TIMEOUT_S = "0.5"
 COMMAND_RPC_TIMEOUT_S = "1"
 SANE_RPC_TIMEOUT_S = "30"  # a command's that is not meant to time out
@@ -73,7 +78,10 @@ def machines(tmp_path_factory, chain_home):
 
 def test_a_failed_watcher_push_waits_doubles_and_is_reset_by_a_push_and_a_config_change(
         machines, chain_home):
-    with behind_proxy(machines[0], chain_home) as (sb, proxy):
+    # The connect (its authorization sent through the proxy) under a sane timeout, not the
+    # supervisor's half second: it is meant to go through.
+    with behind_proxy(machines[0], chain_home,
+                      connect_settings={"KINT_RPC_TIMEOUT": SANE_RPC_TIMEOUT_S}) as (sb, proxy):
         db = sb.sibyl_db
         # KINT_PUSH_RETRY_SECONDS from config.toml (not the environment, which would beat
         # the file): the change of configuration below also sets a wait of 1 s, the
@@ -93,7 +101,7 @@ def test_a_failed_watcher_push_waits_doubles_and_is_reset_by_a_push_and_a_config
 
         # Not tried again at the next ticks: a reply that says a second (four ticks) has
         # passed since the failure still counts one attempt, and the endpoint saw nothing
-        # new (two seconds before the retry is due: room for a loaded box).
+        # new (RETRY_S - 1 s before the retry is due: room for a loaded box).
         later = sb.wait_for(lambda: (f := _failure(sb, db))["retry_in_s"] <= RETRY_S - 1 and f,
                             what="four ticks after the failure", **WAIT)
         assert later["attempts"] == 1 and later["age_s"] >= 1, later
