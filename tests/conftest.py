@@ -148,9 +148,10 @@ from sibyl_memory_client import testing as sibyl_testing  # noqa: E402
 
 from checkout_watch import SECTION as CHECKOUT_SECTION  # noqa: E402
 from checkout_watch import CheckoutWatch  # noqa: E402
-from kint.client import Client, KintError  # noqa: E402
+from kint.client import Client  # noqa: E402
 from kint.spaces import SIBYL_DEFAULT_TENANT  # noqa: E402
 from kint.supervisor.pidlock import running_pid  # noqa: E402
+from support.left_supervisors import stop_left_under, stop_supervisor  # noqa: E402
 from support.settings_kept import settings_kept  # noqa: E402
 
 KINT = str(Path(sys.executable).parent / "kint")
@@ -244,6 +245,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         _wheel_build.stop()
         shutil.rmtree(_wheel_build.work, ignore_errors=True)
     if XDIST_WORKER is None:  # the controller, or a plain run: every test has ended
+        # Whatever a crashed or timed-out test left running under the run's folders.
+        for root in {_RUN_ROOT, Path(session.config.option.basetemp or _RUN_ROOT)}:
+            stop_left_under(root)
         if _DEVCHAIN_RECORD.exists():
             make_sandbox(_DEVCHAIN_ROOT).kint("devchain", "stop")
         if session.testsfailed:  # the failed tests' folders are kept to look at
@@ -572,21 +576,9 @@ class Sandbox:
         """Stop the supervisor as `kint supervisor stop` does (`sup.stop`, which answers once
         every worker has stopped, then its pid file let go), from this process: a test's
         clean-up, where a `kint` process would cost its start and imports at every test
-        (the command itself is tested where it is the subject)."""
-        pid = running_pid(self.kint_home)
-        if pid is None:
-            return
-        try:
-            with self.client() as client:
-                client.call("sup.stop", timeout_s=60)
-        except KintError:
-            pass  # gone already, or wedged: the pid check below settles it
-        deadline = time.monotonic() + 10
-        while running_pid(self.kint_home) is not None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        pid = running_pid(self.kint_home)
-        if pid and pid > 0:  # a test left it wedged: do not leak processes into the next one
-            os.kill(pid, signal.SIGKILL)
+        (the command itself is tested where it is the subject). One a test left held or
+        wedged is continued, then killed with its workers (support/left_supervisors.py)."""
+        stop_supervisor(self.kint_home)
 
 
 def kint_copy(folder: Path) -> Path:

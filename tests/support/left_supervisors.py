@@ -1,0 +1,188 @@
+"""A test's supervisor stopped for good, even one held (SIGSTOP) or wedged: a sandbox's own
+stop (`stop_supervisor`, Sandbox.shutdown's), and the run's last sweep of every supervisor
+still running under its own temporary folders (`stop_left_under`, the controller's, at the
+end of the session).
+
+A test that crashed or timed out mid-way (pytest-timeout's thread method ends the xdist
+worker at once, no fixture's clean-up run) left its supervisor running, and a held one
+stayed held: nothing of the run stopped it, and it outlived the run with its workers. A
+held supervisor also never answers `sup.stop`, so a sandbox's stop waited the call's whole
+bound, then killed the supervisor alone and left its workers.
+
+Only a supervisor of this run is ever signalled: one found by the lock it holds on the pid
+file of a KINT_HOME under the run's own folders (kint.supervisor.pidlock), whose process
+names that KINT_HOME in its command line or environment (read from /proc: a test's helper
+holding a pid file that names another process is left alone). Its process group is
+signalled only when it leads one (started in a session of its own, as the suite's and
+`kint supervisor start`'s supervisors are): a supervisor a test runs in the foreground,
+in the test's own group, is signalled alone. A developer's real supervisor has its
+KINT_HOME outside these folders, and is never looked at.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+from kint.client import Client, KintError
+from kint.paths import run_dir
+from kint.supervisor.pidlock import PID_FILE, running_pid
+
+# How long the run's last sweep waits for a left supervisor's normal stop: it has nothing
+# left to finish for a test (a sandbox's own stop waits what Sandbox.shutdown always did).
+SWEEP_CALL_S = 10.0
+# How long a stop waits for the pid lock to be let go after `sup.stop`, and for the
+# supervisor's group to be gone after its SIGKILL.
+LET_GO_S = 10.0
+_PROC = Path("/proc")
+
+
+def stop_supervisor(home: Path, call_s: float = 60.0) -> None:
+    """Stop the supervisor of `home` as `kint supervisor stop` does (`sup.stop`, which
+    answers once every worker has stopped, then its pid lock let go), having continued it
+    and its workers first (a held process answers nothing); if it has not ended within
+    LET_GO_S after the call, SIGKILL to its group (`_kill_group`). A supervisor that leads
+    its group is waited for until the whole group is gone: its lock is let go before the
+    process has ended, and its forkserver ends after it."""
+    pid = running_pid(home)
+    if pid is None:
+        return
+    group = pid > 0 and _leads_group(pid)  # asked while it holds the lock: this home's
+    if pid > 0:
+        _signal_group(pid, signal.SIGCONT)
+    try:
+        with Client(home, autostart=False) as client:
+            client.call("sup.stop", timeout_s=call_s)
+    except KintError:
+        pass  # gone already, or wedged: the lock below settles it
+    deadline = time.monotonic() + LET_GO_S
+    while running_pid(home) is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    still = running_pid(home)
+    if still is not None and still > 0:  # still holding its lock: alive, and this home's
+        _kill_group(still)
+    elif group:  # the group's id is not given to another process while one of it lives
+        while group_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if group_alive(pid):
+            _kill_group(pid, group=True)
+
+
+def left_under(root: Path) -> list[tuple[Path, int]]:
+    """(KINT_HOME, pid) of every supervisor running under `root` whose process names that
+    KINT_HOME: symlinks are not followed, so no home outside `root` is reached. Empty
+    where there is no /proc to read a process's own words from (the identity check)."""
+    if not _PROC.is_dir() or not root.is_dir():
+        return []
+    found = []
+    for folder, _dirs, files in os.walk(root):
+        here = Path(folder)
+        if PID_FILE not in files or here != run_dir(here.parent):
+            continue
+        home = here.parent
+        pid = running_pid(home)
+        if pid is not None and pid > 0 and _names(pid, home):
+            found.append((home, pid))
+    return found
+
+
+def stop_left_under(root: Path, call_s: float = SWEEP_CALL_S) -> list[int]:
+    """Stop every supervisor of this run still running under `root` (`left_under`), and
+    its workers, whatever state a test left them in. Returns the pids it stopped."""
+    stopped = []
+    for home, pid in left_under(root):
+        stop_supervisor(home, call_s=call_s)
+        stopped.append(pid)
+    return stopped
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` is a process not yet ended (a zombie, ended and not yet reaped by the
+    test that started it, is not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    state = _stat(pid)
+    return state is None or state[0] != "Z"
+
+
+def _names(pid: int, home: Path) -> bool:
+    """Whether process `pid`'s command line or environment names `home`."""
+    try:
+        said = (_PROC / str(pid) / "cmdline").read_bytes() + b"\0" + \
+            (_PROC / str(pid) / "environ").read_bytes()
+    except OSError:
+        return False
+    words = said.split(b"\0")
+    for path in {str(home), str(home.absolute()), str(home.resolve())}:
+        if path.encode() in words or f"KINT_HOME={path}".encode() in words:
+            return True
+    return False
+
+
+def _leads_group(pid: int) -> bool:
+    try:
+        return os.getpgid(pid) == pid
+    except ProcessLookupError:
+        return False
+
+
+def _signal_group(pid: int, sig: signal.Signals, group: bool | None = None) -> None:
+    """`sig` to `pid`'s group when it leads one (`group`: known already, its leader maybe
+    ended), else to `pid` alone."""
+    try:
+        if _leads_group(pid) if group is None else group:
+            os.killpg(pid, sig)
+        else:
+            os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _kill_group(pid: int, group: bool | None = None) -> None:
+    """SIGCONT then SIGKILL to the supervisor `pid`'s group (its forkserver and workers
+    with it), and wait up to LET_GO_S for every one of them to be gone."""
+    group = _leads_group(pid) if group is None else group
+    _signal_group(pid, signal.SIGCONT, group)
+    _signal_group(pid, signal.SIGKILL, group)
+    deadline = time.monotonic() + LET_GO_S
+    while time.monotonic() < deadline and (group_alive(pid) if group else alive(pid)):
+        time.sleep(0.05)
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any process not yet ended is in group `pgid` (where there is no /proc,
+    whether the group can still be signalled)."""
+    if not _PROC.is_dir():
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+    return bool(group_members(pgid))
+
+
+def group_members(pgid: int) -> list[int]:
+    """The processes not yet ended in group `pgid`, read from /proc."""
+    members = []
+    for entry in os.listdir(_PROC):
+        if entry.isdigit():
+            state = _stat(int(entry))
+            if state is not None and state[1] == pgid and state[0] != "Z":
+                members.append(int(entry))
+    return members
+
+
+def _stat(pid: int) -> tuple[str, int] | None:
+    """(state, process group) of `pid` from /proc/PID/stat, or None where unread."""
+    try:
+        text = (_PROC / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rfind(")") + 2:].split()  # after the command's name, whatever it is
+    return fields[0], int(fields[2])
