@@ -75,7 +75,9 @@ def _remove_abandoned_runs(own: Path) -> None:
     """Remove this user's run folders beside `own` whose run ended without removing them
     (killed, or its machine stopped): their lock is free. A failed run's folder is kept
     (`_keep_last_failed_runs` keeps the last three); one with no lock yet is a run being
-    made, or a folder of an older conftest, and is left alone."""
+    made, or a folder of an older conftest, and is left alone. A folder's anvil and the
+    supervisors still running under it (its run's last sweep never ran) are stopped
+    before it is removed."""
     for folder in own.parent.glob("kt-*"):
         try:
             if folder == own or folder.is_symlink() or folder.stat().st_uid != os.getuid() \
@@ -90,6 +92,8 @@ def _remove_abandoned_runs(own: Path) -> None:
             continue
         else:
             _stop_abandoned_anvil(folder)
+            from support.left_supervisors import stop_left_under
+            stop_left_under(folder)  # under its homes, which the folder's removal forgets
             shutil.rmtree(folder, ignore_errors=True)
         finally:
             os.close(fd)

@@ -1,7 +1,9 @@
 """The run's last sweep of the supervisors a test left (tests/support/left_supervisors.py,
 run by the controller's pytest_sessionfinish over the run's folders): a supervisor held
 with its workers (SIGSTOP to its group, as a test that crashed mid-way leaves it) is gone
-after it, workers and all, and a supervisor outside the folder swept is not touched.
+after it, workers and all, and a supervisor outside the folder swept is not touched. A run
+killed before its end never swept: the next run stops what is left under its folder
+before removing it (conftest._remove_abandoned_runs).
 
 Real parts: `kint supervisor start`'s supervisor in a sandbox of its own, its forkserver
 and a space's worker serving a real Sibyl store, the processes read from /proc. The sweep
@@ -15,7 +17,7 @@ import signal
 
 import pytest
 
-from conftest import make_sandbox, write_store
+from conftest import RUN_LOCK, _remove_abandoned_runs, make_sandbox, write_store
 from kint.supervisor.pidlock import running_pid
 from support.left_supervisors import group_alive, group_members, stop_left_under
 
@@ -43,3 +45,28 @@ def test_a_held_supervisor_and_its_workers_are_gone_after_the_sweep(tmp_path):
     finally:  # a held group is continued first (Sandbox.shutdown)
         left.shutdown()
         beside.shutdown()
+
+
+def test_a_run_killed_before_its_end_leaves_no_supervisor_past_the_next_runs_start(tmp_path):
+    """A run's folder whose run lock is free (its run killed, the controller's sweep never
+    reached), a supervisor still running held under it: the next run's start stops it,
+    workers and all, before the folder goes. The folders are this test's (kt-* beside a
+    stand-in for this run's own), never the system's temporary folder's."""
+    abandoned = tmp_path / "kt-abandoned"
+    left = make_sandbox(abandoned / "t" / "m")
+    write_store(left.sibyl_db)
+    (abandoned / RUN_LOCK).touch()  # its run's lock, held by nobody now
+    (tmp_path / "kt-own").mkdir()
+    held = None
+    try:
+        held = left.start()
+        left.call("status", left.sibyl_db)
+        os.killpg(held, signal.SIGSTOP)
+
+        _remove_abandoned_runs(tmp_path / "kt-own")
+        assert not abandoned.exists()
+        assert not group_alive(held), group_members(held)
+    finally:
+        if held is not None and group_alive(held):  # not swept: it must not outlive the test
+            os.killpg(held, signal.SIGCONT)
+            os.killpg(held, signal.SIGKILL)
