@@ -250,8 +250,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         shutil.rmtree(_wheel_build.work, ignore_errors=True)
     if XDIST_WORKER is None:  # the controller, or a plain run: every test has ended
         # Whatever a crashed or timed-out test left running under the run's folders.
-        for root in {_RUN_ROOT, Path(session.config.option.basetemp or _RUN_ROOT)}:
-            stop_left_under(root)
+        stop_left_under(_RUN_ROOT, Path(session.config.option.basetemp or _RUN_ROOT))
         if _DEVCHAIN_RECORD.exists():
             make_sandbox(_DEVCHAIN_ROOT).kint("devchain", "stop")
         if session.testsfailed:  # the failed tests' folders are kept to look at

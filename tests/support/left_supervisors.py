@@ -88,13 +88,18 @@ def left_under(root: Path) -> list[tuple[Path, int]]:
     return found
 
 
-def stop_left_under(root: Path, call_s: float = SWEEP_CALL_S) -> list[int]:
-    """Stop every supervisor of this run still running under `root` (`left_under`), and
-    its workers, whatever state a test left them in. Returns the pids it stopped."""
+def stop_left_under(*roots: Path, call_s: float = SWEEP_CALL_S) -> list[int]:
+    """Stop every supervisor of this run still running under `roots` (`left_under`; a
+    root inside another is walked once), and its workers, whatever state a test left
+    them in. Returns the pids it stopped."""
+    walked = sorted({root.absolute() for root in roots}, key=lambda root: len(root.parts))
+    outer = [root for i, root in enumerate(walked)
+             if not any(root.is_relative_to(other) for other in walked[:i])]
     stopped = []
-    for home, pid in left_under(root):
-        stop_supervisor(home, call_s=call_s)
-        stopped.append(pid)
+    for root in outer:
+        for home, pid in left_under(root):
+            stop_supervisor(home, call_s=call_s)
+            stopped.append(pid)
     return stopped
 
 
