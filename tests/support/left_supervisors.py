@@ -44,8 +44,8 @@ def stop_supervisor(home: Path, call_s: float = 60.0) -> None:
     answers once every worker has stopped, then its pid lock let go), having continued it
     and its workers first (a held process answers nothing); if it has not ended within
     LET_GO_S after the call, SIGKILL to its group (`_kill_group`). A supervisor that leads
-    its group is waited for until the whole group is gone: its lock is let go before the
-    process has ended, and its forkserver ends after it."""
+    its group is waited for until the whole group is gone (where /proc tells a zombie
+    apart): its lock is let go before the process has ended, and its forkserver after."""
     pid = running_pid(home)
     if pid is None:
         return
@@ -63,7 +63,8 @@ def stop_supervisor(home: Path, call_s: float = 60.0) -> None:
     still = running_pid(home)
     if still is not None and still > 0:  # still holding its lock: alive, and this home's
         _kill_group(still)
-    elif group:  # the group's id is not given to another process while one of it lives
+    elif group and _PROC.is_dir():  # its id is not another's while one of it lives; a
+        # zombie (the test's own child, unreaped) is told apart from the living in /proc
         while group_alive(pid) and time.monotonic() < deadline:
             time.sleep(0.05)
         if group_alive(pid):
