@@ -3,7 +3,9 @@ run by the controller's pytest_sessionfinish over the run's folders): a supervis
 with its workers (SIGSTOP to its group, as a test that crashed mid-way leaves it) is gone
 after it, workers and all, and a supervisor outside the folder swept is not touched. A run
 killed before its end never swept: the next run stops what is left under its folder
-before removing it (conftest._remove_abandoned_runs).
+before removing it (conftest._remove_abandoned_runs). A process holding a home's pid lock
+that does not name the home is never signalled, by the sweep or by a sandbox's stop
+(`stop_supervisor`).
 
 Real parts: `kint supervisor start`'s supervisor in a sandbox of its own, its forkserver
 and a space's worker serving a real Sibyl store, the processes read from /proc. The sweep
@@ -14,12 +16,16 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from conftest import RUN_LOCK, _remove_abandoned_runs, make_sandbox, write_store
 from kint.supervisor.pidlock import running_pid
-from support.left_supervisors import group_alive, group_members, stop_left_under
+from support.left_supervisors import (alive, group_alive, group_members, stop_left_under,
+                                      stop_supervisor)
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc"), reason="the sweep reads /proc")
 
@@ -70,3 +76,52 @@ def test_a_run_killed_before_its_end_leaves_no_supervisor_past_the_next_runs_sta
         if held is not None and group_alive(held):  # not swept: it must not outlive the test
             os.killpg(held, signal.SIGCONT)
             os.killpg(held, signal.SIGKILL)
+
+
+# A process of the test's own that takes the real pid lock of a home and keeps it (a
+# supervisor that cannot answer sup.stop), in a session of its own with a child: the home
+# read from stdin, and on its command line only when `named`.
+_HOLDER = """import subprocess, sys, time
+from pathlib import Path
+from kint.supervisor.pidlock import hold_pid_lock
+home = Path(sys.stdin.readline().strip())
+child = subprocess.Popen(["sleep", "300"])
+hold_pid_lock(home)
+print(child.pid, flush=True)
+time.sleep(300)
+"""
+
+
+def _lock_holder(home: Path, named: bool) -> tuple[subprocess.Popen[str], int]:
+    """The holder of `home`'s pid lock (`_HOLDER`) and its child's pid, once it holds it."""
+    (home / "run").mkdir(parents=True, mode=0o700)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, *([str(home)] if named else [])],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    holder.stdin.write(f"{home}\n")
+    holder.stdin.close()
+    child = int(holder.stdout.readline())
+    assert running_pid(home) == holder.pid
+    return holder, child
+
+
+def _end(holder: subprocess.Popen[str]) -> None:
+    if group_alive(holder.pid):
+        os.killpg(holder.pid, signal.SIGKILL)
+    holder.wait(30)
+
+
+def test_a_pid_file_naming_a_process_not_the_homes_is_never_signalled(tmp_path):
+    """The home's lock held by a process that does not name the home (a test's helper,
+    or a pid the file names that the box has given to another process): neither a
+    sandbox's stop nor the sweep signals it or its group, however long it keeps the
+    lock."""
+    home = tmp_path / "swept" / "kint"
+    holder, child = _lock_holder(home, named=False)
+    try:
+        stop_supervisor(home, call_s=2, let_go_s=2)
+        assert stop_left_under(tmp_path / "swept") == []
+        assert alive(holder.pid) and alive(child)
+        assert running_pid(home) == holder.pid
+    finally:
+        _end(holder)

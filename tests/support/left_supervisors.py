@@ -9,14 +9,16 @@ stayed held: nothing of the run stopped it, and it outlived the run with its wor
 held supervisor also never answers `sup.stop`, so a sandbox's stop waited the call's whole
 bound, then killed the supervisor alone and left its workers.
 
-Only a supervisor of this run is ever signalled: one found by the lock it holds on the pid
-file of a KINT_HOME under the run's own folders (kint.supervisor.pidlock), whose process
-names that KINT_HOME in its command line or environment (read from /proc: a test's helper
-holding a pid file that names another process is left alone). Its process group is
-signalled only when it leads one (started in a session of its own, as the suite's and
-`kint supervisor start`'s supervisors are): a supervisor a test runs in the foreground,
-in the test's own group, is signalled alone. A developer's real supervisor has its
-KINT_HOME outside these folders, and is never looked at.
+Only a home's own supervisor is ever signalled: the process holding the lock on the home's
+pid file (kint.supervisor.pidlock) whose command line or environment names that KINT_HOME
+(read from /proc: a test's helper holding the lock with a pid file that names another
+process is left alone, by a sandbox's stop as by the sweep). The sweep looks only at homes
+under the run's own folders, and where there is no /proc signals nothing; a sandbox's stop
+there kills the pid alone, as it always did. Its process group is signalled only when it
+leads one (started in a session of its own, as the suite's and `kint supervisor start`'s
+supervisors are): a supervisor a test runs in the foreground, in the test's own group, is
+signalled alone. A developer's real supervisor has its KINT_HOME outside these folders, and
+is never looked at.
 """
 
 from __future__ import annotations
@@ -39,32 +41,45 @@ LET_GO_S = 10.0
 _PROC = Path("/proc")
 
 
-def stop_supervisor(home: Path, call_s: float = 60.0) -> None:
+def stop_supervisor(home: Path, call_s: float = 60.0, let_go_s: float = LET_GO_S) -> None:
     """Stop the supervisor of `home` as `kint supervisor stop` does (`sup.stop`, which
     answers once every worker has stopped, then its pid lock let go), having continued it
     and its workers first (a held process answers nothing); if it has not ended within
-    LET_GO_S after the call, SIGKILL to its group (`_kill_group`). A supervisor that leads
-    its group is waited for until the whole group is gone (where /proc tells a zombie
-    apart): its lock is let go before the process has ended, and its forkserver after."""
+    `let_go_s` after the call, SIGKILL to its group (`_kill_group`). A supervisor that
+    leads its group is waited for until the whole group is gone (where /proc tells a zombie
+    apart): its lock is let go before the process has ended, and its forkserver after.
+
+    Only the home's own supervisor is signalled: one whose process names `home`
+    (`_names`, as the sweep's `left_under` asks). The pid its pid file says is whatever
+    the lock's holder wrote, and a test's helper may hold the lock and name another
+    process: one that is not the home's gets the call alone, never a signal. Where there
+    is no /proc to tell, the pid alone is killed if it keeps the lock, as Sandbox.shutdown
+    always did."""
     pid = running_pid(home)
     if pid is None:
         return
-    group = pid > 0 and _leads_group(pid)  # asked while it holds the lock: this home's
-    if pid > 0:
+    proc = _PROC.is_dir()
+    ours = proc and pid > 0 and _names(pid, home)
+    group = ours and _leads_group(pid)  # asked while it holds the lock: this home's
+    if ours:
         _signal_group(pid, signal.SIGCONT)
     try:
         with Client(home, autostart=False) as client:
             client.call("sup.stop", timeout_s=call_s)
     except KintError:
         pass  # gone already, or wedged: the lock below settles it
-    deadline = time.monotonic() + LET_GO_S
+    deadline = time.monotonic() + let_go_s
     while running_pid(home) is not None and time.monotonic() < deadline:
         time.sleep(0.05)
     still = running_pid(home)
-    if still is not None and still > 0:  # still holding its lock: alive, and this home's
-        _kill_group(still)
-    elif group and _PROC.is_dir():  # its id is not another's while one of it lives; a
-        # zombie (the test's own child, unreaped) is told apart from the living in /proc
+    if still is not None and still > 0:  # still holding its lock: alive
+        if not proc:
+            _signal_group(still, signal.SIGKILL, group=False)
+        elif _names(still, home):
+            _kill_group(still)
+    elif group:  # its id is not another's while one of it lives; a zombie (the test's
+        # own child, unreaped) is told apart from the living in /proc
+        deadline = time.monotonic() + let_go_s
         while group_alive(pid) and time.monotonic() < deadline:
             time.sleep(0.05)
         if group_alive(pid):
