@@ -44,6 +44,10 @@ def test_a_held_supervisor_and_its_workers_are_gone_after_the_sweep(tmp_path):
 
         assert stop_left_under(tmp_path / "swept") == [held]
         assert not group_alive(held), group_members(held)
+        # Continued before its stop (SIGCONT), it stopped itself: a held one never answers
+        # sup.stop, and is killed without this line (kint/supervisor/daemon.py).
+        log = (left.kint_home / "supervisor.log").read_text(errors="replace")
+        assert f"supervisor {held} stopped" in log, log[-2000:]
         assert running_pid(left.kint_home) is None
         # Outside the folder swept: running and answering, as it was.
         assert running_pid(beside.kint_home) == kept
@@ -109,6 +113,21 @@ def _end(holder: subprocess.Popen[str]) -> None:
     if group_alive(holder.pid):
         os.killpg(holder.pid, signal.SIGKILL)
     holder.wait(30)
+
+
+def test_a_supervisor_whose_stop_does_not_end_is_killed_with_its_group(tmp_path):
+    """The home's lock held by a process that names the home and answers nothing: after
+    the call's bound and the let-go's, it is killed with its group, its child too (a
+    supervisor's forkserver and workers), not the supervisor alone."""
+    home = tmp_path / "kint"
+    holder, child = _lock_holder(home, named=True)
+    try:
+        stop_supervisor(home, call_s=2, let_go_s=2)  # bounds meant to run out
+        assert not alive(holder.pid)
+        assert not alive(child)
+        assert running_pid(home) is None
+    finally:
+        _end(holder)
 
 
 def test_a_pid_file_naming_a_process_not_the_homes_is_never_signalled(tmp_path):
