@@ -92,8 +92,7 @@ def _remove_abandoned_runs(own: Path) -> None:
             continue
         else:
             _stop_abandoned_anvil(folder)
-            from support.left_supervisors import stop_left_under
-            stop_left_under(folder)  # under its homes, which the folder's removal forgets
+            _sweep_left(folder)  # under its homes, which the folder's removal forgets
             shutil.rmtree(folder, ignore_errors=True)
         finally:
             os.close(fd)
@@ -117,6 +116,19 @@ def _stop_abandoned_anvil(folder: Path) -> None:
         stop(home)
     except Exception:  # noqa: BLE001 - a corrupt record, a foreign file: left, as before
         pass
+
+
+def _sweep_left(*roots: Path) -> None:
+    """Stop the supervisors a test left under `roots` (support/left_supervisors.py): a
+    sweep that fails is said, and never keeps a run from starting, its anvil from being
+    stopped or its folder from being removed."""
+    from support.left_supervisors import stop_left_under
+
+    try:
+        stop_left_under(*roots)
+    except Exception as err:  # noqa: BLE001 - a clean-up's own failure, said and left
+        print(f"\nwarning: the sweep of the supervisors left under {', '.join(map(str, roots))}"
+              f" failed: {type(err).__name__}: {err}", file=sys.stderr)
 
 
 # The run's devchain's KINT_HOME, inside its folder (`chain_home`).
@@ -155,7 +167,7 @@ from checkout_watch import CheckoutWatch  # noqa: E402
 from kint.client import Client  # noqa: E402
 from kint.spaces import SIBYL_DEFAULT_TENANT  # noqa: E402
 from kint.supervisor.pidlock import running_pid  # noqa: E402
-from support.left_supervisors import stop_left_under, stop_supervisor  # noqa: E402
+from support.left_supervisors import stop_supervisor  # noqa: E402
 from support.settings_kept import settings_kept  # noqa: E402
 
 KINT = str(Path(sys.executable).parent / "kint")
@@ -249,10 +261,10 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         _wheel_build.stop()
         shutil.rmtree(_wheel_build.work, ignore_errors=True)
     if XDIST_WORKER is None:  # the controller, or a plain run: every test has ended
-        # Whatever a crashed or timed-out test left running under the run's folders.
-        stop_left_under(_RUN_ROOT, Path(session.config.option.basetemp or _RUN_ROOT))
         if _DEVCHAIN_RECORD.exists():
             make_sandbox(_DEVCHAIN_ROOT).kint("devchain", "stop")
+        # Whatever a crashed or timed-out test left running under the run's folders.
+        _sweep_left(_RUN_ROOT, Path(session.config.option.basetemp or _RUN_ROOT))
         if session.testsfailed:  # the failed tests' folders are kept to look at
             print(f"\nthe tests' folders are kept in {session.config.option.basetemp}")
             shutil.rmtree(_DEVCHAIN_ROOT, ignore_errors=True)

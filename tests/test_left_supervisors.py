@@ -144,3 +144,24 @@ def test_a_pid_file_naming_a_process_not_the_homes_is_never_signalled(tmp_path):
         assert running_pid(home) == holder.pid
     finally:
         _end(holder)
+
+
+def _looped_home(folder: Path) -> None:
+    """A home under `folder` whose pid file is a symlink loop (opening it raises ELOOP)."""
+    run = folder / "t" / "kint" / "run"
+    run.mkdir(parents=True)
+    (run / "supervisor.pid").symlink_to("supervisor.pid")
+
+
+def test_a_pid_file_that_cannot_be_read_keeps_no_run_from_starting(tmp_path):
+    """A killed run's folder with a home whose pid file cannot be read: the next run's
+    start goes on and removes the folder, where the sweep's error escaped conftest's
+    import (and every later run's the same); the sweep itself passes over that home."""
+    abandoned = tmp_path / "kt-abandoned"
+    _looped_home(abandoned)
+    (abandoned / RUN_LOCK).touch()
+    (tmp_path / "kt-own").mkdir()
+    _remove_abandoned_runs(tmp_path / "kt-own")
+    assert not abandoned.exists()
+    _looped_home(tmp_path / "swept")
+    assert stop_left_under(tmp_path / "swept") == []

@@ -98,7 +98,10 @@ def left_under(root: Path) -> list[tuple[Path, int]]:
         if PID_FILE not in files or here != run_dir(here.parent):
             continue
         home = here.parent
-        pid = running_pid(home)
+        try:
+            pid = running_pid(home)
+        except OSError:  # a pid file no supervisor could have made (a symlink loop): none
+            continue
         if pid is not None and pid > 0 and _names(pid, home):
             found.append((home, pid))
     return found
