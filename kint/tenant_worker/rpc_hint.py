@@ -111,9 +111,10 @@ def chain_timeout_named(text: str, chain: ChainConfig) -> str:
 
 
 def _setting_said(value: settings.Value) -> str:
-    """The bound a timeout waited, as the setting in force: "NAME=Xs (from WHOSE; ". The one
-    place a setting's value becomes those words, so a looked-up value (`bound_named`) and a
-    chain's as loaded (`chain_timeout_named`) cannot come to be said two ways."""
+    """The bound a timeout waited, as the setting in force: "NAME=Xs (SOURCE; ", SOURCE as
+    `source_text` says it ("the default", "from ..."). The one place a setting's value
+    becomes those words, so a looked-up value (`bound_named`) and a chain's as loaded
+    (`chain_timeout_named`) cannot come to be said two ways."""
     return f"{value.name}={shown(value.setting, value.value)}s ({source_text(value)}; "
 
 

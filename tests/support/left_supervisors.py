@@ -3,11 +3,11 @@ stop (`stop_supervisor`, Sandbox.shutdown's), and the run's last sweep of every 
 still running under its own temporary folders (`stop_left_under`, the controller's, at the
 end of the session).
 
-A test that crashed or timed out mid-way (pytest-timeout's thread method ends the xdist
-worker at once, no fixture's clean-up run) left its supervisor running, and a held one
-stayed held: nothing of the run stopped it, and it outlived the run with its workers. A
-held supervisor also never answers `sup.stop`, so a sandbox's stop waited the call's whole
-bound, then killed the supervisor alone and left its workers.
+An xdist worker that died mid-way (no fixture's clean-up run), or a test that made a
+sandbox outside a fixture or a `finally` and then failed or timed out, left its supervisor
+running, and a held one stayed held: nothing of the run stopped it, and it outlived the
+run with its workers. A held supervisor also never answers `sup.stop`, so a sandbox's stop
+waited the call's whole bound, then killed the supervisor alone and left its workers.
 
 Only a home's own supervisor is ever signalled: the process holding the lock on the home's
 pid file (kint.supervisor.pidlock) whose command line or environment names that KINT_HOME
@@ -88,8 +88,10 @@ def stop_supervisor(home: Path, call_s: float = 60.0, let_go_s: float = LET_GO_S
 
 def left_under(root: Path) -> list[tuple[Path, int]]:
     """(KINT_HOME, pid) of every supervisor running under `root` whose process names that
-    KINT_HOME: symlinks are not followed, so no home outside `root` is reached. Empty
-    where there is no /proc to read a process's own words from (the identity check)."""
+    KINT_HOME: folders' symlinks are not followed, so no home outside `root` is reached (a
+    `supervisor.pid` that is a symlink is read where it points: the process it names is
+    still one naming the home under `root`). Empty where there is no /proc to read a
+    process's own words from (the identity check)."""
     if not _PROC.is_dir() or not root.is_dir():
         return []
     found = []
@@ -110,7 +112,7 @@ def left_under(root: Path) -> list[tuple[Path, int]]:
 def stop_left_under(*roots: Path, call_s: float = SWEEP_CALL_S) -> list[int]:
     """Stop every supervisor of this run still running under `roots` (`left_under`; a
     root inside another is walked once), and its workers, whatever state a test left
-    them in. Returns the pids it stopped."""
+    them in. Returns the pids it found and asked to stop (`stop_supervisor`)."""
     walked = sorted({root.absolute() for root in roots}, key=lambda root: len(root.parts))
     outer = [root for i, root in enumerate(walked)
              if not any(root.is_relative_to(other) for other in walked[:i])]
@@ -150,6 +152,8 @@ def _names(pid: int, home: Path) -> bool:
 
 
 def _leads_group(pid: int) -> bool:
+    """Whether `pid` leads its process group, so that the group (its forkserver and
+    workers) is its own to signal, never the test's that started it."""
     try:
         return os.getpgid(pid) == pid
     except ProcessLookupError:
