@@ -75,7 +75,9 @@ def _remove_abandoned_runs(own: Path) -> None:
     """Remove this user's run folders beside `own` whose run ended without removing them
     (killed, or its machine stopped): their lock is free. A failed run's folder is kept
     (`_keep_last_failed_runs` keeps the last three); one with no lock yet is a run being
-    made, or a folder of an older conftest, and is left alone."""
+    made, or a folder of an older conftest, and is left alone. A folder's anvil and the
+    supervisors still running under it (its run's last sweep never ran) are stopped
+    before it is removed."""
     for folder in own.parent.glob("kt-*"):
         try:
             if folder == own or folder.is_symlink() or folder.stat().st_uid != os.getuid() \
@@ -90,6 +92,7 @@ def _remove_abandoned_runs(own: Path) -> None:
             continue
         else:
             _stop_abandoned_anvil(folder)
+            _sweep_left(folder)  # under its homes, which the folder's removal forgets
             shutil.rmtree(folder, ignore_errors=True)
         finally:
             os.close(fd)
@@ -113,6 +116,19 @@ def _stop_abandoned_anvil(folder: Path) -> None:
         stop(home)
     except Exception:  # noqa: BLE001 - a corrupt record, a foreign file: left, as before
         pass
+
+
+def _sweep_left(*roots: Path) -> None:
+    """Stop the supervisors a test left under `roots` (support/left_supervisors.py): a
+    sweep that fails is said, and never keeps a run from starting, its anvil from being
+    stopped or its folder from being removed."""
+    from support.left_supervisors import stop_left_under
+
+    try:
+        stop_left_under(*roots)
+    except Exception as err:  # noqa: BLE001 - a clean-up's own failure, said and left
+        print(f"\nwarning: the sweep of the supervisors left under {', '.join(map(str, roots))}"
+              f" failed: {type(err).__name__}: {err}", file=sys.stderr)
 
 
 # The run's devchain's KINT_HOME, inside its folder (`chain_home`).
@@ -148,9 +164,10 @@ from sibyl_memory_client import testing as sibyl_testing  # noqa: E402
 
 from checkout_watch import SECTION as CHECKOUT_SECTION  # noqa: E402
 from checkout_watch import CheckoutWatch  # noqa: E402
-from kint.client import Client, KintError  # noqa: E402
+from kint.client import Client  # noqa: E402
 from kint.spaces import SIBYL_DEFAULT_TENANT  # noqa: E402
 from kint.supervisor.pidlock import running_pid  # noqa: E402
+from support.left_supervisors import stop_supervisor  # noqa: E402
 from support.settings_kept import settings_kept  # noqa: E402
 
 KINT = str(Path(sys.executable).parent / "kint")
@@ -246,6 +263,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if XDIST_WORKER is None:  # the controller, or a plain run: every test has ended
         if _DEVCHAIN_RECORD.exists():
             make_sandbox(_DEVCHAIN_ROOT).kint("devchain", "stop")
+        # Whatever a crashed or timed-out test left running under the run's folders.
+        _sweep_left(_RUN_ROOT, Path(session.config.option.basetemp or _RUN_ROOT))
         if session.testsfailed:  # the failed tests' folders are kept to look at
             print(f"\nthe tests' folders are kept in {session.config.option.basetemp}")
             shutil.rmtree(_DEVCHAIN_ROOT, ignore_errors=True)
@@ -572,21 +591,9 @@ class Sandbox:
         """Stop the supervisor as `kint supervisor stop` does (`sup.stop`, which answers once
         every worker has stopped, then its pid file let go), from this process: a test's
         clean-up, where a `kint` process would cost its start and imports at every test
-        (the command itself is tested where it is the subject)."""
-        pid = running_pid(self.kint_home)
-        if pid is None:
-            return
-        try:
-            with self.client() as client:
-                client.call("sup.stop", timeout_s=60)
-        except KintError:
-            pass  # gone already, or wedged: the pid check below settles it
-        deadline = time.monotonic() + 10
-        while running_pid(self.kint_home) is not None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        pid = running_pid(self.kint_home)
-        if pid and pid > 0:  # a test left it wedged: do not leak processes into the next one
-            os.kill(pid, signal.SIGKILL)
+        (the command itself is tested where it is the subject). One a test left held or
+        wedged is continued, then killed with its workers (support/left_supervisors.py)."""
+        stop_supervisor(self.kint_home)
 
 
 def kint_copy(folder: Path) -> Path:

@@ -95,6 +95,16 @@ def test_c_passes_after_kint_changed():
 '''
 
 
+def _own_run(env: dict[str, str]) -> dict[str, str]:
+    """`env` less what would make a session of its own a part of this run: with this
+    run's KINT_TESTS_RUN_ROOT, one run in a single process (no xdist) took itself for the
+    run's controller and at its end stopped the run's devchain, removed its folder and
+    marked the run failed; with PYTEST_XDIST_WORKER, it took itself for a worker. Its own
+    run's folder is made under this run's temporary folder, and goes with it."""
+    return {name: value for name, value in env.items()
+            if name != "KINT_TESTS_RUN_ROOT" and not name.startswith("PYTEST_XDIST_")}
+
+
 def test_the_suite_names_the_change_under_the_failure_and_in_its_summary(tmp_path):
     """The suite's own conftest, loaded as a plugin by a session of its own: the failure
     before the change says nothing of it, the one after names the file under its
@@ -105,7 +115,7 @@ def test_the_suite_names_the_change_under_the_failure_and_in_its_summary(tmp_pat
         [sys.executable, "-m", "pytest", "-p", "conftest", "-p", "no:cacheprovider",
          "-c", str(tmp_path / "pytest.ini"), "--rootdir", str(tmp_path), "-q",
          str(tmp_path / "test_inner.py")],
-        env={**os.environ, "PYTHONPATH": str(TESTS)}, cwd=tmp_path, text=True,
+        env={**_own_run(os.environ), "PYTHONPATH": str(TESTS)}, cwd=tmp_path, text=True,
         capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
     text = out.stdout + out.stderr
     assert "2 failed, 1 passed" in text, text

@@ -19,7 +19,7 @@ from chain_machines import RULE_1, connect_with_code, kjson, ok, recovery_code
 from conftest import Sandbox, sibyl_client
 from kint.commands.doctor import RECOVERY_HINT
 from machines_together import new_machines, side_by_side
-from rpc_proxy import RpcProxy
+from rpc_proxy import RpcProxy, closed_port_url
 
 NOWHERE = "0x000000000000000000000000000000000000dEaD"  # no code on any devchain
 # The session key's row on a machine without one: a warning, whatever the chain does.
@@ -475,6 +475,46 @@ def test_doctor_waits_at_most_its_own_bound_a_call_and_says_so(story):
     primary = {c["name"]: c for c in json.loads(out.stdout)["checks"]}["rpc primary"]
     assert primary["ok"] and primary["detail"].endswith(
         "(doctor waits 12 s a call at most; KINT_RPC_TIMEOUT is 30 s)"), primary
+
+
+def test_a_primary_that_failed_without_a_wait_says_no_wait_of_doctors(story):
+    """The note of doctor's cap (the test above) is for the calls it makes after the
+    primary's. A primary that failed otherwise than by a timeout (which says the cap in its
+    own words: test_doctor_call_cap.py) waited nothing and is asked nothing more: the note
+    there was noise, and came after the error's own parenthesis ("(ConnectionError) (doctor
+    waits 12 s ..."). A refused connection, an HTTP status, an error object: each says its
+    failure alone. An endpoint of another chain answered: later calls wait the cap, and the
+    note stays, as on a passing line."""
+    a, devchain = story["a"], story["devchain"]
+    slow = {"KINT_RPC_TIMEOUT": "30"}  # above doctor's 12 s cap
+    refused = closed_port_url()
+    space_config(a, f'rpc_url = "{refused}"\n')
+    try:
+        primary = checks_of(a, **slow)["rpc primary"]
+        assert primary["detail"] == (f"{refused}: reading the chain id: the endpoint could "
+                                     f"not be reached (ConnectionError)"), primary
+        with RpcProxy(devchain["rpc_url"]) as proxy:
+            space_config(a, f'rpc_url = "{proxy.url}"\n')
+            proxy.set_mode("rate_limited", methods=["eth_chainId"], count=1000)
+            primary = checks_of(a, **slow)["rpc primary"]
+            assert primary["detail"] == (
+                f"{proxy.url}: reading the chain id: the endpoint is rate limiting this "
+                f"client (HTTP 429 Too Many Requests): try again in a moment, or use an "
+                f"endpoint with a higher limit"), primary
+            proxy.set_mode("error_methods", methods=["eth_chainId"], message="no chain here")
+            primary = checks_of(a, **slow)["rpc primary"]
+            assert primary["detail"].startswith(
+                f"{proxy.url}: reading the chain id: the endpoint answered with an error (")
+            assert "no chain here" in primary["detail"] and primary["detail"].endswith(")")
+            assert "doctor waits" not in primary["detail"], primary
+            proxy.set_mode("forward", chain_id=5)
+            primary = checks_of(a, **slow)["rpc primary"]
+            assert not primary["ok"] and primary["detail"] == (
+                f"{proxy.url} (KINT_RPC_URL) answers for chain 5, not {devchain['chain_id']}, "
+                f"the chain this machine signs for (doctor waits 12 s a call at most; "
+                f"KINT_RPC_TIMEOUT is 30 s)"), primary
+    finally:
+        clear_config(a)
 
 
 # The slow endpoint's delay on every call, and the bound of each command below (1.4 s and

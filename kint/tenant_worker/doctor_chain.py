@@ -7,8 +7,8 @@ machine's mirror.
 
 Bounds: every call is one RPC, tried once (not three times as other reads are), bounded by
 KINT_RPC_TIMEOUT (this call's, else the space's),
-and by DOCTOR_CALL_S at most (said on the primary's line when the setting is longer, and on
-every line whose call timed out under that cap: `_cap_said`), and
+and by DOCTOR_CALL_S at most (said on the primary's line when the setting is longer and the
+primary answered, and on every line whose call timed out under that cap: `_cap_said`), and
 no call starts once the chain's checks have taken CHAIN_CALLS_WORTH calls' bound (the
 checks left say so), so that doctor
 answers within the command's own deadline whatever the setting or the endpoint. Once the
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from kint.chain.anchor import Anchor
-from kint.chain.calls import RPC_TIMEOUT_WORDS, ChainRefused
+from kint.chain.calls import ChainRefused
 from kint.chain.chain_id import answered_chain_id, on_other_chain
 from kint.chain.config import BASE_CHAIN_ID, ChainConfig
 from kint.chain.key_facts import MIN_WRITE_BALANCE_WEI, read_key_facts
@@ -69,7 +69,7 @@ def chain_checks(chain: ChainConfig, tracker: RpcTracker, enrolment: Enrolment, 
     anchor = Anchor(chain, tracker)
     primary, answering = _primary_rpc(anchor, chain)
     capped = setting_s > chain.rpc_timeout_s
-    if capped and RPC_TIMEOUT_WORDS not in primary["detail"]:  # a timeout says it below
+    if capped and answering:  # the calls after it wait the cap (`_primary_rpc`'s why)
         primary["detail"] += (f" (doctor waits {chain.rpc_timeout_s:g} s a call at most; "
                               f"KINT_RPC_TIMEOUT is {setting_s:g} s)")
     checks = [primary, _secondary_rpc(chain)]
@@ -117,7 +117,12 @@ def _cap_said(detail: str, cap_s: float, setting_s: float) -> str:
 
 
 def _primary_rpc(anchor: Anchor, chain: ChainConfig) -> tuple[dict[str, Any], bool]:
-    """(the check, whether the endpoint answered at all)."""
+    """(the check, whether the endpoint answered at all). Only a line that answered is
+    given the note of doctor's cap (`chain_checks`): the checks after it are asked under
+    that cap. A primary that failed is asked nothing more, and its own call either timed
+    out (the cap said in the timeout's words: `_cap_said`) or ended before any bound (a
+    refused connection, an HTTP status, an error object), where "doctor waits 12 s" was
+    noise after the error's own parenthesis."""
     where = redact_url(chain.rpc_urls[0])
     try:
         answered = anchor.chain_id()

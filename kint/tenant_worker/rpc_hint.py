@@ -95,9 +95,7 @@ def bound_named(text: str, name: str) -> str:
     a read made with another bound (status's session key facts wait at most
     KINT_VERIFY_HEAD_SECONDS) sent the user to a setting that changes nothing. Called
     under the settings the read ran with; any other text is returned as it is."""
-    value = settings.lookup(name)
-    return bound_said(text, _setting_said(name, shown(value.setting, value.value),
-                                          source_text(value)))
+    return bound_said(text, _setting_said(settings.lookup(name)))
 
 
 def chain_timeout_named(text: str, chain: ChainConfig) -> str:
@@ -107,15 +105,17 @@ def chain_timeout_named(text: str, chain: ChainConfig) -> str:
     `chain` was loaded with, the space's worker's when it handed them over (`space_chain`:
     the supervisor's environment or the space's table in config.toml, which this process
     does not read)."""
-    value = settings.Value(BY_NAME["KINT_RPC_TIMEOUT"], chain.rpc_timeout_s,
-                           chain.rpc_timeout_source, chain.rpc_timeout_where)
-    return bound_said(text, _setting_said(value.name, shown(value.setting, value.value),
-                                          source_text(value)))
+    return bound_said(text, _setting_said(settings.Value(
+        BY_NAME["KINT_RPC_TIMEOUT"], chain.rpc_timeout_s, chain.rpc_timeout_source,
+        chain.rpc_timeout_where)))
 
 
-def _setting_said(name: str, value: str, whose: str) -> str:
-    """The bound a timeout waited, as a setting in force: "NAME=VALUEs (WHOSE; "."""
-    return f"{name}={value}s ({whose}; "
+def _setting_said(value: settings.Value) -> str:
+    """The bound a timeout waited, as the setting in force: "NAME=Xs (SOURCE; ", SOURCE as
+    `source_text` says it ("the default", "from ..."). The one place a setting's value
+    becomes those words, so a looked-up value (`bound_named`) and a chain's as loaded
+    (`chain_timeout_named`) cannot come to be said two ways."""
+    return f"{value.name}={shown(value.setting, value.value)}s ({source_text(value)}; "
 
 
 def bound_said(text: str, said: str) -> str:

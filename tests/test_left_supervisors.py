@@ -1,0 +1,167 @@
+"""The run's last sweep of the supervisors a test left (tests/support/left_supervisors.py,
+run by the controller's pytest_sessionfinish over the run's folders): a supervisor held
+with its workers (SIGSTOP to its group, as a test that crashed mid-way leaves it) is gone
+after it, workers and all, and a supervisor outside the folder swept is not touched. A run
+killed before its end never swept: the next run stops what is left under its folder
+before removing it (conftest._remove_abandoned_runs). A process holding a home's pid lock
+that does not name the home is never signalled, by the sweep or by a sandbox's stop
+(`stop_supervisor`).
+
+Real parts: `kint supervisor start`'s supervisor in a sandbox of its own, its forkserver
+and a space's worker serving a real Sibyl store, the processes read from /proc. The sweep
+is given this test's own folder, never the run's: the supervisors of the tests running
+beside it are not its to stop."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import RUN_LOCK, _remove_abandoned_runs, make_sandbox, write_store
+from kint.supervisor.pidlock import running_pid
+from support.left_supervisors import (alive, group_alive, group_members, stop_left_under,
+                                      stop_supervisor)
+
+pytestmark = pytest.mark.skipif(not os.path.isdir("/proc"), reason="the sweep reads /proc")
+
+
+def test_a_held_supervisor_and_its_workers_are_gone_after_the_sweep(tmp_path):
+    left = make_sandbox(tmp_path / "swept" / "machine")
+    beside = make_sandbox(tmp_path / "beside")
+    write_store(left.sibyl_db)
+    try:
+        held = left.start()
+        left.call("status", left.sibyl_db)  # a space's worker running under it
+        kept = beside.start()
+        group = group_members(held)
+        assert held in group and len(group) >= 3, group  # with its forkserver and worker
+        os.killpg(held, signal.SIGSTOP)
+
+        assert stop_left_under(tmp_path / "swept") == [held]
+        assert not group_alive(held), group_members(held)
+        # Continued before its stop (SIGCONT), it stopped itself: a held one never answers
+        # sup.stop, and is killed without this line (kint/supervisor/daemon.py).
+        log = (left.kint_home / "supervisor.log").read_text(errors="replace")
+        assert f"supervisor {held} stopped" in log, log[-2000:]
+        assert running_pid(left.kint_home) is None
+        # Outside the folder swept: running and answering, as it was.
+        assert running_pid(beside.kint_home) == kept
+        assert beside.call("sup.ping")["pid"] == kept
+    finally:  # a held group is continued first (Sandbox.shutdown)
+        left.shutdown()
+        beside.shutdown()
+
+
+def test_a_run_killed_before_its_end_leaves_no_supervisor_past_the_next_runs_start(tmp_path):
+    """A run's folder whose run lock is free (its run killed, the controller's sweep never
+    reached), a supervisor still running held under it: the next run's start stops it,
+    workers and all, before the folder goes. The folders are this test's (kt-* beside a
+    stand-in for this run's own), never the system's temporary folder's."""
+    abandoned = tmp_path / "kt-abandoned"
+    left = make_sandbox(abandoned / "t" / "m")
+    write_store(left.sibyl_db)
+    (abandoned / RUN_LOCK).touch()  # its run's lock, held by nobody now
+    (tmp_path / "kt-own").mkdir()
+    held = None
+    try:
+        held = left.start()
+        left.call("status", left.sibyl_db)
+        os.killpg(held, signal.SIGSTOP)
+
+        _remove_abandoned_runs(tmp_path / "kt-own")
+        assert not abandoned.exists()
+        assert not group_alive(held), group_members(held)
+    finally:
+        if held is not None and group_alive(held):  # not swept: it must not outlive the test
+            os.killpg(held, signal.SIGCONT)
+            os.killpg(held, signal.SIGKILL)
+
+
+# A process of the test's own that takes the real pid lock of a home and keeps it (a
+# supervisor that cannot answer sup.stop), in a session of its own with a child: the home
+# read from stdin, and on its command line only when `named`.
+_HOLDER = """import subprocess, sys, time
+from pathlib import Path
+from kint.supervisor.pidlock import hold_pid_lock
+home = Path(sys.stdin.readline().strip())
+child = subprocess.Popen(["sleep", "300"])
+hold_pid_lock(home)
+print(child.pid, flush=True)
+time.sleep(300)
+"""
+
+
+def _lock_holder(home: Path, named: bool) -> tuple[subprocess.Popen[str], int]:
+    """The holder of `home`'s pid lock (`_HOLDER`) and its child's pid, once it holds it."""
+    (home / "run").mkdir(parents=True, mode=0o700)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, *([str(home)] if named else [])],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    holder.stdin.write(f"{home}\n")
+    holder.stdin.close()
+    child = int(holder.stdout.readline())
+    assert running_pid(home) == holder.pid
+    return holder, child
+
+
+def _end(holder: subprocess.Popen[str]) -> None:
+    if group_alive(holder.pid):
+        os.killpg(holder.pid, signal.SIGKILL)
+    holder.wait(30)
+
+
+def test_a_supervisor_whose_stop_does_not_end_is_killed_with_its_group(tmp_path):
+    """The home's lock held by a process that names the home and answers nothing: after
+    the call's bound and the let-go's, it is killed with its group, its child too (a
+    supervisor's forkserver and workers), not the supervisor alone."""
+    home = tmp_path / "kint"
+    holder, child = _lock_holder(home, named=True)
+    try:
+        stop_supervisor(home, call_s=2, let_go_s=2)  # bounds meant to run out
+        assert not alive(holder.pid)
+        assert not alive(child)
+        assert running_pid(home) is None
+    finally:
+        _end(holder)
+
+
+def test_a_pid_file_naming_a_process_not_the_homes_is_never_signalled(tmp_path):
+    """The home's lock held by a process that does not name the home (a test's helper,
+    or a pid the file names that the box has given to another process): neither a
+    sandbox's stop nor the sweep signals it or its group, however long it keeps the
+    lock."""
+    home = tmp_path / "swept" / "kint"
+    holder, child = _lock_holder(home, named=False)
+    try:
+        stop_supervisor(home, call_s=2, let_go_s=2)
+        assert stop_left_under(tmp_path / "swept") == []
+        assert alive(holder.pid) and alive(child)
+        assert running_pid(home) == holder.pid
+    finally:
+        _end(holder)
+
+
+def _looped_home(folder: Path) -> None:
+    """A home under `folder` whose pid file is a symlink loop (opening it raises ELOOP)."""
+    run = folder / "t" / "kint" / "run"
+    run.mkdir(parents=True)
+    (run / "supervisor.pid").symlink_to("supervisor.pid")
+
+
+def test_a_pid_file_that_cannot_be_read_keeps_no_run_from_starting(tmp_path):
+    """A killed run's folder with a home whose pid file cannot be read: the next run's
+    start goes on and removes the folder, where the sweep's error escaped conftest's
+    import (and every later run's the same); the sweep itself passes over that home."""
+    abandoned = tmp_path / "kt-abandoned"
+    _looped_home(abandoned)
+    (abandoned / RUN_LOCK).touch()
+    (tmp_path / "kt-own").mkdir()
+    _remove_abandoned_runs(tmp_path / "kt-own")
+    assert not abandoned.exists()
+    _looped_home(tmp_path / "swept")
+    assert stop_left_under(tmp_path / "swept") == []
