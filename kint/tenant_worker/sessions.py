@@ -208,8 +208,7 @@ def new_watcher(ctx: SpaceContext) -> Any:
                           lambda name: ctx.watcher_setting(name),
                           settled=lambda: ctx.beat_soon(),
                           own_op=lambda: ctx.head_op_began,
-                          can_push=lambda: _can_push(ctx),
-                          stopping=lambda: ctx.head_ops.stopped)
+                          can_push=lambda: _can_push(ctx))
     return ctx.watcher
 
 

@@ -20,11 +20,11 @@ any push of the space that goes through, its own included, ends that wait
 (`push.went_through`, the one place every successful push passes). An op of the space this
 worker runs (pull, push, connect, rekey, settlement) is no failure but a turn to wait for
 (`_op_runs`); a BUSY from the head lock's file (another kint process) is a failure. Nor is
-the worker's stop, which no push outlives: a push due once it began is not started
-(head_lock.TurnStopped), said once, and the watcher pushes no more. Seen before the push's
-count (`stopping`, the space's HeadTurn.stopped), it costs no second diff of the store and no
-"pushing" line before that one; a stop that begins after the look is still met by the push
-itself.
+the worker's stop, which no push outlives: the worker stops its watcher as the stop begins
+(`stop`, beside HeadTurn.stop in process.py), so no push comes due in the stop's grace and
+the watcher ticks no more; a store with rows it has not pushed is said to be left for the
+worker's next start, once. A push it had begun just then is refused by the stop's gate
+(head_lock.TurnStopped) and says so itself, as no failure.
 
 The dirty mark is cleared (and a held push's signature kept) only for a signature read two
 seconds or more after the store's files last changed (store.SettledRule, the rule the
@@ -72,6 +72,7 @@ from kint.tenant_worker.watcher_timings import WatcherTimings, config_generation
 log = logging.getLogger("kint.worker")
 
 SIZE_CHECK_INTERVAL_S = 60.0
+ROWS_LEFT = "the store's rows are left for the worker's next start"
 
 
 class Watcher(OwedLook):
@@ -80,8 +81,7 @@ class Watcher(OwedLook):
                  generation: Callable[[], int] = config_generation,
                  settled: Callable[[], None] = lambda: None,
                  own_op: Callable[[], tuple[str, float] | None] = lambda: None,
-                 can_push: Callable[[], bool] = lambda: False,
-                 stopping: Callable[[], str | None] = lambda: None) -> None:
+                 can_push: Callable[[], bool] = lambda: False) -> None:
         self.db = db
         self.timings = WatcherTimings(timing)  # read at each use (watcher_timings.py)
         # A changed configuration may have mended what made a push fail: it ends the wait.
@@ -101,9 +101,10 @@ class Watcher(OwedLook):
         # per op, told from the next of the same name by when it began.
         self._own_op = own_op
         self._waited_for: tuple[str, float] | None = None
-        # Why the worker stops, once it does (HeadTurn.stopped), else None.
-        self._stopping = stopping
         self._stop = threading.Event()
+        # A push of its own begun (`_fire`), read by `stop` under the lock: its end says.
+        self._push_gate = threading.Lock()
+        self._pushing = False
         # Set when the timings in force may have changed (a session attached or left):
         # the wait in progress is measured again against the poll now in force.
         self._retimed = threading.Event()
@@ -221,9 +222,17 @@ class Watcher(OwedLook):
             self._nothing_left(sig, told)
         return counts
 
-    def stop(self) -> None:
-        self._stop.set()
+    def stop(self, why: str | None = None) -> None:
+        """End the watcher (its thread at its next wake). `why`: the worker's stop began
+        (process.py): a dirty store's rows are said to be left, once, unless a push of its
+        own has begun (`_fire`), whose end says what became of them (`_not_started`)."""
+        with self._push_gate:
+            first = not self._stop.is_set()
+            self._stop.set()
+            left = first and why is not None and self.dirty and not self._pushing
         self._retimed.set()
+        if left:
+            log.info("watcher: stopped: %s; %s", why, ROWS_LEFT)
 
     def retime(self) -> None:
         """The timings may have changed (a session attached or detached): a shorter poll
@@ -359,16 +368,16 @@ class Watcher(OwedLook):
         if self._op_runs():
             self._turn_taken(trigger)  # nor a diff while it runs
             return
-        why = self._stopping()
-        if why is not None:  # no push would start: neither a diff nor "pushing" first
-            self._not_started(trigger, why)
-            return
         counts = counted or self.counting()
         if counts is None:
             return  # cannot push (no data key), the count failed, or its retry is not due
         if counts == (0, 0):
             self._nothing_left(sig, told)
             return
+        with self._push_gate:
+            if self._stop.is_set():
+                return  # stopped since the tick began: `stop` said what is left
+            self._pushing = True
         started = time.monotonic()
         log.info("watcher: pushing (%s)", trigger)
         try:
@@ -381,7 +390,7 @@ class Watcher(OwedLook):
         except TurnTaken:
             self._turn_taken(trigger)  # an op of the space began since `_op_runs`
         except TurnStopped as err:
-            self._not_started(trigger, err.message)  # the stop began since the look
+            self._not_started(trigger, err.message)  # the stop began as this push did
         except ProtocolError as err:
             if err.code.value == "HELD":
                 # Wait for the next store change; one a signature that does not tell every
@@ -394,14 +403,15 @@ class Watcher(OwedLook):
         except Exception as err:  # noqa: BLE001 - a bug: waited out and logged like the rest
             if self._failed("INTERNAL", f"{type(err).__name__}: {err}", None, now, started):
                 log.exception("watcher push failed")
+        finally:
+            self._pushing = False
 
     def _not_started(self, trigger: str, why: str) -> None:
-        """The worker's stop began: no push starts in its grace, which could cut it between
-        its send and its receipt, nor ever in this worker, so the watcher ends here (one
-        line, no failure, no backoff); the dirty store is the next worker's to count and
-        push."""
-        log.info("watcher: push (%s) not started: %s; the store's rows are left for the "
-                 "worker's next start", trigger, why)
+        """The worker's stop began as this push did (past `_fire`'s look at `stop`): the
+        stop's gate refused it, as no push starts in the grace, which could cut it between
+        its send and its receipt. One line, no failure, no backoff; the dirty store is the
+        next worker's to count and push."""
+        log.info("watcher: push (%s) not started: %s; %s", trigger, why, ROWS_LEFT)
         self.stop()
 
     def _turn_taken(self, trigger: str) -> None:
