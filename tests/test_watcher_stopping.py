@@ -9,9 +9,11 @@ counts those rows and pushes them. The gate behind it, for a push of the watcher
 under way as the stop begins (head_lock._take's `refuse_stopping`, asked for the watcher's
 push in tenant_worker/sessions.py), is proven by tests/test_head_lock.py's
 test_once_the_workers_stop_began_the_watchers_push_is_refused_and_a_users_op_runs and by
-tests/test_watcher_push_settings.py's look at what the watcher's push is asked with. A
-user's op the worker took before the stop still runs in the grace
-(tests/test_stop_grace_queued_op.py).
+tests/test_watcher_push_settings.py's look at what the watcher's push is asked with; the
+second test here proves that the watcher says what it leaves once, never twice, when the
+stop meets a tick of its between the count and the push, or a push of its own begun (the
+gate refuses it, and that push says it). A user's op the worker took before the stop still
+runs in the grace (tests/test_stop_grace_queued_op.py).
 
 Real parts: the devchain's anvil behind a loopback RPC proxy (tests/rpc_proxy.py) that
 holds a pull's head read, so the watcher's push, due, waits for it (its turn taken) until
@@ -32,16 +34,28 @@ The premise, the pull's end and those beats inside the stopping worker's grace, 
 in that grace: at its 10 s a slow box could end the grace first, and the test fail with
 nothing wrong. KINT_TEST_STOP_GRACE_S (tests/support/kint_test_timings.py) gives it 60 s
 here, the supervisor's SIGKILL 5 s past it; the held attach, not the grace, is what keeps
-the worker stopping until the test lets it go."""
+the worker stopping until the test lets it go.
+
+The second test drives a real Watcher over a real store file, its tick on a thread of the
+test's, with a worker's real space context (tests/test_head_lock.py's `_worker`): the stop
+is the one process.py makes (HeadTurn.stop, then Watcher.stop), and the push takes the real
+`head_op` with the watcher's `refuse_stopping`. Stand-ins: the count (its answer, and a
+wait where the test stops the worker) and the push's body past its turn, as in
+tests/test_watcher_own_op.py: no real tick can be stopped at will between its steps."""
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
+
+import pytest
 
 from chain_machines import machine_behind_proxy, ok
-from conftest import write_rules
+from conftest import write_rules, write_store
 from support.attach_in_flight import attach_in_flight
-from test_watcher_own_op import ENV, MET, WAIT, _op, _pull_held_at_head_read
+from test_head_lock import _worker
+from test_watcher_own_op import ENV, MET, WAIT, _changed, _op, _pull_held_at_head_read
 
 STOPPED = ("watcher: stopped: the worker is stopping (restart); the store's rows are left "
            "for the worker's next start")
@@ -133,3 +147,61 @@ def test_the_watcher_stops_as_its_worker_does_and_the_next_worker_pushes_its_row
         assert not [line for line in after if "watcher:" in line], said
         assert not [line for line in said if "anchored" in line or "push failed" in line
                     or "eth_sendRawTransaction" in line], said
+
+
+@pytest.mark.parametrize("met", ["count", "push"])
+def test_a_stop_that_meets_a_tick_on_its_way_to_a_push_is_said_once(
+        tmp_path, monkeypatch, caplog, met):
+    """The stop comes as the tick's count runs (`met` "count": the push is not started,
+    and the stop says what it leaves) or as its push has begun, before the space's turn
+    (`met` "push": the stop's gate refuses the push, which says it; the stop says nothing).
+    Either way one line, and no push, no failure."""
+    from kint.tenant_worker.head_lock import head_op
+    from kint.tenant_worker.watcher import ROWS_LEFT, Watcher
+
+    monkeypatch.setenv("KINT_QUIET_SECONDS", "0")
+    monkeypatch.setenv("KINT_POLL_SECONDS", "15")
+    caplog.set_level(logging.INFO, logger="kint.worker")
+    worker, _ = _worker(tmp_path)
+    ctx = worker.ctx
+    db = write_store(tmp_path / "memory.db")
+    at, go = threading.Event(), threading.Event()
+    pushed: list[str] = []
+
+    def count() -> tuple[int, int]:
+        if met == "count":
+            at.set()
+            assert go.wait(30)
+        return 1, 0
+
+    def push(reason: str) -> None:
+        if met == "push":
+            at.set()
+            assert go.wait(30)
+        with head_op(ctx, "push", lock_file=False, refuse_stopping=True):
+            pushed.append(reason)
+
+    watcher = Watcher(str(db), count, push, generation=lambda: 0,
+                      own_op=lambda: ctx.head_op_began)
+    ticker = threading.Thread(target=watcher.tick, args=(time.monotonic(),))
+    try:
+        _changed(db, 10)
+        ticker.start()  # the store changed, past the quiet period: a push due
+        assert at.wait(30)
+        # The worker's stop, as process.py makes it.
+        ctx.head_ops.stop("restart")
+        watcher.stop(ctx.head_ops.stopped)
+        go.set()
+        ticker.join(30)
+        assert not ticker.is_alive()
+    finally:
+        go.set()
+        worker.close()
+    said = [r.getMessage() for r in caplog.records if ROWS_LEFT in r.getMessage()]
+    why = "the worker is stopping (restart)"
+    assert said == [f"watcher: stopped: {why}; {ROWS_LEFT}" if met == "count" else
+                    f"watcher: push (quiet trigger) not started: {why}; {ROWS_LEFT}"], said
+    assert pushed == [] and watcher.dirty and watcher.backoff.failure is None
+    # A push begun says so before its refusal; one the stop met first never began.
+    pushing = [r for r in caplog.records if "watcher: pushing" in r.getMessage()]
+    assert bool(pushing) == (met == "push"), caplog.text
