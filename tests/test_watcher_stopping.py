@@ -205,3 +205,36 @@ def test_a_stop_that_meets_a_tick_on_its_way_to_a_push_is_said_once(
     # A push begun says so before its refusal; one the stop met first never began.
     pushing = [r for r in caplog.records if "watcher: pushing" in r.getMessage()]
     assert bool(pushing) == (met == "push"), caplog.text
+
+
+@pytest.mark.parametrize("why", ["cannot push", "count fails for good"])
+def test_an_idle_stop_of_a_store_no_next_start_pushes_says_no_rows_are_left_for_it(
+        tmp_path, monkeypatch, caplog, why):
+    """A dirty store this worker cannot push (no cached data key: the count answers None)
+    or cannot count until a file is mended (CountFailed, lasting) is no work (`work_left`),
+    so the idle stop takes it; nor would the next worker's start push it, so the stop does
+    not say its rows are left for that start (it did, at every idle stop after a write in
+    a space not connected yet). A real Watcher over a real store file, its tick made by
+    the test; the count is a stand-in for the two answers (a real space without a data key
+    or with a damaged store would say the same through sessions._changes_to_push)."""
+    from kint.tenant_worker.unanchored import CountFailed
+    from kint.tenant_worker.watcher import ROWS_LEFT, Watcher
+
+    monkeypatch.setenv("KINT_QUIET_SECONDS", "0")
+    caplog.set_level(logging.INFO, logger="kint.worker")
+    db = write_store(tmp_path / "memory.db")
+    pushed: list[str] = []
+
+    def count() -> tuple[int, int] | None:
+        if why == "cannot push":
+            return None
+        raise CountFailed(f"{db}: file is not a database", lasting=True)
+
+    watcher = Watcher(str(db), count, pushed.append, generation=lambda: 0)
+    _changed(db, 10)
+    watcher.tick(time.monotonic())  # the store changed, past the quiet period: counted
+    assert watcher.dirty and not watcher.work_left(0) and pushed == []
+    watcher.stop("the worker is stopping (idle)")
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("watcher:")]
+    assert "watcher: store changed" in said, said
+    assert not [line for line in said if ROWS_LEFT in line or "stopped" in line], said

@@ -23,8 +23,8 @@ worker runs (pull, push, connect, rekey, settlement) is no failure but a turn to
 the worker's stop, which no push outlives: the worker stops its watcher as the stop begins
 (`stop`, beside HeadTurn.stop in process.py), so no push comes due in the stop's grace and
 the watcher ticks no more; a store with rows it has not pushed is said to be left for the
-worker's next start, once. A push it had begun just then is refused by the stop's gate
-(head_lock.TurnStopped) and says so itself, as no failure.
+worker's next start, once, if that start can push them. A push it had begun just then is
+refused by the stop's gate (head_lock.TurnStopped) and says so itself, as no failure.
 
 The dirty mark is cleared (and a held push's signature kept) only for a signature read two
 seconds or more after the store's files last changed (store.SettledRule, the rule the
@@ -225,11 +225,15 @@ class Watcher(OwedLook):
     def stop(self, why: str | None = None) -> None:
         """End the watcher (its thread at its next wake). `why`: the worker's stop began
         (process.py): a dirty store's rows are said to be left, once, unless a push of its
-        own has begun (`_fire`), whose end says what became of them (`_not_started`)."""
+        own has begun (`_fire`), whose end says what became of them (`_not_started`), or
+        the next start would not push them either (no data key, a count failing for good:
+        `work_left`'s two), where the idle stop said so of exactly the stores it may take."""
+        counting = self.counting
         with self._push_gate:
             first = not self._stop.is_set()
             self._stop.set()
-            left = first and why is not None and self.dirty and not self._pushing
+            left = (first and why is not None and self.dirty and not self._pushing
+                    and not (counting.cannot_push or counting.lasting))
         self._retimed.set()
         if left:
             log.info("watcher: stopped: %s; %s", why, ROWS_LEFT)
