@@ -36,7 +36,12 @@ nothing wrong. KINT_TEST_STOP_GRACE_S (tests/support/kint_test_timings.py) gives
 here, the supervisor's SIGKILL 5 s past it; the held attach, not the grace, is what keeps
 the worker stopping until the test lets it go.
 
-The second test drives a real Watcher over a real store file, its tick on a thread of the
+A session's attach that asks for the watcher, run in the grace, starts none (the next
+worker's runs): the second test, with the same real parts, and the third for a stop begun
+between the attach's look at it and the watcher's start; the last proves that the stop
+says no rows are left for a next start that would not push them either.
+
+The fourth test drives a real Watcher over a real store file, its tick on a thread of the
 test's, with a worker's real space context (tests/test_head_lock.py's `_worker`): the stop
 is the one process.py makes (HeadTurn.stop, then Watcher.stop), and the push takes the real
 `head_op` with the watcher's `refuse_stopping`. Stand-ins: the count (its answer, and a
@@ -51,8 +56,9 @@ import time
 
 import pytest
 
-from chain_machines import machine_behind_proxy, ok
+from chain_machines import anchored, machine_behind_proxy, new_machine, ok
 from conftest import write_rules, write_store
+from kint.client import KintError
 from support.attach_in_flight import attach_in_flight
 from test_head_lock import _worker
 from test_watcher_own_op import ENV, MET, WAIT, _changed, _op, _pull_held_at_head_read
@@ -147,6 +153,87 @@ def test_the_watcher_stops_as_its_worker_does_and_the_next_worker_pushes_its_row
         assert not [line for line in after if "watcher:" in line], said
         assert not [line for line in said if "anchored" in line or "push failed" in line
                     or "eth_sendRawTransaction" in line], said
+
+
+def test_a_watcher_an_attach_asks_for_in_the_stops_grace_is_the_next_workers(
+        tmp_path, chain_home):
+    """A session's `attach` asking for the watcher, taken by the worker before its stop
+    and run in the stop's grace, in a space that had none: the watcher is made (the
+    handoff says the space runs one) but not started, and the next worker's watcher counts
+    the store and pushes it. Started, its count ran in the grace and its push came due
+    there (refused by the stop's gate), though the stop had stopped every watcher there was.
+
+    Real parts: the devchain's anvil, the test supervisor and the space's worker, the
+    attach held on the worker's pool (KINT_TEST_HOLD_ATTACH) until the stop began, the
+    supervisor's own restart, rows written through Sibyl's own client. The stop's begun
+    is seen as its line and then two beats: the loop's turn after the one that logged the
+    stop request stops the head turn (process.py) before its beat goes out."""
+    hold = tmp_path / "hold-attach"
+    with anchored(new_machine(tmp_path / "m", chain_home, KINT_TEST_HOLD_ATTACH=str(hold),
+                              **GRACE, **ENV), first="pushed before the stop") as sb:
+        db = sb.sibyl_db
+        log_path = sb.kint_home / "supervisor.log"
+        write_rules(db, sb.tenant, second="written before the stop")
+        old = sb.row(db)["pid"]
+        out: dict = {}
+
+        def attach() -> None:
+            try:
+                out["reply"] = sb.call("attach", db, timeout_s=120,
+                                       args={"session": "agent-1", "watcher": True})
+            except KintError as err:
+                out["error"] = err
+
+        hold.touch()
+        caller = threading.Thread(target=attach, daemon=True)
+        caller.start()
+        restarter = None
+        try:
+            sb.wait_for(lambda: (sb.row(db).get("ops_running") or 0) >= 1,
+                        what="the attach held on the worker's pool", **WAIT)
+            restarter = threading.Thread(
+                target=sb.call, args=("sup.restart",),
+                kwargs={"args": {"target": sb.tenant}, "timeout_s": 120}, daemon=True)
+            restarter.start()
+            sb.wait_for(lambda: STOPPING in log_path.read_text(),
+                        what="the worker's stop begun", **WAIT)
+            _beats(sb, db, 2)
+            assert sb.row(db)["pid"] == old  # still the stopping worker, in its grace
+        finally:
+            if hold.exists():
+                hold.unlink()  # the attach runs, in the grace; then the worker exits
+            for thread in (caller, restarter):
+                if thread is not None:
+                    thread.join(120)
+        assert out.get("reply", {}).get("watcher") is True, out
+        sb.wait_for(lambda: (sb.row(db)["head"] or {}).get("seq") == 2,
+                    what="the next worker's push of the rows", **WAIT)
+        new = sb.row(db)["pid"]
+        assert new != old
+        text = log_path.read_text()
+        assert [line for line in text.splitlines()
+                if f" {new} kint.worker " in line and LEFT in line], text
+        said = [line for line in text.split(STOPPING, 1)[1].splitlines()
+                if f" {old} kint.worker " in line]
+        assert not [line for line in said if "watcher" in line or LEFT in line], said
+
+
+def test_a_watcher_the_stop_stopped_before_its_start_never_starts(tmp_path):
+    """The stop that begins between the attach's look at it and the watcher's start stops
+    the watcher just made (process.py): its start makes no count and no thread. A real
+    Watcher over a real store; the unit level because that window between two lines of
+    sessions.attach cannot be hit at will in a running worker; the count is a stand-in
+    that tells whether it was made."""
+    from kint.tenant_worker.watcher import Watcher
+
+    counted: list[int] = []
+    watcher = Watcher(str(write_store(tmp_path / "memory.db")),
+                      lambda: counted.append(1) or (1, 0), lambda reason: None,
+                      generation=lambda: 0)
+    watcher.stop("the worker is stopping (restart)")
+    watcher.start()
+    assert counted == [] and not watcher.dirty
+    assert not watcher._thread.is_alive() and watcher._thread.ident is None
 
 
 @pytest.mark.parametrize("met", ["count", "push"])

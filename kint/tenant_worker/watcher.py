@@ -177,7 +177,10 @@ class Watcher(OwedLook):
         return self.dirty and (sessions > 0 or not (counting.lasting or counting.cannot_push))
 
     def start(self) -> None:
-        """Count what an earlier session left unanchored (`_start_count`)."""
+        """Count what an earlier session left unanchored (`_start_count`), unless the
+        worker's stop stopped this watcher first (sessions.attach): no count, no thread."""
+        if self._stop.is_set():
+            return
         self.timings.log()
         seen = time.monotonic()
         sig = self._signature = self._read_signature()
