@@ -23,8 +23,9 @@ worker runs (pull, push, connect, rekey, settlement) is no failure but a turn to
 the worker's stop, which no push outlives: the worker stops its watcher as the stop begins
 (`stop`, beside HeadTurn.stop in process.py), so no push comes due in the stop's grace and
 the watcher ticks no more; a store with rows it has not pushed is said to be left for the
-worker's next start, once, if that start can push them. A push it had begun just then is
-refused by the stop's gate (head_lock.TurnStopped) and says so itself, as no failure.
+worker's next start, once, if that start can push them. Of a push of its own under way
+the stop says nothing: that push's end is what is logged (refused by the stop's gate,
+head_lock.TurnStopped, as no failure, if not yet at the space's turn; else its result).
 
 The dirty mark is cleared (and a held push's signature kept) only for a signature read two
 seconds or more after the store's files last changed (store.SettledRule, the rule the
@@ -228,7 +229,7 @@ class Watcher(OwedLook):
     def stop(self, why: str | None = None) -> None:
         """End the watcher (its thread at its next wake). `why`: the worker's stop began
         (process.py): a dirty store's rows are said to be left, once, unless a push of its
-        own has begun (`_fire`), whose end says what became of them (`_not_started`), or
+        own has begun (`_fire`), whose end is what is logged (the module's docstring), or
         the next start would not push them either (no data key, a count failing for good:
         `work_left`'s two), where the idle stop said so of exactly the stores it may take."""
         counting = self.counting
