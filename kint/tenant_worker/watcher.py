@@ -161,19 +161,14 @@ class Watcher(OwedLook):
     def work_left(self, sessions: int) -> bool:
         """Whether the store holds work this worker must finish before a stop (the beat's
         `has_work`, which keeps it from an idle stop and a recycle): dirty, unless no
-        session (of `sessions` attached) is left and its count fails for good (no database,
-        damaged, denied: WatcherCount.lasting) or the space cannot push from it (the last
-        count answered None, no cached data key, and no tick since found the key back:
-        WatcherCount.recheck). Either may never be pushed by this worker: kept as work, it
-        held the worker past every idle period and recycle, the second however the store
-        kept changing. Stopped idle it loses nothing: the next session's watcher counts it
-        again (and pushes it, once it can). With a session attached the stop could only be a
-        recycle, whose successor's start refuses a store that is no database (a crash after
-        crash, then quarantine), or marks nothing it cannot push (its rows then wait for a
-        write once the key is back): the worker goes on serving the session. A count that
-        fails for a moment (a lock held past the busy wait) leaves the store this worker's
-        work until it is counted and pushed: taken as none, the idle stop took it, and its
-        rows waited for the next session."""
+        session (of `sessions` attached) is left and this worker may never push it (the
+        module's docstring: WatcherCount.lasting, or `cannot_push` till `recheck` finds the
+        key back). Kept as work, it held the worker past every idle period and recycle;
+        stopped idle it loses nothing, the next session's watcher counts it again. With a
+        session attached the stop could only be a recycle, whose successor's start refuses
+        a store that is no database (a crash after crash, then quarantine), or marks
+        nothing it cannot push (its rows then wait for a write once the key is back): the
+        worker goes on serving the session."""
         counting = self.counting
         return self.dirty and (sessions > 0 or not (counting.lasting or counting.cannot_push))
 
@@ -191,18 +186,13 @@ class Watcher(OwedLook):
     def _start_count(self, sig: tuple[int, ...] | None,
                      told: bool) -> tuple[int, int] | None:
         """The start's count, or a tick's when the start's failed. Rows left: dirty, pushed
-        at the next quiet period (from the start). A count that failed (a store locked for
-        a moment, a mirror that did not read) leaves the store dirty and the count owed,
-        made again (further apart while it fails: WatcherCount): it was taken as clean, and
-        the rows an earlier session left waited for the next write. Nothing left: clean,
-        but only at a signature that told every later commit (store.SettledRule: one read
-        within two seconds of the store's last write may not change with a commit right
-        after the count), else dirty and looked at once more when it tells (`_run` wakes
-        for that). None (the space cannot push: not connected, no data key): no mark.
-        Once no session is attached `work_left` frees such a store (`cannot_push`), but
-        while one is, a dirty mark is work whatever the count says: one no count clears
-        while the key stays away would keep the worker from a recycle as long as a session
-        stays. Returns the count (a tick's push uses it, not a second diff)."""
+        at the next quiet period (from the start). A count that failed leaves the store
+        dirty and the count owed (the module's docstring). Nothing left: clean, but only at
+        a signature that told every later commit, else dirty and looked at once more when
+        it tells. None (the space cannot push: not connected, no data key): no mark, which
+        with a session attached would be work no count clears while the key stays away,
+        keeping the worker from a recycle. Returns the count (a tick's push uses it, not a
+        second diff)."""
         counts = self.counting()
         if self.counting.uncounted is not None:
             if not self._start_owed:
@@ -228,10 +218,9 @@ class Watcher(OwedLook):
 
     def stop(self, why: str | None = None) -> None:
         """End the watcher (its thread at its next wake). `why`: the worker's stop began
-        (process.py): a dirty store's rows are said to be left, once, unless a push of its
-        own has begun (`_fire`), whose end is what is logged (the module's docstring), or
-        the next start would not push them either (no data key, a count failing for good:
-        `work_left`'s two), where the idle stop said so of exactly the stores it may take."""
+        (process.py), and a dirty store's rows are said to be left as the module's
+        docstring says: not while a push of its own runs (`_fire`), nor for `work_left`'s
+        two stores, where the idle stop said so of exactly the stores it may take."""
         counting = self.counting
         with self._push_gate:
             first = not self._stop.is_set()
@@ -251,10 +240,7 @@ class Watcher(OwedLook):
 
     def _run(self) -> None:
         """A tick every poll, and one more as a signature the store was found clean (or a
-        push held) at tells every later commit (`_look_due`): that look came at the next
-        poll, so a worker started within two seconds of a write showed its store dirty
-        (`has_work`) for up to a poll, and one that pushed within two seconds of a write
-        waited a poll more for its idle exit."""
+        push held) at tells every later commit (`_look_due`; the module's docstring)."""
         ticked = time.monotonic()
         while not self._stop.is_set():
             self._retimed.clear()  # before the poll is read: a later retime() wakes the wait
@@ -332,12 +318,10 @@ class Watcher(OwedLook):
     def _op_runs(self) -> bool:
         """Whether a head-moving op of the space runs in this worker (head_lock.HeadTurn),
         so the push or size check due neither pushes nor counts (an owed start's count,
-        made before, still is): its push was refused BUSY, waited out and shown as a failed
-        push (KINT_PUSH_RETRY_SECONDS), while the dirty store could be pushed at the first
-        tick after the op. That tick goes on by the usual rules (a look or size check due
-        is made then). Asked only where the tick acts (`_fire`, the size check), so the
-        wait is said only when one was due, not for every op that meets a dirty store. An
-        op begun since: `_fire`'s TurnTaken, met after its count."""
+        made before, still is): its push was refused BUSY and waited out as a failed push
+        (KINT_PUSH_RETRY_SECONDS), where the first tick after the op could push it. Asked
+        only where the tick acts (`_fire`, the size check), so the wait is said only when
+        one was due. An op begun since: `_fire`'s TurnTaken, met after its count."""
         running = self._own_op()
         if running is not None and running != self._waited_for:
             log.info("watcher: a %s is running for this space; the watcher waits for it "
@@ -415,10 +399,8 @@ class Watcher(OwedLook):
             self._pushing = False
 
     def _not_started(self, trigger: str, why: str) -> None:
-        """The worker's stop began as this push did (past `_fire`'s look at `stop`): the
-        stop's gate refused it, as no push starts in the grace, which could cut it between
-        its send and its receipt. One line, no failure, no backoff; the dirty store is the
-        next worker's to count and push."""
+        """The stop's gate refused this push, begun past `_fire`'s look at `stop` (the
+        module's docstring): one line, no failure, no backoff."""
         log.info("watcher: push (%s) not started: %s; %s", trigger, why, ROWS_LEFT)
         self.stop()
 
