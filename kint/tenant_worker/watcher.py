@@ -104,7 +104,7 @@ class Watcher(OwedLook):
         self._waited_for: tuple[str, float] | None = None
         self._stop = threading.Event()
         # A push of its own begun (`_fire`), read by `stop` under the lock: its end says.
-        self._push_gate = threading.Lock()
+        self._push_lock = threading.Lock()
         self._pushing = False
         # Set when the timings in force may have changed (a session attached or left):
         # the wait in progress is measured again against the poll now in force.
@@ -222,7 +222,7 @@ class Watcher(OwedLook):
         docstring says: not while a push of its own runs (`_fire`), nor for `work_left`'s
         two stores, where the idle stop said so of exactly the stores it may take."""
         counting = self.counting
-        with self._push_gate:
+        with self._push_lock:
             first = not self._stop.is_set()
             self._stop.set()
             left = (first and why is not None and self.dirty and not self._pushing
@@ -366,7 +366,7 @@ class Watcher(OwedLook):
         if counts == (0, 0):
             self._nothing_left(sig, told)
             return
-        with self._push_gate:
+        with self._push_lock:
             if self._stop.is_set():
                 return  # stopped since the tick began: `stop` said what is left
             self._pushing = True
