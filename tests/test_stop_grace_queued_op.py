@@ -5,7 +5,8 @@ their worker's answers when they finish within its 10 s stop grace"). When the h
 stop gate held for every op (review34a M1) it was refused `WORKER_DOWN` `the worker is
 stopping (restart)` without starting, with the hint "the worker is being restarted" even
 on the supervisor's stop; only the store watcher's own push is refused now
-(head_lock._take's `refuse_stopping`, tests/test_watcher_stopping.py).
+(head_lock._take's `refuse_stopping`, tests/test_head_lock.py), and the watcher itself
+stops as the worker's stop begins (tests/test_watcher_stopping.py).
 
 Real parts: the devchain's anvil, the test supervisor and the space's worker; four
 `attach`es held on the worker's pool of four threads (KINT_TEST_HOLD_ATTACH,

@@ -238,8 +238,12 @@ class Worker(Heartbeat, OpReplies):
                     # (tests/support/kint_test_timings.py) in a forkserver that may have
                     # imported this module first.
                     stop_deadline = now + stop_grace.STOP_GRACE_SECONDS
-                    # An exit push waiting its turn ends now, logged (HeadTurn.stop).
+                    # An exit push waiting its turn ends now, logged (HeadTurn.stop), and
+                    # the store watcher with it: no push of its starts in the grace, nor
+                    # does it tick on in a worker on its way out (Watcher.stop).
                     self.ctx.head_ops.stop(self.stop_reason)
+                    if self.ctx.watcher is not None:
+                        self.ctx.watcher.stop(self.ctx.head_ops.stopped)
                 # A push the store watcher started is no request in flight, but it holds
                 # the space's head op (head_lock.head_op) until it ends: a stop (a recycle,
                 # a restart, the supervisor's) waits for it too rather than cut it between

@@ -54,32 +54,26 @@ def _key_read_may_pass(err: BaseException) -> bool:
                for cause in causes(err))
 
 
-class _KeyUnread(Exception):
-    """The read of the enrolment or of the data key's cache failed (`_push_ready`) with
-    `err`: the count says it as such, not as the mirror's or the store's failure."""
-
-    def __init__(self, err: Exception) -> None:
-        super().__init__(str(err))
-        self.err = err
-
-
-def _push_ready(ctx: SpaceContext) -> Mirror | None:
-    """The mirror the watcher counts against, or None when this space cannot push from its
-    store now: not connected, no cached data key, no mirror or no store. The one place
-    these are asked, by the count (`_changes_to_push`) and by the look that costs a few
-    small reads (`_can_push`): two copies could drift, and `recheck` clear `cannot_push`
-    for a space the count still answers None for. Raises _KeyUnread when the enrolment
-    or the key cache does not read, what the mirror's read raises otherwise. An enrolment
-    found marks the space seen connected (`enrolment_checked`: its trouble is said)."""
+def _keyed(ctx: SpaceContext) -> bool:
+    """Whether this space holds what a push from its store needs of its keys: connected (an
+    enrolment) and a data key cached. False when not connected; a key cache that does not
+    read, or holds no key, raises what its read met (custody's errors), as does an
+    enrolment that does not read: the count tells a failure that may pass from a key truly
+    not there by that error (`_key_read_may_pass`). An enrolment found marks the space seen
+    connected (`enrolment_checked`, after which the count says its trouble), whoever asks:
+    it is what was seen, kept once true, the look's (`_can_push`) as good as the count's."""
     from kint.tenant_worker.data_key import current_data_key
 
-    try:
-        if ctx.enrolment() is None:
-            return None
-        ctx.enrolment_checked = True
-        current_data_key(ctx)  # no cached key: nothing the watcher could push
-    except Exception as err:  # noqa: BLE001 - any trouble means: do not push from the watcher
-        raise _KeyUnread(err) from err
+    if ctx.enrolment() is None:
+        return False
+    ctx.enrolment_checked = True
+    current_data_key(ctx)  # no cached key: nothing the watcher could push
+    return True
+
+
+def _counted_against(ctx: SpaceContext) -> Mirror | None:
+    """The mirror the watcher counts the store against, or None: no mirror (never pushed
+    or pulled) or no store. Raises what the mirror's read raises."""
     mirror = ctx.state.mirror()
     return mirror if mirror is not None and os.path.exists(ctx.config.db) else None
 
@@ -87,31 +81,33 @@ def _push_ready(ctx: SpaceContext) -> Mirror | None:
 def _changes_to_push(ctx: SpaceContext) -> tuple[int, int] | None:
     """The (changed, deleted) rows the watcher would push (a half-done pull's rows
     included, as push anchors them), or None when this space cannot push: not connected,
-    no cached data key, nothing to count against (`_push_ready`). A count that failed (the
-    store, the mirror or the pull journal did not read) raises CountFailed naming the file:
-    the store may hold rows to push, so it is not taken as clean (watcher.py). So does a
-    read of the enrolment or the key cache that may pass by itself (`_key_read_may_pass`:
-    out of open files, an I/O error), not lasting: taken as "cannot push", a dirty store
-    was no work once no session was attached, and the idle stop took it, against the rule
-    that a failure that may pass keeps the store the worker's. Only a key truly not there
-    (not connected, no data key or session key cached, a cache file garbled or denied,
-    which someone must mend) is None. Trouble is said once per reason, once the space has
-    been seen connected."""
+    no cached data key (`_keyed`), nothing to count against (`_counted_against`). A count
+    that failed (the store, the mirror or the pull journal did not read) raises
+    CountFailed naming the file: the store may hold rows to push, so it is not taken as
+    clean (watcher.py). So does a read of the enrolment or the key cache that may pass by
+    itself (`_key_read_may_pass`: out of open files, an I/O error), not lasting: taken as
+    "cannot push", a dirty store was no work once no session was attached, and the idle
+    stop took it, against the rule that a failure that may pass keeps the store the
+    worker's. Only a key truly not there (not connected, no data key or session key
+    cached, a cache file garbled or denied, which someone must mend) is None. Trouble is
+    said once per reason, once the space has been seen connected."""
     from kint.tenant_worker.unanchored import (WATCHER, CountFailed, count_unanchored,
                                                count_fails_for_good, named)
 
     try:
-        mirror = _push_ready(ctx)
-        if mirror is None:
+        if not _keyed(ctx):
             return None
-        changes = count_unanchored(ctx, mirror).diff
-    except _KeyUnread as unread:
-        err = unread.err
+    except Exception as err:  # noqa: BLE001 - any trouble means: do not push from the watcher
         if ctx.enrolment_checked:
             ctx.unanchored.cannot_count(WATCHER, err, ctx.config.space16)
         if _key_read_may_pass(err):
             raise CountFailed(getattr(err, "message", None) or str(err), False) from err
         return None
+    try:
+        mirror = _counted_against(ctx)
+        if mirror is None:
+            return None
+        changes = count_unanchored(ctx, mirror).diff
     except Exception as err:  # noqa: BLE001 - not counted: the watcher says so by name
         failed = named(err, ctx.config.db)
         ctx.unanchored.cannot_count(WATCHER, failed, ctx.config.space16)
@@ -121,12 +117,14 @@ def _changes_to_push(ctx: SpaceContext) -> tuple[int, int] | None:
 
 
 def _can_push(ctx: SpaceContext) -> bool:
-    """Whether `_changes_to_push` would get past its None now (`_push_ready`): the watcher
-    asks it at each tick while the last count answered None (WatcherCount.recheck), which
-    costs a few small reads where the count is a diff of the whole store. Any trouble is
-    False here: the count, when its rules make it, says what it was."""
+    """Whether `_changes_to_push` would get past its None now, asked by the same two
+    helpers (`_keyed`, `_counted_against`), so the two cannot drift (`recheck` cleared
+    `cannot_push` for a space the count still answered None for): the watcher asks it at
+    each tick while the last count answered None (WatcherCount.recheck), which costs a few
+    small reads where the count is a diff of the whole store. Any trouble is False here:
+    the count, when its rules make it, says what it was."""
     try:
-        return _push_ready(ctx) is not None
+        return _keyed(ctx) and _counted_against(ctx) is not None
     except Exception:  # noqa: BLE001 - said by the count (`_changes_to_push`), not here
         return False
 
@@ -208,8 +206,7 @@ def new_watcher(ctx: SpaceContext) -> Any:
                           lambda name: ctx.watcher_setting(name),
                           settled=lambda: ctx.beat_soon(),
                           own_op=lambda: ctx.head_op_began,
-                          can_push=lambda: _can_push(ctx),
-                          stopping=lambda: ctx.head_ops.stopped)
+                          can_push=lambda: _can_push(ctx))
     return ctx.watcher
 
 
@@ -234,7 +231,13 @@ def attach(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     if not ctx.drift.active:  # a store not created yet holds no rows: none to explain
         ctx.drift.reset(ctx.store_rows() or [])
     if args.get("watcher") and ctx.watcher is None:
-        new_watcher(ctx).start()
+        watcher = new_watcher(ctx)  # kept once the stop began: the handoff says it ran
+        # Not started in a stopping worker's grace (an attach it took before its stop), where
+        # its count ran and a push came due: the next worker's watcher counts the store. A
+        # stop begun since this look stops the watcher just made (process.py): it does not
+        # start (Watcher.start).
+        if ctx.head_ops.stopped is None:
+            watcher.start()
     elif ctx.watcher is not None:
         ctx.watcher.retime()  # this session's poll may be the one in force now
     if first:

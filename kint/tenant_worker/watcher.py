@@ -20,11 +20,12 @@ any push of the space that goes through, its own included, ends that wait
 (`push.went_through`, the one place every successful push passes). An op of the space this
 worker runs (pull, push, connect, rekey, settlement) is no failure but a turn to wait for
 (`_op_runs`); a BUSY from the head lock's file (another kint process) is a failure. Nor is
-the worker's stop, which no push outlives: a push due once it began is not started
-(head_lock.TurnStopped), said once, and the watcher pushes no more. Seen before the push's
-count (`stopping`, the space's HeadTurn.stopped), it costs no second diff of the store and no
-"pushing" line before that one; a stop that begins after the look is still met by the push
-itself.
+the worker's stop, which no push outlives: the worker stops its watcher as the stop begins
+(`stop`, beside HeadTurn.stop in process.py), so no push comes due in the stop's grace and
+the watcher ticks no more; a store with rows it has not pushed is said to be left for the
+worker's next start, once, if that start can push them. Of a push of its own under way
+the stop says nothing: that push's end is what is logged (refused by the stop's gate,
+head_lock.TurnStopped, as no failure, if not yet at the space's turn; else its result).
 
 The dirty mark is cleared (and a held push's signature kept) only for a signature read two
 seconds or more after the store's files last changed (store.SettledRule, the rule the
@@ -72,6 +73,7 @@ from kint.tenant_worker.watcher_timings import WatcherTimings, config_generation
 log = logging.getLogger("kint.worker")
 
 SIZE_CHECK_INTERVAL_S = 60.0
+ROWS_LEFT = "the store's rows are left for the worker's next start"
 
 
 class Watcher(OwedLook):
@@ -80,8 +82,7 @@ class Watcher(OwedLook):
                  generation: Callable[[], int] = config_generation,
                  settled: Callable[[], None] = lambda: None,
                  own_op: Callable[[], tuple[str, float] | None] = lambda: None,
-                 can_push: Callable[[], bool] = lambda: False,
-                 stopping: Callable[[], str | None] = lambda: None) -> None:
+                 can_push: Callable[[], bool] = lambda: False) -> None:
         self.db = db
         self.timings = WatcherTimings(timing)  # read at each use (watcher_timings.py)
         # A changed configuration may have mended what made a push fail: it ends the wait.
@@ -101,9 +102,10 @@ class Watcher(OwedLook):
         # per op, told from the next of the same name by when it began.
         self._own_op = own_op
         self._waited_for: tuple[str, float] | None = None
-        # Why the worker stops, once it does (HeadTurn.stopped), else None.
-        self._stopping = stopping
         self._stop = threading.Event()
+        # A push of its own begun (`_fire`), read by `stop` under the lock: its end says.
+        self._push_lock = threading.Lock()
+        self._pushing = False
         # Set when the timings in force may have changed (a session attached or left):
         # the wait in progress is measured again against the poll now in force.
         self._retimed = threading.Event()
@@ -159,24 +161,22 @@ class Watcher(OwedLook):
     def work_left(self, sessions: int) -> bool:
         """Whether the store holds work this worker must finish before a stop (the beat's
         `has_work`, which keeps it from an idle stop and a recycle): dirty, unless no
-        session (of `sessions` attached) is left and its count fails for good (no database,
-        damaged, denied: WatcherCount.lasting) or the space cannot push from it (the last
-        count answered None, no cached data key, and no tick since found the key back:
-        WatcherCount.recheck). Either may never be pushed by this worker: kept as work, it
-        held the worker past every idle period and recycle, the second however the store
-        kept changing. Stopped idle it loses nothing: the next session's watcher counts it
-        again (and pushes it, once it can). With a session attached the stop could only be a
-        recycle, whose successor's start refuses a store that is no database (a crash after
-        crash, then quarantine), or marks nothing it cannot push (its rows then wait for a
-        write once the key is back): the worker goes on serving the session. A count that
-        fails for a moment (a lock held past the busy wait) leaves the store this worker's
-        work until it is counted and pushed: taken as none, the idle stop took it, and its
-        rows waited for the next session."""
+        session (of `sessions` attached) is left and this worker may never push it (the
+        module's docstring: WatcherCount.lasting, or `cannot_push` till `recheck` finds the
+        key back). Kept as work, it held the worker past every idle period and recycle;
+        stopped idle it loses nothing, the next session's watcher counts it again. With a
+        session attached the stop could only be a recycle, whose successor's start refuses
+        a store that is no database (a crash after crash, then quarantine), or marks
+        nothing it cannot push (its rows then wait for a write once the key is back): the
+        worker goes on serving the session."""
         counting = self.counting
         return self.dirty and (sessions > 0 or not (counting.lasting or counting.cannot_push))
 
     def start(self) -> None:
-        """Count what an earlier session left unanchored (`_start_count`)."""
+        """Count what an earlier session left unanchored (`_start_count`), unless the
+        worker's stop stopped this watcher first (sessions.attach): no count, no thread."""
+        if self._stop.is_set():
+            return
         self.timings.log()
         seen = time.monotonic()
         sig = self._signature = self._read_signature()
@@ -186,18 +186,13 @@ class Watcher(OwedLook):
     def _start_count(self, sig: tuple[int, ...] | None,
                      told: bool) -> tuple[int, int] | None:
         """The start's count, or a tick's when the start's failed. Rows left: dirty, pushed
-        at the next quiet period (from the start). A count that failed (a store locked for
-        a moment, a mirror that did not read) leaves the store dirty and the count owed,
-        made again (further apart while it fails: WatcherCount): it was taken as clean, and
-        the rows an earlier session left waited for the next write. Nothing left: clean,
-        but only at a signature that told every later commit (store.SettledRule: one read
-        within two seconds of the store's last write may not change with a commit right
-        after the count), else dirty and looked at once more when it tells (`_run` wakes
-        for that). None (the space cannot push: not connected, no data key): no mark.
-        Once no session is attached `work_left` frees such a store (`cannot_push`), but
-        while one is, a dirty mark is work whatever the count says: one no count clears
-        while the key stays away would keep the worker from a recycle as long as a session
-        stays. Returns the count (a tick's push uses it, not a second diff)."""
+        at the next quiet period (from the start). A count that failed leaves the store
+        dirty and the count owed (the module's docstring). Nothing left: clean, but only at
+        a signature that told every later commit, else dirty and looked at once more when
+        it tells. None (the space cannot push: not connected, no data key): no mark, which
+        with a session attached would be work no count clears while the key stays away,
+        keeping the worker from a recycle. Returns the count (a tick's push uses it, not a
+        second diff)."""
         counts = self.counting()
         if self.counting.uncounted is not None:
             if not self._start_owed:
@@ -221,9 +216,20 @@ class Watcher(OwedLook):
             self._nothing_left(sig, told)
         return counts
 
-    def stop(self) -> None:
-        self._stop.set()
+    def stop(self, why: str | None = None) -> None:
+        """End the watcher (its thread at its next wake). `why`: the worker's stop began
+        (process.py), and a dirty store's rows are said to be left as the module's
+        docstring says: not while a push of its own runs (`_fire`), nor for `work_left`'s
+        two stores, where the idle stop said so of exactly the stores it may take."""
+        counting = self.counting
+        with self._push_lock:
+            first = not self._stop.is_set()
+            self._stop.set()
+            left = (first and why is not None and self.dirty and not self._pushing
+                    and not (counting.cannot_push or counting.lasting))
         self._retimed.set()
+        if left:
+            log.info("watcher: stopped: %s; %s", why, ROWS_LEFT)
 
     def retime(self) -> None:
         """The timings may have changed (a session attached or detached): a shorter poll
@@ -234,10 +240,7 @@ class Watcher(OwedLook):
 
     def _run(self) -> None:
         """A tick every poll, and one more as a signature the store was found clean (or a
-        push held) at tells every later commit (`_look_due`): that look came at the next
-        poll, so a worker started within two seconds of a write showed its store dirty
-        (`has_work`) for up to a poll, and one that pushed within two seconds of a write
-        waited a poll more for its idle exit."""
+        push held) at tells every later commit (`_look_due`; the module's docstring)."""
         ticked = time.monotonic()
         while not self._stop.is_set():
             self._retimed.clear()  # before the poll is read: a later retime() wakes the wait
@@ -315,12 +318,10 @@ class Watcher(OwedLook):
     def _op_runs(self) -> bool:
         """Whether a head-moving op of the space runs in this worker (head_lock.HeadTurn),
         so the push or size check due neither pushes nor counts (an owed start's count,
-        made before, still is): its push was refused BUSY, waited out and shown as a failed
-        push (KINT_PUSH_RETRY_SECONDS), while the dirty store could be pushed at the first
-        tick after the op. That tick goes on by the usual rules (a look or size check due
-        is made then). Asked only where the tick acts (`_fire`, the size check), so the
-        wait is said only when one was due, not for every op that meets a dirty store. An
-        op begun since: `_fire`'s TurnTaken, met after its count."""
+        made before, still is): its push was refused BUSY and waited out as a failed push
+        (KINT_PUSH_RETRY_SECONDS), where the first tick after the op could push it. Asked
+        only where the tick acts (`_fire`, the size check), so the wait is said only when
+        one was due. An op begun since: `_fire`'s TurnTaken, met after its count."""
         running = self._own_op()
         if running is not None and running != self._waited_for:
             log.info("watcher: a %s is running for this space; the watcher waits for it "
@@ -359,16 +360,16 @@ class Watcher(OwedLook):
         if self._op_runs():
             self._turn_taken(trigger)  # nor a diff while it runs
             return
-        why = self._stopping()
-        if why is not None:  # no push would start: neither a diff nor "pushing" first
-            self._not_started(trigger, why)
-            return
         counts = counted or self.counting()
         if counts is None:
             return  # cannot push (no data key), the count failed, or its retry is not due
         if counts == (0, 0):
             self._nothing_left(sig, told)
             return
+        with self._push_lock:
+            if self._stop.is_set():
+                return  # stopped since the tick began: `stop` said what is left
+            self._pushing = True
         started = time.monotonic()
         log.info("watcher: pushing (%s)", trigger)
         try:
@@ -381,7 +382,7 @@ class Watcher(OwedLook):
         except TurnTaken:
             self._turn_taken(trigger)  # an op of the space began since `_op_runs`
         except TurnStopped as err:
-            self._not_started(trigger, err.message)  # the stop began since the look
+            self._not_started(trigger, err.message)  # the stop began as this push did
         except ProtocolError as err:
             if err.code.value == "HELD":
                 # Wait for the next store change; one a signature that does not tell every
@@ -394,14 +395,13 @@ class Watcher(OwedLook):
         except Exception as err:  # noqa: BLE001 - a bug: waited out and logged like the rest
             if self._failed("INTERNAL", f"{type(err).__name__}: {err}", None, now, started):
                 log.exception("watcher push failed")
+        finally:
+            self._pushing = False
 
     def _not_started(self, trigger: str, why: str) -> None:
-        """The worker's stop began: no push starts in its grace, which could cut it between
-        its send and its receipt, nor ever in this worker, so the watcher ends here (one
-        line, no failure, no backoff); the dirty store is the next worker's to count and
-        push."""
-        log.info("watcher: push (%s) not started: %s; the store's rows are left for the "
-                 "worker's next start", trigger, why)
+        """The stop's gate refused this push, begun past `_fire`'s look at `stop` (the
+        module's docstring): one line, no failure, no backoff."""
+        log.info("watcher: push (%s) not started: %s; %s", trigger, why, ROWS_LEFT)
         self.stop()
 
     def _turn_taken(self, trigger: str) -> None:
