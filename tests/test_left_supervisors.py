@@ -165,3 +165,24 @@ def test_a_pid_file_that_cannot_be_read_keeps_no_run_from_starting(tmp_path):
     assert not abandoned.exists()
     _looped_home(tmp_path / "swept")
     assert stop_left_under(tmp_path / "swept") == []
+
+
+def test_a_process_whose_name_is_no_utf8_is_read_as_any_other(tmp_path):
+    """A sandbox's shutdown reads every process's /proc/PID/stat (`group_members`): a
+    process that named itself with bytes that are not UTF-8 (test_stop_reused_pid.py makes
+    one, a name cut mid-character) raised UnicodeDecodeError out of the read, failing the
+    shutdown of whichever test ran beside it. Real parts: a child process that writes such
+    a name to its own /proc/self/comm, in a process group of its own."""
+    named = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\n"
+         "open('/proc/self/comm', 'wb').write(b'\\xc3\\xa9' * 7 + b'\\xc3')\n"
+         "print('named', flush=True)\ntime.sleep(300)"],
+        stdout=subprocess.PIPE, start_new_session=True)
+    try:
+        assert named.stdout.readline() == b"named\n"
+        comm = Path(f"/proc/{named.pid}/comm").read_bytes()
+        assert comm.rstrip(b"\n").endswith(b"\xc3"), comm  # the premise: no UTF-8 name
+        assert group_members(named.pid) == [named.pid]
+    finally:
+        named.kill()
+        named.wait()

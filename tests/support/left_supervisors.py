@@ -207,10 +207,12 @@ def group_members(pgid: int) -> list[int]:
 
 
 def _stat(pid: int) -> tuple[str, int] | None:
-    """(state, process group) of `pid` from /proc/PID/stat, or None where unread."""
+    """(state, process group) of `pid` from /proc/PID/stat, or None where unread. Read as
+    bytes: the command's name is any bytes a process gave itself (one cut mid-character
+    is not UTF-8), and a sandbox's shutdown reads every process on the box."""
     try:
-        text = (_PROC / str(pid) / "stat").read_text()
+        raw = (_PROC / str(pid) / "stat").read_bytes()
     except OSError:
         return None
-    fields = text[text.rfind(")") + 2:].split()  # after the command's name, whatever it is
-    return fields[0], int(fields[2])
+    fields = raw[raw.rfind(b")") + 2:].split()  # after the command's name, whatever it is
+    return fields[0].decode("ascii"), int(fields[2])
