@@ -38,10 +38,12 @@ the worker stopping until the test lets it go.
 
 A session's attach that asks for the watcher, run in the grace, starts none (the next
 worker's runs): the second test, with the same real parts, and the third for a stop begun
-between the attach's look at it and the watcher's start; the last proves that the stop
-says no rows are left for a next start that would not push them either.
+between the attach's look at it and the watcher's start; the fourth, for one begun as the
+watcher's start counts (or just after), proves the stop's line said once, and no thread;
+the last proves that the stop says no rows are left for a next start that would not push
+them either.
 
-The fourth test drives a real Watcher over a real store file, its tick on a thread of the
+The fifth test drives a real Watcher over a real store file, its tick on a thread of the
 test's, with a worker's real space context (tests/test_head_lock.py's `_worker`): the stop
 is the one process.py makes (HeadTurn.stop, then Watcher.stop), and the push takes the real
 `head_op` with the watcher's `refuse_stopping`. Stand-ins: the count (its answer, and a
@@ -167,7 +169,8 @@ def test_a_watcher_an_attach_asks_for_in_the_stops_grace_is_the_next_workers(
     attach held on the worker's pool (KINT_TEST_HOLD_ATTACH) until the stop began, the
     supervisor's own restart, rows written through Sibyl's own client. The stop's begun
     is seen as its line and then two beats: the loop's turn after the one that logged the
-    stop request stops the head turn (process.py) before its beat goes out."""
+    stop request sends its beat, then stops the head turn (process.py), so the second beat
+    seen after it comes from a turn after the one that stopped the head turn."""
     hold = tmp_path / "hold-attach"
     with anchored(new_machine(tmp_path / "m", chain_home, KINT_TEST_HOLD_ATTACH=str(hold),
                               **GRACE, **ENV), first="pushed before the stop") as sb:
@@ -234,6 +237,68 @@ def test_a_watcher_the_stop_stopped_before_its_start_never_starts(tmp_path):
     watcher.start()
     assert counted == [] and not watcher.dirty
     assert not watcher._thread.is_alive() and watcher._thread.ident is None
+
+
+@pytest.mark.parametrize("met", ["count", "after"])
+def test_a_stop_that_meets_the_watchers_start_count_is_said_once_and_starts_no_thread(
+        tmp_path, caplog, met):
+    """A watcher's start (an attach the worker took before its stop, or the handoff's
+    `pool.submit(watcher.start)` in worker_start.py) counts what an earlier session left.
+    A stop begun while that count ran (`met` "count") saw no dirty store and said nothing;
+    the count then said the rows "are pushed at the next quiet period", and the thread
+    started and ended at once: no push, nor the stop's line (docs/faults.md). Now the
+    start says the stop's line as its count ends, the count's own line says no push, and
+    no thread starts. A stop after the count, before the thread starts (`met` "after"),
+    says the line itself, and the start not again. Either way exactly one line.
+
+    The unit level: the window is one count long, between two steps of Watcher.start, and
+    a running worker's stop cannot be made to begin inside it at will. A real Watcher over
+    a real store file; stand-ins: the count (rows left, and for "count" a wait where the
+    test stops the watcher), and for "after" the watcher's own `_start_count` wrapped so
+    that the stop comes as it returns."""
+    from kint.tenant_worker.watcher import ROWS_LEFT, Watcher
+
+    caplog.set_level(logging.INFO, logger="kint.worker")
+    why = "the worker is stopping (restart)"
+    at, go = threading.Event(), threading.Event()
+    pushed: list[str] = []
+
+    def count() -> tuple[int, int]:
+        if met == "count":
+            at.set()
+            assert go.wait(30)
+        return 3, 0
+
+    watcher = Watcher(str(write_store(tmp_path / "memory.db")), count, pushed.append,
+                      generation=lambda: 0)
+    counted = watcher._start_count
+
+    def count_then_stop(*args):
+        counts = counted(*args)
+        watcher.stop(why)
+        return counts
+
+    if met == "after":
+        watcher._start_count = count_then_stop
+    starter = threading.Thread(target=watcher.start)
+    try:
+        starter.start()
+        if met == "count":
+            assert at.wait(30)
+            watcher.stop(why)  # as process.py makes it, the count still running
+            go.set()
+        starter.join(30)
+        assert not starter.is_alive()
+    finally:
+        go.set()
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("watcher:")]
+    stopped = f"watcher: stopped: {why}; {ROWS_LEFT}"
+    assert [line for line in said if ROWS_LEFT in line] == [stopped], said
+    # The count's line first; it promises a push only where no stop had begun by then.
+    count_line = "watcher: 3 changed and 0 deleted row(s) were left unanchored by an earlier " \
+        "session" + ("" if met == "count" else "; they are pushed at the next quiet period")
+    assert said[-2:] == [count_line, stopped], said
+    assert watcher.dirty and pushed == [] and watcher._thread.ident is None  # no thread
 
 
 @pytest.mark.parametrize("met", ["count", "push"])

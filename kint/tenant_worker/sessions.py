@@ -231,11 +231,11 @@ def attach(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     if not ctx.drift.active:  # a store not created yet holds no rows: none to explain
         ctx.drift.reset(ctx.store_rows() or [])
     if args.get("watcher") and ctx.watcher is None:
-        watcher = new_watcher(ctx)  # kept once the stop began: the handoff says it ran
-        # Not started in a stopping worker's grace (an attach it took before its stop), where
-        # its count ran and a push came due: the next worker's watcher counts the store. A
-        # stop begun since this look stops the watcher just made (process.py): it does not
-        # start (Watcher.start).
+        watcher = new_watcher(ctx)  # kept once the stop began: the handoff tells the next
+        # worker to run one. Not started in a stopping worker's grace (an attach it took
+        # before its stop), where its count ran and a push came due: the next worker's
+        # watcher counts the store. A stop begun since this look stops the watcher just made
+        # (process.py): it does not start (Watcher.start).
         if ctx.head_ops.stopped is None:
             watcher.start()
     elif ctx.watcher is not None:

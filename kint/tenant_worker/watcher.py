@@ -21,11 +21,11 @@ any push of the space that goes through, its own included, ends that wait
 worker runs (pull, push, connect, rekey, settlement) is no failure but a turn to wait for
 (`_op_runs`); a BUSY from the head lock's file (another kint process) is a failure. Nor is
 the worker's stop, which no push outlives: the worker stops its watcher as the stop begins
-(`stop`, beside HeadTurn.stop in process.py), so no push comes due in the stop's grace and
-the watcher ticks no more; a store with rows it has not pushed is said to be left for the
-worker's next start, once, if that start can push them. Of a push of its own under way
-the stop says nothing: that push's end is what is logged (refused by the stop's gate,
-head_lock.TurnStopped, as no failure, if not yet at the space's turn; else its result).
+(`stop`, beside HeadTurn.stop in process.py), so no push comes due in the grace and the
+watcher ticks no more; a store with rows it has not pushed is said, once, to be left for the
+worker's next start if that start can push them (by `start` as its count ends, if the stop
+met that count). Of a push of its own under way only its end is logged (refused by the
+stop's gate, head_lock.TurnStopped, as no failure, if not yet at the space's turn).
 
 The dirty mark is cleared (and a held push's signature kept) only for a signature read two
 seconds or more after the store's files last changed (store.SettledRule, the rule the
@@ -97,32 +97,29 @@ class Watcher(OwedLook):
         # Told when the store is clean again (pushed, or nothing left to push): the worker
         # beats at once, since no request or answer marks that its work is done.
         self._settled = settled
-        # The head-moving op this worker runs for the space, if any (ctx.head_op_began:
-        # its name and when it began), and the last one a tick waited for: one log line
-        # per op, told from the next of the same name by when it began.
+        # The head-moving op this worker runs for the space (ctx.head_op_began: its name,
+        # when it began) and the last one a tick waited for: one line per op, told by when.
         self._own_op = own_op
         self._waited_for: tuple[str, float] | None = None
         self._stop = threading.Event()
-        # A push of its own begun (`_fire`), read by `stop` under the lock: its end says.
+        # Read under it: a push of its own begun (`_fire`), the stop's reason till it is said.
         self._push_lock = threading.Lock()
         self._pushing = False
-        # Set when the timings in force may have changed (a session attached or left):
-        # the wait in progress is measured again against the poll now in force.
+        self._stopped_why: str | None = None
+        # Set when the timings may have changed: the wait is measured again (`retime`).
         self._retimed = threading.Event()
         self.dirty = False
         self._last_change = time.monotonic()
         self._last_size_check = float("-inf")  # none yet: due at once, whenever the box booted
         self._held_at_signature: tuple[int, ...] | None = None
         # A signature at which a count found nothing left, a push went through or was
-        # held, before it told every later commit (`_rule`): the store stays dirty, and is
-        # looked at once more when that signature tells (`_look_again`), not at every tick
-        # till then.
+        # held, before it told every later commit (`_rule`): the store stays dirty, looked
+        # at once more when that signature tells (`_look_again`), not at every tick.
         self._untold: tuple[int, ...] | None = None
         self._rule = SettledRule()
         # The last signature that told every later commit (`_rule`), while it is the store's.
         self._told_at: tuple[int, ...] | None = None
-        # The `_untold` signature the wait last ended early for (`_run`): one such wake a
-        # signature, the polls after it.
+        # The `_untold` signature the wait last ended early for (`_run`): one wake for each.
         self._woke_for: tuple[int, ...] | None = None
         # The start's count of what an earlier session left failed: made again until it
         # can be (`_start_count`, WatcherCount), unless a change starts a dirty spell first.
@@ -174,25 +171,28 @@ class Watcher(OwedLook):
 
     def start(self) -> None:
         """Count what an earlier session left unanchored (`_start_count`), unless the
-        worker's stop stopped this watcher first (sessions.attach): no count, no thread."""
+        worker's stop stopped this watcher first (sessions.attach): no count, no thread. A
+        stop the count met is said as the count ends (`_say_rows_left`), and no thread."""
         if self._stop.is_set():
             return
         self.timings.log()
         seen = time.monotonic()
         sig = self._signature = self._read_signature()
         self._start_count(sig, self._rule.tells(sig, settled(sig), seen))
-        self._thread.start()
+        with self._push_lock:  # a stop the count met (it saw no dirty store) is said now
+            self._say_rows_left()
+            if not self._stop.is_set():
+                self._thread.start()
 
     def _start_count(self, sig: tuple[int, ...] | None,
                      told: bool) -> tuple[int, int] | None:
-        """The start's count, or a tick's when the start's failed. Rows left: dirty, pushed
-        at the next quiet period (from the start). A count that failed leaves the store
-        dirty and the count owed (the module's docstring). Nothing left: clean, but only at
-        a signature that told every later commit, else dirty and looked at once more when
-        it tells. None (the space cannot push: not connected, no data key): no mark, which
-        with a session attached would be work no count clears while the key stays away,
-        keeping the worker from a recycle. Returns the count (a tick's push uses it, not a
-        second diff)."""
+        """The start's count, or a tick's when the start's failed. Rows left: dirty, pushed at
+        the next quiet period (from the start). A count that failed leaves the store dirty and
+        the count owed (the module's docstring). Nothing left: clean, but only at a signature
+        that told every later commit, else dirty and looked at once more when it tells. None
+        (the space cannot push: not connected, no data key): no mark, which with a session
+        attached would be work no count clears while the key stays away, keeping the worker
+        from a recycle. Returns the count (a tick's push uses it, not a second diff)."""
         counts = self.counting()
         if self.counting.uncounted is not None:
             if not self._start_owed:
@@ -205,7 +205,8 @@ class Watcher(OwedLook):
         if counts and (counts[0] or counts[1]):
             self.dirty = True
             log.info("watcher: %d changed and %d deleted row(s) were left unanchored by an "
-                     "earlier session; they are pushed at the next quiet period", *counts)
+                     "earlier session%s", *counts, "" if self._stop.is_set() else
+                     "; they are pushed at the next quiet period")  # else the stop's line
         elif counts is None:
             if owed:
                 self.dirty = False
@@ -218,24 +219,25 @@ class Watcher(OwedLook):
 
     def stop(self, why: str | None = None) -> None:
         """End the watcher (its thread at its next wake). `why`: the worker's stop began
-        (process.py), and a dirty store's rows are said to be left as the module's
-        docstring says: not while a push of its own runs (`_fire`), nor for `work_left`'s
-        two stores, where the idle stop said so of exactly the stores it may take."""
-        counting = self.counting
+        (process.py), and a dirty store's rows are said to be left (`_say_rows_left`)."""
         with self._push_lock:
-            first = not self._stop.is_set()
+            self._stopped_why = self._stopped_why if self._stop.is_set() else why  # the first
             self._stop.set()
-            left = (first and why is not None and self.dirty and not self._pushing
-                    and not (counting.cannot_push or counting.lasting))
+            self._say_rows_left()
         self._retimed.set()
-        if left:
-            log.info("watcher: stopped: %s; %s", why, ROWS_LEFT)
+
+    def _say_rows_left(self) -> None:
+        """The one place that says the stop's line, once, under `_push_lock` (by `stop`, or
+        by `start` as a count the stop met ends): not over a push of its own (`_fire`), nor
+        for `work_left`'s two stores, where the idle stop said it of exactly those it takes."""
+        if self._stopped_why and self.dirty and not self._pushing and not (
+                self.counting.cannot_push or self.counting.lasting):
+            log.info("watcher: stopped: %s; %s", self._stopped_why, ROWS_LEFT)
+            self._stopped_why = None
 
     def retime(self) -> None:
-        """The timings may have changed (a session attached or detached): a shorter poll
-        takes effect now, not once the longer wait in progress ends (up to 15 s by default,
-        however long a session asked for). Costs nothing when nothing changed: the wait
-        goes on to the same end."""
+        """A session attached or left: a shorter poll applies now, not at the end of the
+        longer wait in progress (up to 15 s by default, or a session's); else it ends as due."""
         self._retimed.set()
 
     def _run(self) -> None:
