@@ -4,6 +4,10 @@
   IntRange "integer range", so a value that is no number was refused as "'abc' is not a
   valid integer range", as if a range (1-5) were asked for; `--days abc` said "is not a
   valid integer". Every bounded number now says the latter (kint.commands.common.Whole).
+- `kint --tenant nosuch verify ...` on a store holding another tenant's rows refused with
+  Sibyl's bare `empty_store` verdict and its "this memory store holds no rows yet": nothing
+  pointed at the mistyped tenant. The reason now names the tenant searched and those the
+  store holds (kint.tenant_worker.verify_empty).
 """
 
 from __future__ import annotations
@@ -48,3 +52,23 @@ def test_a_bounded_number_that_is_no_number_is_said_to_be_no_integer(machine, ar
     assert json.loads(as_json.stdout)["message"] == (
         f"Invalid value for '{flag}': '{value}' is not a valid integer"), as_json.stdout
 
+
+def test_verify_of_a_tenant_with_no_rows_names_the_tenants_the_store_holds(machine):
+    out = machine.kint("--tenant", "no-such-tenant", "verify", "release rule")
+    assert out.returncode == 1, out.stdout + out.stderr
+    decision = [line for line in out.stdout.splitlines() if line.startswith("DECISION:")]
+    assert decision == [
+        f"DECISION: REFUSE: no ranked candidate to act on: Sibyl's verdict is empty_store: "
+        f"the store {machine.sibyl_db} holds no rows of tenant no-such-tenant; it holds those "
+        f"of 1 other tenant(s): {machine.tenant} (2 rows) (check --tenant or KINT_TENANT: "
+        f"the tenant picks the rows searched)"], out.stdout
+    as_json = json.loads(machine.kint("--tenant", "no-such-tenant", "verify", "release rule",
+                                      "--json").stdout)
+    assert as_json["decision"] == "refuse"
+    assert as_json["verdict"]["code"] == "empty_store"
+    assert as_json["reason"].endswith("(check --tenant or KINT_TENANT: the tenant picks the "
+                                      "rows searched)"), as_json
+    # The tenant that wrote the rule gets Sibyl's hit, no word about tenants: this machine
+    # never pushed, so its refusal is the mirror's, as before.
+    own = machine.kint("verify", "release rule", "--json")
+    assert "holds no rows of tenant" not in json.loads(own.stdout)["reason"], own.stdout

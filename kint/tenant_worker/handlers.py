@@ -29,6 +29,7 @@ from kint.tenant_worker.state_health import guarded
 from kint.tenant_worker.statefiles import CorruptStateFile
 from kint.tenant_worker.status import status, status_if_counted
 from kint.tenant_worker.verify import store_absent, verify as run_verify
+from kint.tenant_worker.verify_empty import no_rows_why
 
 log = logging.getLogger("kint.worker")
 
@@ -58,10 +59,23 @@ def verify(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         # checked against it.
         store = store_file_id(ctx.config.db)
         with ctx.reading(store) as conn:
-            return run_verify(client=ctx.client(store), conn=conn, tenant=ctx.config.tenant,
-                              state=ctx.state, query=args["query"],
-                              limit=args.get("limit") or 5, head=head,
-                              write_refusal=args.get("write", True) is not False)
+            answer = run_verify(client=ctx.client(store), conn=conn, tenant=ctx.config.tenant,
+                                state=ctx.state, query=args["query"],
+                                limit=args.get("limit") or 5, head=head,
+                                write_refusal=args.get("write", True) is not False)
+    return _empty_for_tenant(ctx, answer)
+
+
+def _empty_for_tenant(ctx: SpaceContext, answer: dict[str, Any]) -> dict[str, Any]:
+    """`answer`, its `empty_store` reason followed by why when the store exists but holds
+    none of this tenant's rows (verify_empty.py): a mistyped tenant read as an empty store."""
+    if answer["verdict"].get("code") != "empty_store" or answer["hits"]:
+        return answer
+    mirror = ctx.state.mirror()
+    why = no_rows_why(ctx.config.db, ctx.config.tenant, len(mirror.rows) if mirror else 0)
+    if why is not None:
+        answer["reason"] = f"{answer['reason']}: {why}"
+    return answer
 
 
 def _store_absent(ctx: SpaceContext, query: str) -> dict[str, Any] | None:
