@@ -8,6 +8,10 @@
   Sibyl's bare `empty_store` verdict and its "this memory store holds no rows yet": nothing
   pointed at the mistyped tenant. The reason now names the tenant searched and those the
   store holds (kint.tenant_worker.verify_empty).
+- The cap gate counted every byte under KINT_HOME, the devchain's anvil state among them
+  (`devchain/state.json`, ~40 KB more per epoch pushed), so on the devchain the free cap's
+  5 MiB went after ~130 pushes and `kint status` called the anvil's blocks `kint state
+  (mirror, epoch cache, keys)`. The devchain's folder is left out (kint.paths).
 """
 
 from __future__ import annotations
@@ -72,3 +76,21 @@ def test_verify_of_a_tenant_with_no_rows_names_the_tenants_the_store_holds(machi
     # never pushed, so its refusal is the mirror's, as before.
     own = machine.kint("verify", "release rule", "--json")
     assert "holds no rows of tenant" not in json.loads(own.stdout)["reason"], own.stdout
+
+
+def test_the_devchains_anvil_state_is_not_counted_against_the_cap(machine):
+    """A devchain's anvil state file as ~150 pushes leave it (6 MB; anvil writes it with
+    --preserve-historical-states, a block's state kept per epoch): the cap counts kint's
+    state, which it is not. Anvil itself is not run here: the machine's devchain folder
+    only holds the file it would have written, with no record naming a running chain."""
+    folder = machine.kint_home / "devchain"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    state = folder / "state.json"
+    state.write_bytes(b"{" + b" " * 6_000_000 + b"}")
+    state.chmod(0o600)
+    try:
+        cap = json.loads(machine.kint("status", "--json").stdout)["cap"]
+    finally:
+        state.unlink()
+    assert cap["kint_bytes"] < 1_000_000, cap
+    assert cap["volunteered_total"] < cap["cap_bytes"], cap
