@@ -21,6 +21,7 @@ import json
 import pytest
 
 from conftest import make_sandbox, write_store
+from kint.spaces import space_id
 
 NOT_AN_INTEGER = [
     (["verify", "q", "--limit", "abc"], "--limit", "abc"),
@@ -76,6 +77,27 @@ def test_verify_of_a_tenant_with_no_rows_names_the_tenants_the_store_holds(machi
     # never pushed, so its refusal is the mirror's, as before.
     own = machine.kint("verify", "release rule", "--json")
     assert "holds no rows of tenant" not in json.loads(own.stdout)["reason"], own.stdout
+
+
+def test_a_garbled_mirror_leaves_the_refusal_a_refusal(machine):
+    """The why's anchored count reads the mirror: garbled, it is left out of the why, and
+    verify still refuses (decide() answers a garbled mirror with a refusal too), never
+    CORRUPT_STATE, exit 2, where `--json` promises a `decision`."""
+    mirror = machine.kint_home / f"mirror-{space_id('garbled-mirror')[:16]}.json.gz"
+    mirror.write_bytes(b"not a gzip file")
+    mirror.chmod(0o600)
+    try:
+        out = machine.kint("--tenant", "garbled-mirror", "verify", "release rule", "--json")
+    finally:
+        mirror.unlink()
+    assert out.returncode == 0, out.stdout + out.stderr
+    answer = json.loads(out.stdout)
+    assert answer["decision"] == "refuse", answer
+    assert answer["reason"] == (
+        f"no ranked candidate to act on: Sibyl's verdict is empty_store: the store "
+        f"{machine.sibyl_db} holds no rows of tenant garbled-mirror; it holds those of 1 other "
+        f"tenant(s): {machine.tenant} (2 rows) (check --tenant or KINT_TENANT: the tenant "
+        f"picks the rows searched)"), answer
 
 
 def test_the_devchains_anvil_state_is_not_counted_against_the_cap(machine):

@@ -71,11 +71,23 @@ def _empty_for_tenant(ctx: SpaceContext, answer: dict[str, Any]) -> dict[str, An
     none of this tenant's rows (verify_empty.py): a mistyped tenant read as an empty store."""
     if answer["verdict"].get("code") != "empty_store" or answer["hits"]:
         return answer
-    mirror = ctx.state.mirror()
-    why = no_rows_why(ctx.config.db, ctx.config.tenant, len(mirror.rows) if mirror else 0)
+    why = no_rows_why(ctx.config.db, ctx.config.tenant, lambda: _anchored_rows(ctx))
     if why is not None:
         answer["reason"] = f"{answer['reason']}: {why}"
     return answer
+
+
+def _anchored_rows(ctx: SpaceContext) -> int:
+    """How many rows this machine saw anchored for the space, 0 when its mirror is garbled:
+    the why's tail is dropped then, and the refusal stays a refusal (decide() answers a
+    garbled mirror with one; raising here would turn it into CORRUPT_STATE, exit 2, where
+    `--json` and memory_verify promise a `decision`). The mirror is named by the next op
+    that relies on it (push, pull, status)."""
+    try:
+        mirror = ctx.state.mirror()
+    except CorruptStateFile:
+        return 0
+    return len(mirror.rows) if mirror is not None else 0
 
 
 def _store_absent(ctx: SpaceContext, query: str) -> dict[str, Any] | None:

@@ -10,6 +10,8 @@ empty, with nothing pointing at the tenant. Here the store's rows are counted pe
 
 from __future__ import annotations
 
+from typing import Callable
+
 from kint.tenant_worker.store import rows_by_tenant
 from kint.tenant_worker.store_errors import StoreUnreadable
 
@@ -17,18 +19,23 @@ from kint.tenant_worker.store_errors import StoreUnreadable
 NAMED_TENANTS = 3
 
 
-def no_rows_why(db: str, tenant: str, anchored_rows: int) -> str | None:
+def no_rows_why(db: str, tenant: str, anchored: Callable[[], int]) -> str | None:
     """The words after verify's `empty_store` reason for an existing store holding no row
     of `tenant`: which tenants it does hold, and what to check. None when the store holds
     some of this tenant's rows, or no tenant's and none are anchored for this one (Sibyl's
-    verdict stands as it is: the store is empty), or when it cannot be counted."""
+    verdict stands as it is: the store is empty), or when it cannot be counted. `anchored`
+    counts this tenant's anchored rows (the mirror's): asked only when the tenant has no
+    row here, so the mirror is read only on the path that names it."""
     try:
         counts = rows_by_tenant(db)
     except StoreUnreadable:  # denied, locked or damaged: nothing to say about tenants
         return None
+    if counts.get(tenant, 0):
+        return None  # this tenant's rows: Sibyl's words are right
     others = sorted((t, n) for t, n in counts.items() if t != tenant and n)
-    if counts.get(tenant, 0) or not (others or anchored_rows):
-        return None  # this tenant's rows, or a store nobody wrote: Sibyl's words are right
+    anchored_rows = anchored()
+    if not (others or anchored_rows):
+        return None  # a store nobody wrote: Sibyl's words are right
     why = f"the store {db} holds no rows of tenant {tenant}"
     if others:
         named = ", ".join(f"{t} ({n} rows)" for t, n in others[:NAMED_TENANTS])
