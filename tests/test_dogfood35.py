@@ -20,9 +20,10 @@ import json
 
 import pytest
 
-from conftest import make_sandbox, write_store
+from conftest import make_sandbox, sibyl_client, write_store
 from kint.spaces import space_id
 
+ARCHIVED_ONLY = "archived-only"
 NOT_AN_INTEGER = [
     (["verify", "q", "--limit", "abc"], "--limit", "abc"),
     (["push", "--confirmations", "x"], "--confirmations", "x"),
@@ -39,6 +40,14 @@ def machine(tmp_path_factory):
     sb = make_sandbox(tmp_path_factory.mktemp("dogfood35"))
     tenant = sb.start_entitled()
     write_store(sb.sibyl_db, tenant=tenant)
+    # Rows no Sibyl search reaches: an entity each archived (memory_forget's move), the
+    # account's and that of a tenant holding nothing else. Sibyl calls the latter's store
+    # empty (`empty_store`), and neither row is a memory the why may count.
+    for who in (tenant, ARCHIVED_ONLY):
+        client = sibyl_client(sb.sibyl_db, who)
+        client.set_entity("rules", "gone", {"rule": "forgotten"})
+        client.archive_entity("rules", "gone")
+        client.storage.close()
     try:
         yield sb
     finally:
@@ -77,6 +86,26 @@ def test_verify_of_a_tenant_with_no_rows_names_the_tenants_the_store_holds(machi
     # never pushed, so its refusal is the mirror's, as before.
     own = machine.kint("verify", "release rule", "--json")
     assert "holds no rows of tenant" not in json.loads(own.stdout)["reason"], own.stdout
+
+
+def test_a_tenant_whose_rows_no_search_reaches_is_told_of_the_others(machine):
+    """Only the tables Sibyl's `empty_store` covers are counted (sibyl_memory_client
+    .verdicts._SEARCHABLE_TABLES): a tenant holding only an archived entity gets the why,
+    and is no other tenant in anyone else's."""
+    out = machine.kint("--tenant", ARCHIVED_ONLY, "verify", "release rule", "--json")
+    assert json.loads(out.stdout)["reason"] == (
+        f"no ranked candidate to act on: Sibyl's verdict is empty_store: the store "
+        f"{machine.sibyl_db} holds no rows of tenant {ARCHIVED_ONLY}; it holds those of 1 "
+        f"other tenant(s): {machine.tenant} (2 rows) (check --tenant or KINT_TENANT: the "
+        f"tenant picks the rows searched)"), out.stdout
+
+
+def test_the_tables_counted_are_the_ones_sibyl_searches():
+    from sibyl_memory_client.verdicts import _SEARCHABLE_TABLES
+
+    from kint.tenant_worker.store import TIER_TABLES
+
+    assert sorted(TIER_TABLES.values()) == sorted(_SEARCHABLE_TABLES)
 
 
 def test_a_garbled_mirror_leaves_the_refusal_a_refusal(machine):

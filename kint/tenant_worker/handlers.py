@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sqlite3
 from typing import Any, Callable
 
 from sibyl_memory_client.exceptions import SibylMemoryError
@@ -63,19 +64,21 @@ def verify(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
                                 state=ctx.state, query=args["query"],
                                 limit=args.get("limit") or 5, head=head,
                                 write_refusal=args.get("write", True) is not False)
-        # Counted under the same hold: a discard cannot move the store between Sibyl's
-        # search and the count, so both read the one file. A pull's restore (its replay
-        # holds the client per block too) has either written this tenant's rows by then,
-        # and nothing is added, or not, and "`kint pull` restores them" is what it is doing.
-        return _empty_for_tenant(ctx, answer)
+            # Counted under the same hold, through the same connection: a discard cannot
+            # move the store between Sibyl's search and the count, so both read the one
+            # file. A pull's restore (its replay holds the client per block too) has either
+            # written this tenant's rows by then, and nothing is added, or not, and "`kint
+            # pull` restores them" is what it is doing.
+            return _empty_for_tenant(ctx, conn, answer)
 
 
-def _empty_for_tenant(ctx: SpaceContext, answer: dict[str, Any]) -> dict[str, Any]:
+def _empty_for_tenant(ctx: SpaceContext, conn: sqlite3.Connection,
+                      answer: dict[str, Any]) -> dict[str, Any]:
     """`answer`, its `empty_store` reason followed by why when the store exists but holds
     none of this tenant's rows (verify_empty.py): a mistyped tenant read as an empty store."""
     if answer["verdict"].get("code") != "empty_store" or answer["hits"]:
         return answer
-    why = no_rows_why(ctx.config.db, ctx.config.tenant, lambda: _anchored_rows(ctx))
+    why = no_rows_why(conn, ctx.config.db, ctx.config.tenant, lambda: _anchored_rows(ctx))
     if why is not None:
         answer["reason"] = f"{answer['reason']}: {why}"
     return answer
