@@ -100,6 +100,26 @@ def test_a_tenant_whose_rows_no_search_reaches_is_told_of_the_others(machine):
         f"tenant picks the rows searched)"), out.stdout
 
 
+def test_the_tenants_named_are_the_largest_and_the_rest_are_counted(machine):
+    """Five tenants in a store of their own: the three with the most rows are named,
+    largest first (a tie by name), and the other two counted: the tenant meant is most
+    likely one that wrote much, never hidden among the "more" by its name's place."""
+    crowd = machine.root / "crowd" / "memory.db"
+    crowd.parent.mkdir(mode=0o700)
+    for who, n in (("aa", 1), ("bb", 2), ("cc", 5), ("dd", 3), ("ee", 3)):
+        client = sibyl_client(crowd, who)
+        for i in range(n):
+            client.set_entity("rules", f"r{i}", {"rule": f"rule {i} of {who}"})
+        client.storage.close()
+    out = machine.kint("--tenant", "crowd-searcher", "--db", str(crowd), "verify",
+                       "release rule", "--json")
+    assert json.loads(out.stdout)["reason"] == (
+        f"no ranked candidate to act on: Sibyl's verdict is empty_store: the store {crowd} "
+        f"holds no rows of tenant crowd-searcher; it holds those of 5 other tenant(s): cc (5 "
+        f"rows), dd (3 rows), ee (3 rows) and 2 more (check --tenant or KINT_TENANT: the "
+        f"tenant picks the rows searched)"), out.stdout
+
+
 def test_the_tables_counted_are_the_ones_sibyl_searches():
     from sibyl_memory_client.verdicts import _SEARCHABLE_TABLES
 

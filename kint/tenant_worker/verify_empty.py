@@ -20,7 +20,7 @@ from typing import Callable
 
 from kint.tenant_worker.store import TIER_TABLES
 
-# How many other tenants the reason names (their row counts beside them).
+# How many other tenants the reason names, largest first (their row counts beside them).
 NAMED_TENANTS = 3
 
 
@@ -54,7 +54,9 @@ def no_rows_why(conn: sqlite3.Connection, db: str, tenant: str,
         return None
     if counts.get(tenant, 0):
         return None  # this tenant's rows: Sibyl's words are right
-    others = sorted((t, n) for t, n in counts.items() if t != tenant and n)
+    # Largest first: the tenant meant is most likely the one that wrote the most.
+    others = sorted(((t, n) for t, n in counts.items() if t != tenant and n),
+                    key=lambda tn: (-tn[1], tn[0]))
     anchored_rows = anchored()
     if not (others or anchored_rows):
         return None  # a store nobody wrote: Sibyl's words are right
