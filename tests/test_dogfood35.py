@@ -24,6 +24,9 @@ from conftest import make_sandbox, sibyl_client, write_store
 from kint.spaces import space_id
 
 ARCHIVED_ONLY = "archived-only"
+EMPTY = "no ranked candidate to act on: Sibyl's verdict is empty_store"
+HINT = ("(the tenant searched is mistyped, or has written nothing yet: --tenant or KINT_TENANT "
+        "picks it)")
 NOT_AN_INTEGER = [
     (["verify", "q", "--limit", "abc"], "--limit", "abc"),
     (["push", "--confirmations", "x"], "--confirmations", "x"),
@@ -72,16 +75,14 @@ def test_verify_of_a_tenant_with_no_rows_names_the_tenants_the_store_holds(machi
     assert out.returncode == 1, out.stdout + out.stderr
     decision = [line for line in out.stdout.splitlines() if line.startswith("DECISION:")]
     assert decision == [
-        f"DECISION: REFUSE: no ranked candidate to act on: Sibyl's verdict is empty_store: "
-        f"the store {machine.sibyl_db} holds no rows of tenant no-such-tenant; it holds those "
-        f"of 1 other tenant(s): {machine.tenant} (2 rows) (check --tenant or KINT_TENANT: "
-        f"the tenant picks the rows searched)"], out.stdout
+        f"DECISION: REFUSE: {EMPTY}: the store {machine.sibyl_db} holds no rows of tenant "
+        f"no-such-tenant; it holds those of 1 other tenant(s): {machine.tenant} (2 rows) "
+        f"{HINT}"], out.stdout
     as_json = json.loads(machine.kint("--tenant", "no-such-tenant", "verify", "release rule",
                                       "--json").stdout)
     assert as_json["decision"] == "refuse"
     assert as_json["verdict"]["code"] == "empty_store"
-    assert as_json["reason"].endswith("(check --tenant or KINT_TENANT: the tenant picks the "
-                                      "rows searched)"), as_json
+    assert as_json["reason"].endswith(HINT), as_json
     # The tenant that wrote the rule gets Sibyl's hit, no word about tenants: this machine
     # never pushed, so its refusal is the mirror's, as before.
     own = machine.kint("verify", "release rule", "--json")
@@ -94,10 +95,8 @@ def test_a_tenant_whose_rows_no_search_reaches_is_told_of_the_others(machine):
     and is no other tenant in anyone else's."""
     out = machine.kint("--tenant", ARCHIVED_ONLY, "verify", "release rule", "--json")
     assert json.loads(out.stdout)["reason"] == (
-        f"no ranked candidate to act on: Sibyl's verdict is empty_store: the store "
-        f"{machine.sibyl_db} holds no rows of tenant {ARCHIVED_ONLY}; it holds those of 1 "
-        f"other tenant(s): {machine.tenant} (2 rows) (check --tenant or KINT_TENANT: the "
-        f"tenant picks the rows searched)"), out.stdout
+        f"{EMPTY}: the store {machine.sibyl_db} holds no rows of tenant {ARCHIVED_ONLY}; it "
+        f"holds those of 1 other tenant(s): {machine.tenant} (2 rows) {HINT}"), out.stdout
 
 
 def test_the_tenants_named_are_the_largest_and_the_rest_are_counted(machine):
@@ -114,10 +113,9 @@ def test_the_tenants_named_are_the_largest_and_the_rest_are_counted(machine):
     out = machine.kint("--tenant", "crowd-searcher", "--db", str(crowd), "verify",
                        "release rule", "--json")
     assert json.loads(out.stdout)["reason"] == (
-        f"no ranked candidate to act on: Sibyl's verdict is empty_store: the store {crowd} "
-        f"holds no rows of tenant crowd-searcher; it holds those of 5 other tenant(s): cc (5 "
-        f"rows), dd (3 rows), ee (3 rows) and 2 more (check --tenant or KINT_TENANT: the "
-        f"tenant picks the rows searched)"), out.stdout
+        f"{EMPTY}: the store {crowd} holds no rows of tenant crowd-searcher; it holds those "
+        f"of 5 other tenant(s): cc (5 rows), dd (3 rows), ee (3 rows) and 2 more {HINT}"
+    ), out.stdout
 
 
 def test_the_tables_counted_are_the_ones_sibyl_searches():
@@ -143,10 +141,8 @@ def test_a_garbled_mirror_leaves_the_refusal_a_refusal(machine):
     answer = json.loads(out.stdout)
     assert answer["decision"] == "refuse", answer
     assert answer["reason"] == (
-        f"no ranked candidate to act on: Sibyl's verdict is empty_store: the store "
-        f"{machine.sibyl_db} holds no rows of tenant garbled-mirror; it holds those of 1 other "
-        f"tenant(s): {machine.tenant} (2 rows) (check --tenant or KINT_TENANT: the tenant "
-        f"picks the rows searched)"), answer
+        f"{EMPTY}: the store {machine.sibyl_db} holds no rows of tenant garbled-mirror; it "
+        f"holds those of 1 other tenant(s): {machine.tenant} (2 rows) {HINT}"), answer
 
 
 def test_the_devchains_anvil_state_is_not_counted_against_the_cap(machine):

@@ -65,8 +65,9 @@ def no_rows_why(conn: sqlite3.Connection, db: str, tenant: str,
         named = ", ".join(f"{t} ({n} rows)" for t, n in others[:NAMED_TENANTS])
         if len(others) > NAMED_TENANTS:
             named += f" and {len(others) - NAMED_TENANTS} more"
-        why += (f"; it holds those of {len(others)} other tenant(s): {named} (check "
-                f"--tenant or KINT_TENANT: the tenant picks the rows searched)")
+        why += (f"; it holds those of {len(others)} other tenant(s): {named} (the tenant "
+                f"searched is mistyped, or has written nothing yet: --tenant or KINT_TENANT "
+                f"picks it)")
     if anchored_rows:
         why += (f"; {anchored_rows} row(s) anchored for this tenant are on chain (`kint "
                 f"pull` restores them)")
