@@ -22,6 +22,7 @@ import pytest
 
 from conftest import make_sandbox, sibyl_client, write_store
 from kint.spaces import space_id
+from kint.tenant_worker.mirror_file import LEAF_LEN, Mirror, MirrorRow
 
 ARCHIVED_ONLY = "archived-only"
 EMPTY = "no ranked candidate to act on: Sibyl's verdict is empty_store"
@@ -116,6 +117,48 @@ def test_the_tenants_named_are_the_largest_and_the_rest_are_counted(machine):
         f"{EMPTY}: the store {crowd} holds no rows of tenant crowd-searcher; it holds those "
         f"of 5 other tenant(s): cc (5 rows), dd (3 rows), ee (3 rows) and 2 more {HINT}"
     ), out.stdout
+
+
+def _anchored(machine, label: str, n: int):
+    """The mirror a push of `n` rows would have left for space `label` (kint's own encoding,
+    the file at its 0600): what this machine saw anchored, which verify's why counts."""
+    sid = space_id(label)
+    rows = [MirrorRow("entity", "rules", f"r{i}", bytes(LEAF_LEN), 1) for i in range(n)]
+    path = machine.kint_home / f"mirror-{sid[:16]}.json.gz"
+    path.write_bytes(Mirror(space_id=sid, rows={r.canonical_id: r for r in rows}).encode())
+    path.chmod(0o600)
+    return path
+
+
+def test_anchored_rows_of_the_tenant_searched_are_said_to_be_on_chain(machine):
+    """Beside other tenants' rows, and alone, in a store where the tenant searched has
+    none: its rows anchored from here are named, with what restores them."""
+    mirror = _anchored(machine, "anchored-elsewhere", 2)
+    try:
+        out = machine.kint("--tenant", "anchored-elsewhere", "verify", "release rule", "--json")
+    finally:
+        mirror.unlink()
+    assert json.loads(out.stdout)["reason"] == (
+        f"{EMPTY}: the store {machine.sibyl_db} holds no rows of tenant anchored-elsewhere; "
+        f"it holds those of 1 other tenant(s): {machine.tenant} (2 rows) {HINT}; 2 row(s) "
+        f"anchored for this tenant are on chain (`kint pull` restores them)"), out.stdout
+    # A store whose one row its tenant forgot (archived): Sibyl calls it empty, and the
+    # mirror still holds the row anchored from it.
+    forgotten = machine.root / "forgotten" / "memory.db"
+    forgotten.parent.mkdir(mode=0o700)
+    client = sibyl_client(forgotten, "forgetful")
+    client.set_entity("rules", "r0", {"rule": "kept on chain"})
+    client.archive_entity("rules", "r0")
+    client.storage.close()
+    mirror = _anchored(machine, "forgetful", 1)
+    try:
+        out = machine.kint("--tenant", "forgetful", "--db", str(forgotten), "verify",
+                           "release rule", "--json")
+    finally:
+        mirror.unlink()
+    assert json.loads(out.stdout)["reason"] == (
+        f"{EMPTY}: the store {forgotten} holds no rows of tenant forgetful; 1 row(s) anchored "
+        f"for this tenant are on chain (`kint pull` restores them)"), out.stdout
 
 
 def test_the_tables_counted_are_the_ones_sibyl_searches():
