@@ -304,8 +304,15 @@ _footprint_cache: dict[Path, tuple[float, int]] = {}
 
 
 # The folder under KINT_HOME where `kint devchain start` keeps its anvil (its state, its
-# log, the `--dev` owners' keys): a local chain's blocks, not the memory kint keeps.
+# log, the `--dev` owners' keys): a local chain's blocks, not the memory kint keeps. Every
+# module that writes there names it through `devchain_dir`, so a rename moves the cap's
+# exception with it (footprint_bytes).
 DEVCHAIN_DIR = "devchain"
+
+
+def devchain_dir(home: Path) -> Path:
+    """KINT_HOME's devchain folder (DEVCHAIN_DIR)."""
+    return home / DEVCHAIN_DIR
 
 
 def footprint_bytes(home: Path | None = None) -> int:

@@ -204,3 +204,17 @@ def test_the_devchains_anvil_state_is_not_counted_against_the_cap(machine):
         state.unlink()
     assert cap["kint_bytes"] < 1_000_000, cap
     assert cap["volunteered_total"] < cap["cap_bytes"], cap
+
+
+def test_every_file_of_the_devchain_is_in_the_folder_the_cap_leaves_out(tmp_path):
+    """The modules that write the devchain's files name its folder through one name
+    (kint.paths.devchain_dir), the one footprint_bytes leaves out: a module spelling it
+    anew could put the anvil's blocks back into the cap."""
+    from kint.chain.config import devchain_record
+    from kint.chain.devchain.records import anchor_file, state_path
+    from kint.paths import devchain_dir
+    from kint.tenant_worker.dev_owner import owner_key_path
+
+    for path in (state_path(tmp_path), anchor_file(tmp_path), devchain_record(tmp_path),
+                 owner_key_path(tmp_path, "0xAb")):
+        assert path.parent == devchain_dir(tmp_path), path
