@@ -84,8 +84,10 @@ def test_verify_of_a_tenant_with_no_rows_names_the_tenants_the_store_holds(machi
     assert as_json["decision"] == "refuse"
     assert as_json["verdict"]["code"] == "empty_store"
     assert as_json["reason"].endswith(HINT), as_json
-    # The tenant that wrote the rule gets Sibyl's hit, no word about tenants: this machine
-    # never pushed, so its refusal is the mirror's, as before.
+    # The tenant that wrote the rule gets Sibyl's hit, so no why at all (it follows an
+    # `empty_store` verdict only, which this tenant's rows rule out: the count's own check
+    # of them is for a write landing between the search and the count, not timed here):
+    # this machine never pushed, so its refusal is the mirror's, as before.
     own = machine.kint("verify", "release rule", "--json")
     assert "holds no rows of tenant" not in json.loads(own.stdout)["reason"], own.stdout
 
