@@ -190,6 +190,29 @@ def test_a_garbled_mirror_leaves_the_refusal_a_refusal(machine):
         f"holds those of 1 other tenant(s): {machine.tenant} (2 rows) {HINT}"), answer
 
 
+def test_a_garbled_mirror_beside_no_store_leaves_the_refusal_a_refusal(machine):
+    """The same for a store that does not exist, whose why reads the mirror too: the
+    refusal says the store is missing and that the mirror could not say more."""
+    absent = machine.root / "absent" / "memory.db"
+    mirror = machine.kint_home / f"mirror-{space_id('garbled-absent')[:16]}.json.gz"
+    mirror.write_bytes(b"not a gzip file")
+    mirror.chmod(0o600)
+    try:
+        out = machine.kint("--tenant", "garbled-absent", "--db", str(absent), "verify",
+                           "release rule", "--json")
+    finally:
+        mirror.unlink()
+    assert out.returncode == 0, out.stdout + out.stderr
+    answer = json.loads(out.stdout)
+    assert answer["decision"] == "refuse", answer
+    assert answer["reason"].startswith(
+        f"{EMPTY}: the store {absent} does not exist (check --db or SIBYL_MEMORY_DB); "
+        f"kint's state file {mirror} "), answer
+    assert answer["reason"].endswith(
+        ", so whether rows anchored from the store are on chain is not known here"), answer
+    assert not absent.parent.exists()
+
+
 def test_the_devchains_anvil_state_is_not_counted_against_the_cap(machine):
     """A devchain's anvil state file as ~150 pushes leave it (6 MB; anvil writes it with
     --preserve-historical-states, a block's state kept per epoch): the cap counts kint's

@@ -101,7 +101,13 @@ def _store_absent(ctx: SpaceContext, query: str) -> dict[str, Any] | None:
     """Verify's answer when the store does not exist (yet, or any more), else None."""
     if os.path.exists(ctx.config.db):
         return None
-    mirror = ctx.state.mirror()
+    try:
+        mirror = ctx.state.mirror()
+    except CorruptStateFile as err:  # a refusal all the same, as _anchored_rows says why
+        return store_absent(query, (
+            f"the store {ctx.config.db} does not exist (check --db or SIBYL_MEMORY_DB); "
+            f"kint's state file {err.path} {err.why}, so whether rows anchored from the "
+            f"store are on chain is not known here"))
     if mirror is not None and mirror.rows:
         return store_absent(query, (
             f"the store {ctx.config.db} does not exist, and {len(mirror.rows)} row(s) "
