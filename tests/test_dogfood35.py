@@ -144,7 +144,8 @@ def test_anchored_rows_of_the_tenant_searched_are_said_to_be_on_chain(machine):
     assert json.loads(out.stdout)["reason"] == (
         f"{EMPTY}: the store {machine.sibyl_db} holds no rows of tenant anchored-elsewhere; "
         f"it holds those of 1 other tenant(s): {machine.tenant} (2 rows) {HINT}; 2 row(s) "
-        f"anchored for this tenant are on chain (`kint pull` restores them)"), out.stdout
+        f"anchored for this tenant are on chain (check --db or SIBYL_MEMORY_DB; `kint pull` "
+        f"restores them)"), out.stdout
     # A store whose one row its tenant forgot (archived): Sibyl calls it empty, and the
     # mirror still holds the row anchored from it.
     forgotten = machine.root / "forgotten" / "memory.db"

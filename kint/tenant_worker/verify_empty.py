@@ -93,7 +93,8 @@ def _anchored_words(conn: sqlite3.Connection, tenant: str, mirror: Mirror) -> st
         lost = store_lost(mirror, [], lambda: archived_entities(conn, tenant))
     except sqlite3.DatabaseError:
         return ""
-    if lost:
-        return f"; {n} row(s) anchored for this tenant are on chain (`kint pull` restores them)"
+    if lost:  # or the store is not the one meant: a space is the tenant, not the store
+        return (f"; {n} row(s) anchored for this tenant are on chain (check --db or "
+                f"SIBYL_MEMORY_DB; `kint pull` restores them)")
     return (f"; {n} row(s) anchored for this tenant were forgotten here (the next `kint push` "
             f"anchors their deletion)")
