@@ -215,6 +215,7 @@ def test_a_garbled_mirror_beside_no_store_leaves_the_refusal_a_refusal(machine):
         f"kint's state file {mirror} "), answer
     assert answer["reason"].endswith(
         ", so whether rows anchored from the store are on chain is not known here"), answer
+    assert answer["corrupt_file"] == str(mirror), answer  # as decide() names it
     assert not absent.parent.exists()
 
 

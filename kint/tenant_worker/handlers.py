@@ -103,10 +103,12 @@ def _store_absent(ctx: SpaceContext, query: str) -> dict[str, Any] | None:
     try:
         mirror = ctx.state.mirror()
     except CorruptStateFile as err:  # a refusal all the same, as _readable_mirror says why
-        return store_absent(query, (
+        answer = store_absent(query, (
             f"the store {ctx.config.db} does not exist (check --db or SIBYL_MEMORY_DB); "
             f"kint's state file {err.path} {err.why}, so whether rows anchored from the "
             f"store are on chain is not known here"))
+        answer["corrupt_file"] = str(err.path)  # named as decide() names it (README)
+        return answer
     if mirror is not None and mirror.rows:
         return store_absent(query, (
             f"the store {ctx.config.db} does not exist, and {len(mirror.rows)} row(s) "
