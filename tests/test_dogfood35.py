@@ -134,7 +134,8 @@ def _anchored(machine, label: str, n: int):
 
 def test_anchored_rows_of_the_tenant_searched_are_said_to_be_on_chain(machine):
     """Beside other tenants' rows, and alone, in a store where the tenant searched has
-    none: its rows anchored from here are named, with what restores them."""
+    none: its rows anchored from here are named, with what becomes of them: a pull
+    restores rows the store lost, not rows the tenant forgot there."""
     mirror = _anchored(machine, "anchored-elsewhere", 2)
     try:
         out = machine.kint("--tenant", "anchored-elsewhere", "verify", "release rule", "--json")
@@ -143,7 +144,8 @@ def test_anchored_rows_of_the_tenant_searched_are_said_to_be_on_chain(machine):
     assert json.loads(out.stdout)["reason"] == (
         f"{EMPTY}: the store {machine.sibyl_db} holds no rows of tenant anchored-elsewhere; "
         f"it holds those of 1 other tenant(s): {machine.tenant} (2 rows) {HINT}; 2 row(s) "
-        f"anchored for this tenant are on chain (`kint pull` restores them)"), out.stdout
+        f"anchored for this tenant are on chain (check --db or SIBYL_MEMORY_DB; `kint pull` "
+        f"restores them)"), out.stdout
     # A store whose one row its tenant forgot (archived): Sibyl calls it empty, and the
     # mirror still holds the row anchored from it.
     forgotten = machine.root / "forgotten" / "memory.db"
@@ -158,9 +160,12 @@ def test_anchored_rows_of_the_tenant_searched_are_said_to_be_on_chain(machine):
                            "release rule", "--json")
     finally:
         mirror.unlink()
+    # Forgotten here (its archive holds it: changes.store_lost), so a pull restores nothing
+    # and the next push anchors the deletion (test_shared_store.py's forgotten store).
     assert json.loads(out.stdout)["reason"] == (
         f"{EMPTY}: the store {forgotten} holds no rows of tenant forgetful; 1 row(s) anchored "
-        f"for this tenant are on chain (`kint pull` restores them)"), out.stdout
+        f"for this tenant were forgotten here (the next `kint push` anchors their deletion)"
+    ), out.stdout
 
 
 def test_the_tables_counted_are_the_ones_sibyl_searches():
@@ -210,6 +215,7 @@ def test_a_garbled_mirror_beside_no_store_leaves_the_refusal_a_refusal(machine):
         f"kint's state file {mirror} "), answer
     assert answer["reason"].endswith(
         ", so whether rows anchored from the store are on chain is not known here"), answer
+    assert answer["corrupt_file"] == str(mirror), answer  # as decide() names it
     assert not absent.parent.exists()
 
 

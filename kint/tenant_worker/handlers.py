@@ -27,7 +27,7 @@ from kint.tenant_worker.push_settings import kept_value, watcher_value
 from kint.tenant_worker.rpc_hint import name_the_endpoint, timeout_named
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.state_health import guarded
-from kint.tenant_worker.statefiles import CorruptStateFile
+from kint.tenant_worker.statefiles import CorruptStateFile, Mirror
 from kint.tenant_worker.status import status, status_if_counted
 from kint.tenant_worker.verify import store_absent, verify as run_verify
 from kint.tenant_worker.verify_empty import no_rows_why
@@ -78,23 +78,22 @@ def _empty_for_tenant(ctx: SpaceContext, conn: sqlite3.Connection,
     none of this tenant's rows (verify_empty.py): a mistyped tenant read as an empty store."""
     if answer["verdict"].get("code") != "empty_store" or answer["hits"]:
         return answer
-    why = no_rows_why(conn, ctx.config.db, ctx.config.tenant, lambda: _anchored_rows(ctx))
+    why = no_rows_why(conn, ctx.config.db, ctx.config.tenant, lambda: _readable_mirror(ctx))
     if why is not None:
         answer["reason"] = f"{answer['reason']}: {why}"
     return answer
 
 
-def _anchored_rows(ctx: SpaceContext) -> int:
-    """How many rows this machine saw anchored for the space, 0 when its mirror is garbled:
+def _readable_mirror(ctx: SpaceContext) -> Mirror | None:
+    """The rows this machine saw anchored for the space, None when its mirror is garbled:
     the why's tail is dropped then, and the refusal stays a refusal (decide() answers a
     garbled mirror with one; raising here would turn it into CORRUPT_STATE, exit 2, where
     `--json` and memory_verify promise a `decision`). The mirror is named by the next op
     that relies on it (push, pull, status)."""
     try:
-        mirror = ctx.state.mirror()
+        return ctx.state.mirror()
     except CorruptStateFile:
-        return 0
-    return len(mirror.rows) if mirror is not None else 0
+        return None
 
 
 def _store_absent(ctx: SpaceContext, query: str) -> dict[str, Any] | None:
@@ -103,11 +102,13 @@ def _store_absent(ctx: SpaceContext, query: str) -> dict[str, Any] | None:
         return None
     try:
         mirror = ctx.state.mirror()
-    except CorruptStateFile as err:  # a refusal all the same, as _anchored_rows says why
-        return store_absent(query, (
+    except CorruptStateFile as err:  # a refusal all the same, as _readable_mirror says why
+        answer = store_absent(query, (
             f"the store {ctx.config.db} does not exist (check --db or SIBYL_MEMORY_DB); "
             f"kint's state file {err.path} {err.why}, so whether rows anchored from the "
             f"store are on chain is not known here"))
+        answer["corrupt_file"] = str(err.path)  # named as decide() names it (README)
+        return answer
     if mirror is not None and mirror.rows:
         return store_absent(query, (
             f"the store {ctx.config.db} does not exist, and {len(mirror.rows)} row(s) "
