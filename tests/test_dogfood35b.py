@@ -1,0 +1,65 @@
+"""What a developer using kint from the command line on the devchain found (session 35's
+dogfood round, lane b). The cases that need a machine share one on the session's devchain,
+connected by its own owner wallet (an EOA whose signature the test makes, as `cast wallet
+sign` would) and one row anchored: a space owned by another owner than a `--dev` one.
+
+- A config.toml that is not TOML at all refused the chain work as "KINT_RPC_URL in
+  .../config.toml (rpc_url): the file is refused ...", naming a key the file did not have;
+  it now says the file does not parse, and where (tomllib's line and column).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from eth_account import Account
+
+from chain_machines import authorize_machine, connect_with_wallet, new_machine, ok
+from conftest import write_rules
+
+RULE = "every deploy waits for the staging smoke test"
+# What tomllib says of BROKEN, word for word: the line and column of the fault.
+BROKEN = "quiet_seconds = 30\nrpc_timeout = 5 5\n"
+WHERE = ("is not valid TOML: Expected newline or end of document after a statement (at line 2, "
+         "column 17)")
+
+
+@pytest.fixture(scope="module")
+def machine(tmp_path_factory, chain_home):
+    sb = new_machine(tmp_path_factory.mktemp("dogfood35b"), chain_home)
+    try:
+        wallet = Account.create()
+        connected = connect_with_wallet(sb, wallet)
+        authorize_machine(chain_home, wallet, connected["session"])
+        write_rules(sb.sibyl_db, sb.tenant, deploys=RULE)
+        sb.call("push", sb.sibyl_db, timeout_s=300)
+        yield sb
+    finally:
+        sb.shutdown()
+
+
+def test_a_config_file_that_does_not_parse_is_said_so_by_every_command(machine):
+    path = machine.kint_home / "config.toml"
+    said = (f"kint: error: {path} {WHERE}, so which chain it names is unknown; kint uses no "
+            f"other chain or contract in its place [CONFIG_INVALID]")
+    try:
+        path.write_text(BROKEN)
+        path.chmod(0o600)
+        for command, code in ((("push", "--dry-run"), 5), (("push",), 5), (("verify", RULE), 2)):
+            out = machine.kint(*command)
+            assert out.returncode == code, (command, out.stdout + out.stderr)
+            assert said in out.stderr.splitlines(), (command, out.stderr)
+            assert "(rpc_url)" not in out.stderr and "KINT_RPC_URL in" not in out.stderr, \
+                (command, out.stderr)
+            assert "names the key it refuses, or where it does not parse" in out.stderr
+        shown = json.loads(machine.kint("config", "show", "--json").stdout)
+        entries = {e["name"]: e for e in shown["settings"]}
+        for name in ("KINT_RPC_URL", "KINT_RPC_URL_2", "KINT_CONTRACT"):
+            assert entries[name]["refused"] == (f"{path} {WHERE}, so which chain it names is "
+                                                f"unknown"), entries[name]
+        check = machine.kint("config", "check")
+        assert check.returncode == 2 and f"{path}: {WHERE}" in check.stderr, check.stderr
+    finally:
+        path.unlink(missing_ok=True)
+    assert ok(machine.kint("push", "--dry-run"))
