@@ -3,6 +3,9 @@ dogfood round, lane b). The cases that need a machine share one on the session's
 connected by its own owner wallet (an EOA whose signature the test makes, as `cast wallet
 sign` would) and one row anchored: a space owned by another owner than a `--dev` one.
 
+- A `kint connect --dev` refused because the space is connected to another owner left a
+  fresh devchain owner key (`KINT_HOME/devchain/owner-0x....key`) behind: the key was made
+  before the owner was checked. A refused connect leaves no new file.
 - A config.toml that is not TOML at all refused the chain work as "KINT_RPC_URL in
   .../config.toml (rpc_url): the file is refused ...", naming a key the file did not have;
   it now says the file does not parse, and where (tomllib's line and column).
@@ -11,6 +14,7 @@ sign` would) and one row anchored: a space owned by another owner than a `--dev`
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from eth_account import Account
@@ -37,6 +41,21 @@ def machine(tmp_path_factory, chain_home):
         yield sb
     finally:
         sb.shutdown()
+
+
+def files_under(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
+
+
+def test_a_refused_dev_connect_leaves_no_owner_key(machine):
+    devchain = machine.kint_home / "devchain"
+    before = files_under(devchain)
+    assert not [name for name in before if name.startswith("owner-")], before
+    refused = machine.kint("connect", "--dev")
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "[BAD_REQUEST]" in refused.stderr and "this space is connected to owner" in \
+        refused.stderr, refused.stderr
+    assert files_under(devchain) == before  # no owner-0x....key made for the refused attempt
 
 
 def test_a_config_file_that_does_not_parse_is_said_so_by_every_command(machine):
