@@ -9,6 +9,8 @@ sign` would) and one row anchored: a space owned by another owner than a `--dev`
 - A config.toml that is not TOML at all refused the chain work as "KINT_RPC_URL in
   .../config.toml (rpc_url): the file is refused ...", naming a key the file did not have;
   it now says the file does not parse, and where (tomllib's line and column).
+- `kint supervisor start --json` printed the same object for a start and for a supervisor
+  found running: `started` tells them apart.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ import pytest
 from eth_account import Account
 
 from chain_machines import authorize_machine, connect_with_wallet, new_machine, ok
-from conftest import write_rules
+from conftest import make_sandbox, write_rules, write_store
+from kint.supervisor.pidlock import running_pid
 
 RULE = "every deploy waits for the staging smoke test"
 # What tomllib says of BROKEN, word for word: the line and column of the fault.
@@ -82,3 +85,16 @@ def test_a_config_file_that_does_not_parse_is_said_so_by_every_command(machine):
     finally:
         path.unlink(missing_ok=True)
     assert ok(machine.kint("push", "--dry-run"))
+
+
+def test_supervisor_start_json_says_whether_it_started_one(tmp_path):
+    sb = make_sandbox(tmp_path / "starts")
+    write_store(sb.sibyl_db)
+    try:
+        first = json.loads(ok(sb.kint("supervisor", "start", "--json")).stdout)
+        pid = running_pid(sb.kint_home)
+        assert first == {"pid": pid, "kint_home": str(sb.kint_home), "started": True}, first
+        again = json.loads(ok(sb.kint("supervisor", "start", "--json")).stdout)
+        assert again == {"pid": pid, "kint_home": str(sb.kint_home), "started": False}, again
+    finally:
+        sb.shutdown()

@@ -24,7 +24,8 @@ def supervisor_group() -> None:
 @click.option("--foreground", is_flag=True,
               help="Run in this process (for systemd and launchd) instead of as a daemon; "
                    "exit 2 if one is already running.")
-@json_option("Print the running supervisor's pid and home as JSON.")
+@json_option("Print the running supervisor's pid and home as JSON, and whether this start "
+             "started it.")
 @click.pass_obj
 def supervisor_start(obj: Ctx, foreground: bool, as_json: bool) -> None:
     """Start the supervisor of KINT_HOME with this environment's settings, kept for its life,
@@ -53,7 +54,11 @@ def supervisor_start(obj: Ctx, foreground: bool, as_json: bool) -> None:
         fail(err, obj.debug)
     print_notices({"notices": not_applied(before, info)})  # one it found running
     if as_json:
-        echo_json({"pid": info["pid"], "kint_home": str(home)})
+        # `started`: whether none answered when the start looked (false: the one found
+        # running, which applied none of this environment's settings). Without it a script
+        # could not tell its start from one that changed nothing.
+        echo_json({"pid": info["pid"], "kint_home": str(home),
+                   "started": before != info["pid"]})
         return
     click.echo(f"supervisor running, pid {info['pid']} ({home})")
 
