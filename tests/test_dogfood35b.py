@@ -10,19 +10,27 @@ sign` would) and one row anchored: a space owned by another owner than a `--dev`
   .../config.toml (rpc_url): the file is refused ...", naming a key the file did not have;
   it now says the file does not parse, and where (tomllib's line and column).
 - `kint supervisor start --json` printed the same object for a start and for a supervisor
-  found running: `started` tells them apart.
+  found running: `started` tells them apart. It is true only of the supervisor this start
+  spawned: one another process started while it looked was said `started: true`, with no
+  notice of the settings it did not apply.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
 from eth_account import Account
 
 from chain_machines import authorize_machine, connect_with_wallet, new_machine, ok
-from conftest import make_sandbox, write_rules, write_store
+from conftest import KINT, make_sandbox, wait_until, write_rules, write_store
+from kint.paths import ensure_private_dir, run_dir
+from kint.pid_file_lock import open_own_file
+from kint.supervisor.autostart import START_LOCK
 from kint.supervisor.pidlock import running_pid
 
 RULE = "every deploy waits for the staging smoke test"
@@ -98,3 +106,61 @@ def test_supervisor_start_json_says_whether_it_started_one(tmp_path):
         assert again == {"pid": pid, "kint_home": str(sb.kint_home), "started": False}, again
     finally:
         sb.shutdown()
+
+
+def _has_open(pid: int, path: Path) -> bool:
+    """Whether process `pid` has `path` open (Linux's /proc/PID/fd)."""
+    fds = Path(f"/proc/{pid}/fd")
+    try:
+        return any(os.readlink(fds / fd) == str(path) for fd in os.listdir(fds))
+    except OSError:  # it exited, or a descriptor closed as it was read
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="reads /proc/PID/fd")
+def test_supervisor_start_json_of_one_another_process_started_meanwhile(tmp_path):
+    """A start that found none answering, then one started by another process while it
+    waited for the start lock (a `--foreground` one here, as a service manager's), started
+    nothing: `started: false`, and the settings it gives are named as not applied. Held
+    where it is, with no sleep: the test takes the start lock first, and starts the other
+    supervisor once the start has the lock file open (past its look, waiting on the lock)."""
+    sb = make_sandbox(tmp_path / "meanwhile")
+    home = sb.kint_home
+    ensure_private_dir(home)
+    ensure_private_dir(run_dir(home))
+    lock_path = run_dir(home) / START_LOCK
+    lock = open_own_file(lock_path)
+    start = other = None
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        start = subprocess.Popen([KINT, "supervisor", "start", "--json"],
+                                 env={**sb.env, "KINT_OFFLINE": "1"}, text=True,
+                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE)
+        assert wait_until(lambda: _has_open(start.pid, os.path.realpath(lock_path)), 60), \
+            "the start never reached the start lock"
+        other = subprocess.Popen([KINT, "supervisor", "start", "--foreground"], env=sb.env,
+                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL)
+        with sb.client() as client:
+            assert wait_until(lambda: client.ping(1.0), 60), "the other one never answered"
+        os.close(lock)
+        lock = None
+        out, err = start.communicate(timeout=90)
+        assert start.returncode == 0, err
+        line = (f"kint: a supervisor was already running (pid {other.pid}): this start applied "
+                f"none of this environment's settings that differ from its own "
+                f"(KINT_OFFLINE); it keeps the ones it was started with (`kint supervisor "
+                f"status` lists them). To run it with these, `kint supervisor stop`, then "
+                f"`kint supervisor start` again")
+        assert json.loads(out) == {"pid": other.pid, "kint_home": str(home), "started": False,
+                                   "notices": [line]}, out
+    finally:
+        if lock is not None:
+            os.close(lock)
+        if start is not None and start.poll() is None:
+            start.kill()
+            start.wait()
+        sb.shutdown()
+        if other is not None:
+            other.wait(timeout=60)

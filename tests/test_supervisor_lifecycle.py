@@ -252,7 +252,7 @@ def test_a_start_beside_a_supervisor_older_than_the_comparison_names_every_setti
 
     answer = ping_with_settings(Older())  # type: ignore[arg-type]
     assert answer == {"pid": 4242}
-    (line,) = not_applied(4242, answer, {"KINT_OFFLINE": "1", "KINT_KEY_TTL": "24h"})
+    (line,) = not_applied(False, answer, {"KINT_OFFLINE": "1", "KINT_KEY_TTL": "24h"})
     assert "none of this environment's settings (KINT_OFFLINE, KINT_KEY_TTL);" in line, line
 
 

@@ -46,19 +46,22 @@ def supervisor_start(obj: Ctx, foreground: bool, as_json: bool) -> None:
     try:
         # Under --json stderr stays quiet, as print_notices keeps it: a script that reads
         # both streams as one gets the object alone (docs/commands.md).
-        before = answering_pid(home, lambda line: None if as_json else click.echo(line, err=True))
+        # Its lines of a running supervisor slow to answer, and its refusal of a stuck one.
+        answering_pid(home, lambda line: None if as_json else click.echo(line, err=True))
         # The environment given: the service's.
-        client.ensure_running(on_demand=False)  # autostart.START_WAIT_S
+        spawned = client.ensure_running(on_demand=False)  # autostart.START_WAIT_S
         info = ping_with_settings(client)
     except KintError as err:
         fail(err, obj.debug)
-    print_notices({"notices": not_applied(before, info)})  # one it found running
+    # Whether the supervisor answering is the one this start spawned, with this
+    # environment: not "none answered as it looked", which is also true of one another
+    # process (an on-demand start, a service manager) was starting meanwhile, and was
+    # said `started: true`, its settings applied, when none were.
+    started = spawned is not None and spawned == info["pid"]
+    print_notices({"notices": not_applied(started, info)})
     if as_json:
-        # `started`: whether none answered when the start looked (false: the one found
-        # running, which applied none of this environment's settings). Without it a script
-        # could not tell its start from one that changed nothing.
-        echo_json({"pid": info["pid"], "kint_home": str(home),
-                   "started": before != info["pid"]})
+        # Without `started` a script could not tell its start from one that changed nothing.
+        echo_json({"pid": info["pid"], "kint_home": str(home), "started": started})
         return
     click.echo(f"supervisor running, pid {info['pid']} ({home})")
 
