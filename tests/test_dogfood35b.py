@@ -8,7 +8,8 @@ sign` would) and one row anchored: a space owned by another owner than a `--dev`
   before the owner was checked. A refused connect leaves no new file.
 - A config.toml that is not TOML at all refused the chain work as "KINT_RPC_URL in
   .../config.toml (rpc_url): the file is refused ...", naming a key the file did not have;
-  it now says the file does not parse, and where (tomllib's line and column).
+  it now says the file does not parse, and where (tomllib's line and column), and which
+  setting it refuses: beside a last good `rpc_url` that serves, that is the contract.
 - `kint supervisor start --json` printed the same object for a start and for a supervisor
   found running: `started` tells them apart. It is true only of the supervisor this start
   spawned: one another process started while it looked was said `started: true`, with no
@@ -30,6 +31,9 @@ from chain_machines import authorize_machine, connect_with_wallet, new_machine, 
 from conftest import KINT, make_sandbox, wait_until, write_rules, write_store
 from kint.paths import ensure_private_dir, run_dir
 from kint.pid_file_lock import open_own_file
+from kint.settings.loader import refusal, resolve
+from kint.settings.reload import ConfigWatch
+from kint.settings.schema import BY_NAME
 from kint.supervisor.autostart import START_LOCK
 from kint.supervisor.pidlock import running_pid
 
@@ -71,8 +75,8 @@ def test_a_refused_dev_connect_leaves_no_owner_key(machine):
 
 def test_a_config_file_that_does_not_parse_is_said_so_by_every_command(machine):
     path = machine.kint_home / "config.toml"
-    said = (f"kint: error: {path} {WHERE}, so which chain it names is unknown; kint uses no "
-            f"other chain or contract in its place [CONFIG_INVALID]")
+    said = (f"kint: error: {path} {WHERE}, so which KINT_RPC_URL it sets, if any, is "
+            f"unknown; kint uses no other chain or contract in its place [CONFIG_INVALID]")
     try:
         path.write_text(BROKEN)
         path.chmod(0o600)
@@ -86,13 +90,35 @@ def test_a_config_file_that_does_not_parse_is_said_so_by_every_command(machine):
         shown = json.loads(machine.kint("config", "show", "--json").stdout)
         entries = {e["name"]: e for e in shown["settings"]}
         for name in ("KINT_RPC_URL", "KINT_RPC_URL_2", "KINT_CONTRACT"):
-            assert entries[name]["refused"] == (f"{path} {WHERE}, so which chain it names is "
-                                                f"unknown"), entries[name]
+            assert entries[name]["refused"] == (f"{path} {WHERE}, so which {name} it sets, "
+                                                f"if any, is unknown"), entries[name]
         check = machine.kint("config", "check")
         assert check.returncode == 2 and f"{path}: {WHERE}" in check.stderr, check.stderr
     finally:
         path.unlink(missing_ok=True)
     assert ok(machine.kint("push", "--dry-run"))
+
+
+def test_a_file_that_does_not_parse_beside_a_last_good_rpc_url_names_the_contract(tmp_path):
+    """The last good copy's `rpc_url` serves while the file does not parse, so the chain
+    work is refused for the contract (which the file may name): the line says so, where one
+    naming no setting left the user to think the chain itself unknown."""
+    home = tmp_path / "kint"
+    ensure_private_dir(home)
+    path = home / "config.toml"
+    path.write_text('rpc_url = "http://127.0.0.1:8545"\n')
+    path.chmod(0o600)
+    watch = ConfigWatch(home)
+    assert watch.current()[1] is None
+    path.write_text(BROKEN)
+    cfg, err = watch.current()
+    assert err is not None and cfg.unparsed, err
+    rpc = resolve(BY_NAME["KINT_RPC_URL"], cfg, environ={})
+    assert rpc.refused is None and rpc.value == "http://127.0.0.1:8545", rpc
+    line, hint = refusal(resolve(BY_NAME["KINT_CONTRACT"], cfg, environ={}))
+    assert line == (f"{path} {WHERE}, so which KINT_CONTRACT it sets, if any, is unknown; kint "
+                    f"uses no other chain or contract in its place"), line
+    assert hint.startswith(f"fix {path} "), hint
 
 
 def test_supervisor_start_json_says_whether_it_started_one(tmp_path):

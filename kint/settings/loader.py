@@ -191,9 +191,9 @@ def refused_in_env(setting: Setting, raw: str, why: str, source: str) -> Value:
 def _refused_in_file(setting: Setting, cfg: ConfigFile, why: str,
                      table: str | None = None) -> Value:
     """A strict setting refused with the config file: by the file's key that sets it, or,
-    for a file that is no TOML at all (`unparsed`), by `why` alone, which names the file and
-    where it does not parse: "KINT_RPC_URL in config.toml (rpc_url)" said a key the file
-    need not have, and hid that the file does not parse."""
+    for a file that is no TOML at all (`unparsed`), by `why` alone, which names the
+    setting, the file and where it does not parse: "KINT_RPC_URL in config.toml (rpc_url)"
+    said a key the file need not have, and hid that the file does not parse."""
     if cfg.unparsed and table is None:
         return Value(setting, None, FILE, str(cfg.path), refused=why)
     key = f'spaces."{table}".{setting.key}' if table else setting.key
