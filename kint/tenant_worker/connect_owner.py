@@ -44,7 +44,7 @@ def owner_for(home: Path, space: str, chain: ChainConfig, existing: Enrolment | 
     """The owner, the devchain's owner account (`--dev` only, else None), and the args
     with `--dev`'s derive signature in them. `--dev` refuses a chain that is not the
     devchain and keeps the space's owner account; a new one is only in memory here (the
-    caller keeps its key, `dev_owner.keep_owner`, once nothing refused the connect). Another
+    caller keeps its key, `dev_owner.keep_owner`, once every check passed). Another
     owner than the space's is for `owner_change` to take or refuse."""
     dev_account: LocalAccount | None = None
     if args.get("dev"):
