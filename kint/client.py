@@ -222,19 +222,19 @@ class Client(LivenessChecks):
             return None
         return reply.result or {}
 
-    def ensure_running(self, wait_s: float | None = None, on_demand: bool = True) -> None:
+    def ensure_running(self, wait_s: float | None = None, on_demand: bool = True) -> int | None:
         """Start a supervisor if none answers, waiting up to `wait_s` for it, and never past
         the start's own START_WAIT_S (kint.supervisor.autostart, read at the call): a call
-        passes what is left of its bound, which counts the start; `on_demand` as
-        autostart's."""
+        passes what is left of its bound, which counts the start; `on_demand` and the pid
+        returned (of the supervisor this call started, else None) as autostart's."""
         from kint.paths import UnsafePathError
         from kint.pid_file_lock import FOREIGN_FILE_HINT, NotOwnFile
         from kint.supervisor.autostart import START_WAIT_S, ensure_running
 
         start_wait_s = START_WAIT_S if wait_s is None else min(wait_s, START_WAIT_S)
         try:
-            ensure_running(self.home, lambda t: self.ping(t), wait_s=start_wait_s,
-                           on_demand=on_demand)
+            return ensure_running(self.home, lambda t: self.ping(t), wait_s=start_wait_s,
+                                  on_demand=on_demand)
         except UnsafePathError as err:  # refused, never followed or tightened
             raise SupervisorUnavailable(str(err), err.hint) from None
         except NotOwnFile as err:  # the start lock or stderr: a link or a stranger's file

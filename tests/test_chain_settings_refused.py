@@ -157,7 +157,7 @@ def test_a_bad_contract_in_config_toml(machine, chain_home):
                 f"(spaces.\"{label}\".contract): '0x1234' is not an address")
         # Nor one the file cannot even be read for.
         path.write_text('contract = "0x12\n')
-        refused(machine.kint("push"), 5, "so which chain it names is unknown")
+        refused(machine.kint("push"), 5, "so which KINT_RPC_URL it sets, if any, is unknown")
         assert chain_state(machine, chain_home) == before
         entry = config_entry(machine, "KINT_CONTRACT")
         assert (entry["source"], entry["where"]) == ("file", str(path)) and entry["refused"]

@@ -225,7 +225,7 @@ def test_a_supervisor_started_twice_keeps_one(sandbox):
     assert _beside_running(told.stderr.splitlines()) == [line], told.stderr
     told = sandbox.kint("supervisor", "start", "--json", env=given)
     assert json.loads(told.stdout) == {"pid": first, "kint_home": str(sandbox.kint_home),
-                                       "notices": [line]}, told.stdout
+                                       "started": False, "notices": [line]}, told.stdout
     assert told.stderr == "" and "secret-key" not in told.stdout
     # Only the settings that differ from the running one's are named: KINT_KEY_TTL given
     # as its default (24 h, as seconds) is the one it runs with.
@@ -252,7 +252,7 @@ def test_a_start_beside_a_supervisor_older_than_the_comparison_names_every_setti
 
     answer = ping_with_settings(Older())  # type: ignore[arg-type]
     assert answer == {"pid": 4242}
-    (line,) = not_applied(4242, answer, {"KINT_OFFLINE": "1", "KINT_KEY_TTL": "24h"})
+    (line,) = not_applied(False, answer, {"KINT_OFFLINE": "1", "KINT_KEY_TTL": "24h"})
     assert "none of this environment's settings (KINT_OFFLINE, KINT_KEY_TTL);" in line, line
 
 
@@ -363,7 +363,8 @@ def test_start_restart_stop_and_reload_say_json_with_json(sandbox):
     started = sandbox.kint("supervisor", "start", "--json")
     assert started.returncode == 0, started.stderr
     pid = running_pid(sandbox.kint_home)
-    assert json.loads(started.stdout) == {"pid": pid, "kint_home": str(sandbox.kint_home)}
+    assert json.loads(started.stdout) == {"pid": pid, "kint_home": str(sandbox.kint_home),
+                                          "started": True}
     space16 = sandbox.call("status", sandbox.sibyl_db)["space"]
     restarted = sandbox.kint("supervisor", "restart", space16, "--json")
     assert restarted.returncode == 0, restarted.stderr

@@ -279,8 +279,9 @@ def refuse_malformed(signature: str | None = None, recovery_code: str | None = N
                    "starts a vault.")
 @click.option("--dev", is_flag=True,
               help="Devchain only: a throwaway owner, its vault signature and this machine's "
-                   "authorization, made here. Takes --add-passphrase; refuses --owner and the "
-                   "flags that hand over a key.")
+                   "authorization, made here (a new owner's key kept only by a connect that is "
+                   "not refused). Takes --add-passphrase; refuses --owner and the flags that "
+                   "hand over a key.")
 @click.option("--rpc-urls", default=None, metavar="URL[,URL]",
               help="This space's own JSON-RPC endpoints (a kint extension; default: the "
                    "machine's). One with a user, path or query part (an API key) is refused: "

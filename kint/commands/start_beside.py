@@ -131,18 +131,19 @@ def ping_with_settings(client: Client) -> dict[str, Any]:
         return client.call("sup.ping", timeout_s=5)
 
 
-def not_applied(before: int | None, answer: Mapping[str, Any],
+def not_applied(started: bool, answer: Mapping[str, Any],
                 environ: Mapping[str, str] | None = None) -> list[str]:
     """The line for a start whose `sup.ping` (sent with this environment's settings,
-    `outgoing`) was answered by a supervisor already running (`before`, the pid seen
-    before the start, is the same one): the settings `environ` (this process's) sets that
-    it does not run with. None when this start started it, with them all, or the running
-    one has them all already. A supervisor too old to compare them is taken to differ in
-    each, as is a value too long to be sent."""
+    `outgoing`) was answered by a supervisor this start did not start (`started` false):
+    one running already, or one another process started while this one looked, which was
+    given none of them either. The settings `environ` (this process's) sets that it does
+    not run with. None when this start started it, with them all, or the running one has
+    them all already. A supervisor too old to compare them is taken to differ in each, as
+    is a value too long to be sent."""
     env = os.environ if environ is None else environ
     running = int(answer["pid"])
     given = [entry["name"] for entry in started_with(env)]
-    if before != running or not given:
+    if started or not given:
         return []
     differs = answer.get("differs")
     compared = isinstance(differs, list)

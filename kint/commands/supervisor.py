@@ -24,7 +24,8 @@ def supervisor_group() -> None:
 @click.option("--foreground", is_flag=True,
               help="Run in this process (for systemd and launchd) instead of as a daemon; "
                    "exit 2 if one is already running.")
-@json_option("Print the running supervisor's pid and home as JSON.")
+@json_option("Print the running supervisor's pid and home as JSON, and whether this start "
+             "started it.")
 @click.pass_obj
 def supervisor_start(obj: Ctx, foreground: bool, as_json: bool) -> None:
     """Start the supervisor of KINT_HOME with this environment's settings, kept for its life,
@@ -45,15 +46,22 @@ def supervisor_start(obj: Ctx, foreground: bool, as_json: bool) -> None:
     try:
         # Under --json stderr stays quiet, as print_notices keeps it: a script that reads
         # both streams as one gets the object alone (docs/commands.md).
-        before = answering_pid(home, lambda line: None if as_json else click.echo(line, err=True))
+        # Its lines of a running supervisor slow to answer, and its refusal of a stuck one.
+        answering_pid(home, lambda line: None if as_json else click.echo(line, err=True))
         # The environment given: the service's.
-        client.ensure_running(on_demand=False)  # autostart.START_WAIT_S
+        spawned = client.ensure_running(on_demand=False)  # autostart.START_WAIT_S
         info = ping_with_settings(client)
     except KintError as err:
         fail(err, obj.debug)
-    print_notices({"notices": not_applied(before, info)})  # one it found running
+    # Whether the supervisor answering is the one this start spawned, with this
+    # environment: not "none answered as it looked", which is also true of one another
+    # process (an on-demand start, a service manager) was starting meanwhile, and was
+    # said `started: true`, its settings applied, when none were.
+    started = spawned is not None and spawned == info["pid"]
+    print_notices({"notices": not_applied(started, info)})
     if as_json:
-        echo_json({"pid": info["pid"], "kint_home": str(home)})
+        # Without `started` a script could not tell its start from one that changed nothing.
+        echo_json({"pid": info["pid"], "kint_home": str(home), "started": started})
         return
     click.echo(f"supervisor running, pid {info['pid']} ({home})")
 

@@ -190,6 +190,12 @@ def refused_in_env(setting: Setting, raw: str, why: str, source: str) -> Value:
 
 def _refused_in_file(setting: Setting, cfg: ConfigFile, why: str,
                      table: str | None = None) -> Value:
+    """A strict setting refused with the config file: by the file's key that sets it, or,
+    for a file that is no TOML at all (`unparsed`), by `why` alone, which names the
+    setting, the file and where it does not parse: "KINT_RPC_URL in config.toml (rpc_url)"
+    said a key the file need not have, and hid that the file does not parse."""
+    if cfg.unparsed and table is None:
+        return Value(setting, None, FILE, str(cfg.path), refused=why)
     key = f'spaces."{table}".{setting.key}' if table else setting.key
     return Value(setting, None, FILE, str(cfg.path), table=table,
                  refused=f"{setting.name} in {cfg.path} ({key}): {why}")
@@ -201,7 +207,7 @@ def refusal(v: Value) -> tuple[str, str]:
     line = f"{v.refused}; kint uses no other chain or contract in its place"
     if v.source == FILE:
         return line, (f"fix {v.where} (read again when it changes; `kint config check` "
-                      f"names the key it refuses)")
+                      f"names the key it refuses, or where it does not parse)")
     if v.source == DAEMON_ENV:
         return line, (f"the supervisor was started with it: correct {name} in the service's "
                       f"environment file and restart the service, or `kint supervisor stop` "

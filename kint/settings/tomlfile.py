@@ -55,6 +55,11 @@ class ConfigFile:
     # below, each with why (`with_refusals`), at the top level and in each space's table.
     refused: dict[str, str] = field(default_factory=dict)
     refused_spaces: dict[str, dict[str, str]] = field(default_factory=dict)
+    # Whether the refused file could not be read as TOML at all (or not read): then which
+    # keys it has is unknown, and each line in `refused` says what is wrong with the file
+    # (where it does not parse, as tomllib says it) and the setting it is about, never a
+    # key the file may not have.
+    unparsed: bool = False
 
     def space_table(self, names: Iterable[str]) -> tuple[str, dict[str, Any]] | None:
         """The table of the first of `names` (a label, a space id) that has one."""
@@ -182,17 +187,19 @@ def with_refusals(serving: ConfigFile, data: bytes | None, err: ConfigError) -> 
     default: Base mainnet) because the file was refused: one it sets to a value that does
     not parse, or to a good one no last good configuration sets. A file that cannot be read
     as TOML marks each one the last good configuration does not set (which chain the file
-    names is unknown)."""
+    names is unknown), each said by what is wrong with the file, not by a key of it, and
+    named: beside a last good `rpc_url` that serves, the refusal is of the contract, and a
+    line naming no setting left the user to guess which."""
     strict = [s for s in SETTINGS if s.strict]
-    base = replace(serving, refused={}, refused_spaces={})
+    base = replace(serving, refused={}, refused_spaces={}, unparsed=False)
     try:
         doc = tomllib.loads(data.decode("utf-8")) if data is not None else None
     except (UnicodeDecodeError, tomllib.TOMLDecodeError):
         doc = None
-    if doc is None:
-        why = f"the file is refused ({err}), so which chain it names is unknown"
-        return replace(base, refused={s.name: why for s in strict
-                                      if s.name not in serving.machine})
+    if doc is None:  # the file's own fault, where tomllib found it: no key of it is known
+        return replace(base, refused={
+            s.name: f"{err.path} {err.why}, so which {s.name} it sets, if any, is unknown"
+            for s in strict if s.name not in serving.machine}, unparsed=True)
     refused = {}
     for s in strict:
         why = _refusal(s, doc.get(s.key, _ABSENT), serving.machine.get(s.name, _ABSENT), err)

@@ -242,8 +242,12 @@ PING_S = 0.5
 
 
 def ensure_running(home: Path, ping, wait_s: float | None = None, *,
-                   on_demand: bool = True) -> None:
-    """Make sure a supervisor answers on `home`'s socket, starting one if needed.
+                   on_demand: bool = True) -> int | None:
+    """Make sure a supervisor answers on `home`'s socket, starting one if needed. Returns
+    the pid of the supervisor this call started, None when it started none: `kint
+    supervisor start` tells its start from one another process made while it looked,
+    whose environment it was not (compared with the pid that answers, for the one it
+    started may lose the home to a `--foreground` one that takes no start lock).
 
     `ping(timeout_s) -> bool` asks the socket. Raises SupervisorNotReachable (a
     TimeoutError) when none answers: at once when the supervisor this call started exited,
@@ -257,7 +261,7 @@ def ensure_running(home: Path, ping, wait_s: float | None = None, *,
         wait_s = START_WAIT_S
     deadline = time.monotonic() + wait_s
     if ping(_look_s(deadline)):
-        return
+        return None
     ensure_private_dir(home)
     ensure_private_dir(run_dir(home))
     lock_fd = open_own_file(run_dir(home) / START_LOCK)
@@ -265,7 +269,7 @@ def ensure_running(home: Path, ping, wait_s: float | None = None, *,
         if not flock_by(lock_fd, deadline, 0.05):
             raise SupervisorNotReachable("another kint process holds the start lock",
                                          "try again in a moment")
-        _wait_for_supervisor(home, ping, deadline, wait_s, on_demand)
+        return _wait_for_supervisor(home, ping, deadline, wait_s, on_demand)
     finally:
         # Closing lets the lock go (the descriptor is close-on-exec: the supervisor
         # started under it holds no copy). An unlock first could itself fail after a
@@ -274,9 +278,10 @@ def ensure_running(home: Path, ping, wait_s: float | None = None, *,
 
 
 def _wait_for_supervisor(home: Path, ping, deadline: float, wait_s: float,
-                         on_demand: bool) -> None:
+                         on_demand: bool) -> int | None:
     """Under the start lock: start a supervisor when none holds the pid lock, then wait
-    (never spinning) until one answers or waiting cannot help."""
+    (never spinning) until one answers or waiting cannot help. Returns the pid of the one
+    started here, None when one answered without (another process started it)."""
     started: subprocess.Popen[bytes] | None = None
     silent_since: float | None = None
     # The note of the holder that said it stops (its pid, `stop_note.pid`, is the
@@ -288,7 +293,7 @@ def _wait_for_supervisor(home: Path, ping, deadline: float, wait_s: float,
     stop_seen_at = 0.0  # when `stop_note` was first seen
     while True:
         if ping(_look_s(deadline)):
-            return
+            return started.pid if started is not None else None
         now = time.monotonic()
         found = holder(home)
         if found is None:

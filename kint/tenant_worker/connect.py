@@ -123,6 +123,11 @@ def _connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
                                    chain_error, may_have_started=may_have_started)
     wraps = with_extra_passphrase(ctx, owner, found.dek, found.wraps,
                                    args.get("extra_passphrase"))
+    # `--dev`'s owner key, written once every check above passed, and before the wraps
+    # that may name its owner: made before the owner check, a connect refused for another
+    # owner's space left a new key.
+    if dev_account is not None:
+        dev_owner.keep_owner(cfg.home, dev_account)
     recovery_path = _keep(ctx, chain, existing, args, owner, session_address, rpc_urls,
                           found, wraps)
     if dev_account is not None:

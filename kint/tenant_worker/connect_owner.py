@@ -43,8 +43,9 @@ def owner_for(home: Path, space: str, chain: ChainConfig, existing: Enrolment | 
                args: dict[str, Any]) -> tuple[str, LocalAccount | None, dict[str, Any]]:
     """The owner, the devchain's owner account (`--dev` only, else None), and the args
     with `--dev`'s derive signature in them. `--dev` refuses a chain that is not the
-    devchain and keeps the space's owner account. Another owner than the space's is for
-    `owner_change` to take or refuse."""
+    devchain and keeps the space's owner account; a new one is only in memory here (the
+    caller keeps its key, `dev_owner.keep_owner`, once every check passed). Another
+    owner than the space's is for `owner_change` to take or refuse."""
     dev_account: LocalAccount | None = None
     if args.get("dev"):
         if not chain.devchain:
@@ -57,7 +58,7 @@ def owner_for(home: Path, space: str, chain: ChainConfig, existing: Enrolment | 
             if local is not None:
                 dev_account = dev_owner.owner_of_wraps(home, space,
                                                        {w.tag for w in local.wraps})
-        dev_account = dev_account or dev_owner.new_owner(home)
+        dev_account = dev_account or dev_owner.new_owner()  # kept by connect, if it goes on
         owner = dev_account.address
         args = {**args, "signature": dev_owner.derive_signature(dev_account)}
     else:

@@ -30,12 +30,21 @@ def owner_key_path(home: Path, address: str) -> Path:
     return devchain_dir(home) / f"owner-{address.lower()}.key"
 
 
-def new_owner(home: Path) -> LocalAccount:
-    """A fresh owner, its key written where `load_owner` and the demo find it."""
-    account = Account.create()
+def new_owner() -> LocalAccount:
+    """A fresh owner, in memory only: `keep_owner` writes its key once the connect that
+    made it has passed its refusals, so a refused one leaves no key file behind."""
+    return Account.create()
+
+
+def keep_owner(home: Path, account: LocalAccount) -> None:
+    """`account`'s key written where `load_owner`, `owner_of_wraps` and the demo find it,
+    unless it is there already. Before the space's wraps are written: a connect killed
+    after them finds its owner by them."""
+    path = owner_key_path(home, account.address)
+    if path.exists():
+        return
     ensure_private_dir(devchain_dir(home))
-    atomic_write(owner_key_path(home, account.address), account.key.hex().encode() + b"\n")
-    return account
+    atomic_write(path, account.key.hex().encode() + b"\n")
 
 
 def load_owner(home: Path, address: str) -> LocalAccount | None:
