@@ -6,8 +6,8 @@ reached through KINT_RPC_URL with no devchain record here then answers every cal
 were Base: a signature made for 8453 would not verify there, and two endpoints on two
 chains would "disagree on the head". One eth_chainId read of each endpoint names the real
 cause. The CLI (`kint authorize`, `kint session-key show`: one endpoint), a space's worker
-(a cold start's second opinion: both endpoints) and `kint doctor` (its `rpc primary` and
-`rpc secondary` checks, one endpoint each) say it in the same words.
+(a cold start's second opinion: both endpoints; a connect: its primary) and `kint doctor`
+(its `rpc primary` and `rpc secondary` checks, one endpoint each) say it in the same words.
 """
 
 from __future__ import annotations

@@ -48,6 +48,7 @@ from kint import settings
 from kint.chain import devchain
 from kint.chain.anchor import Anchor
 from kint.chain.calls import ChainRefused
+from kint.chain.chain_id import other_chain
 from kint.chain.config import ChainConfig
 from kint.chain.rpc import RpcUnavailable
 from kint.custody import errors as custody_errors
@@ -160,6 +161,7 @@ def _chain_view(ctx: SpaceContext, anchor: Anchor,
         try:
             say(ctx, "reading the chain head")
             head = read_head(anchor, owner, space)
+            _refuse_another_chain(ctx, anchor.config)
             if head.seq != 0:
                 header = newest_readable_header(
                     anchor, owner, space, head, command="connect",
@@ -170,6 +172,26 @@ def _chain_view(ctx: SpaceContext, anchor: Anchor,
                 raise
             chain_error = err
     return header, chain_error
+
+
+def _refuse_another_chain(ctx: SpaceContext, chain: ChainConfig) -> None:
+    """STALE_RPC when the primary endpoint answers for another chain than the one this
+    machine signs for (kint.chain.chain_id), as a pull's cold start and `kint doctor` say
+    it. Without it a KINT_RPC_URL on another chain whose contract sits at the same address
+    (a local anvil reached without its devchain record) was read as Base: the connect took
+    its head, started a fresh vault there or took a key from its header, and recorded the
+    space as connected on Base, where the next pull and push then refused. Asked once the
+    head was read, so an endpoint that does not answer is refused by that read alone, with
+    no second wait; not on the devchain, whose record names the chain its anvil runs. Only
+    the primary (KINT_RPC_URL, or the first of `--rpc-urls`) is asked, as a pull asks the
+    endpoints it read the head from: connect reads no other, and a second opinion on
+    another chain is its cold start's to refuse."""
+    if chain.devchain:
+        return
+    found = other_chain(chain, ctx.tracker, 1, skip_silent=True)
+    if found is not None:
+        raise ProtocolError(ErrorCode.STALE_RPC, f"{found[0]}; nothing was connected",
+                            found[1])
 
 
 def _authorize_on_devchain(ctx: SpaceContext, anchor: Anchor, chain: ChainConfig, owner: str,

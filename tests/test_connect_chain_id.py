@@ -1,0 +1,101 @@
+"""`kint connect` through an endpoint of another chain than the one this machine signs for.
+
+Off the devchain (no devchain record here) kint signs for Base, chain 8453, whatever
+KINT_RPC_URL names. A dogfood round pointed a second machine's `rpc_url` at machine A's
+anvil (chain 31337, the EpochAnchor at the address given as `contract`): `kint connect
+--recovery-code-stdin` read that chain's head and header as Base's, exited 0 and recorded
+the space as connected on Base; only the next `kint pull` refused (STALE_RPC, "answers for
+chain 31337, not 8453"). A new owner's connect there started a fresh vault and wrote its
+recovery code. Connect now refuses as that pull does, in the words kint.chain.chain_id
+builds for both, and keeps nothing of the space: no wraps, data key, recovery file,
+enrolment or mirror (kint.tenant_worker.connect `_refuse_another_chain`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from eth_account import Account
+
+from chain_machines import (kjson, make_session_key, new_machine, ok, recovery_code,
+                            wallet_signature)
+from conftest import Sandbox, make_sandbox, write_rules
+from rpc_proxy import RpcProxy
+
+BASE_SEPOLIA = 84532
+# What a connect keeps of a space (kint.paths): none may be written by a refused one.
+KEPT = ("enrol-", "wraps-", "vault-", "RECOVERY-", "mirror-", "watermark-", "pending-")
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory, chain_home):
+    """Machine A: a vault on the session's devchain with one epoch anchored."""
+    sb = new_machine(tmp_path_factory.mktemp("chain-id-source"), chain_home)
+    connected = kjson(sb, "connect", "--dev")
+    sb.owner, sb.space16 = connected["owner"], connected["space"]
+    write_rules(sb.sibyl_db, sb.tenant, release="a rule anchored on the devchain")
+    ok(sb.kint("push"))
+    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    sb.devchain_url, sb.anchor = record["rpc_url"], record["anchor"]
+    yield sb
+    sb.shutdown()
+
+
+def _off_the_devchain(root: Path, rpc_url: str, anchor: str) -> Sandbox:
+    """Machine B: no devchain record, its config.toml naming `rpc_url` and A's contract,
+    its session key made beforehand (a machine-wide key, not the space's)."""
+    sb = make_sandbox(root)
+    sb.kint_home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    (sb.kint_home / "config.toml").write_text(f'rpc_url = "{rpc_url}"\ncontract = "{anchor}"\n')
+    make_session_key(sb)
+    sb.start_entitled()
+    return sb
+
+
+def _refused_keeping_nothing(sb: Sandbox, out, url: str, chain_id: int) -> None:  # noqa: ANN001
+    assert out.returncode == 2, out.stdout + out.stderr
+    message, hint = out.stderr.splitlines()[:2]
+    assert message == (f"kint: error: {url} (KINT_RPC_URL) answers for chain {chain_id}, not "
+                       f"8453, the chain this machine signs for; nothing was connected "
+                       f"[STALE_RPC]"), out.stderr
+    assert hint == ("hint: point KINT_RPC_URL at an endpoint of chain 8453; for a local "
+                    "devchain, copy its record ($KINT_HOME/devchain/devchain.json) to this "
+                    "machine instead"), out.stderr
+    kept = sorted(p.name for p in sb.kint_home.iterdir() if p.name.startswith(KEPT))
+    assert kept == [], kept
+
+
+def test_a_recovery_code_through_the_devchains_anvil_read_as_base_is_refused(source, tmp_path):
+    """The dogfood's machine B: A's anvil as its rpc_url, no devchain record, A's code."""
+    fresh = _off_the_devchain(tmp_path / "b", source.devchain_url, source.anchor)
+    try:
+        out = fresh.kint("connect", "--owner", source.owner, "--recovery-code-stdin",
+                         input=recovery_code(source, source.space16) + "\n")
+        _refused_keeping_nothing(fresh, out, source.devchain_url, 31337)
+        # Nothing says the space is connected: a pull finds no enrolment.
+        pulled = fresh.kint("pull")
+        assert pulled.returncode == 5 and "NOT_CONNECTED" in pulled.stderr, pulled.stderr
+    finally:
+        fresh.shutdown()
+
+
+def test_a_new_owners_signature_starts_no_vault_on_another_chain(source, tmp_path):
+    """A new owner's wallet signature, through an endpoint answering for Base Sepolia: the
+    chain holds no epochs for them, so the connect would start a fresh vault there and
+    write its recovery code."""
+    from kint.custody.vault_message import canonical_payload
+
+    with RpcProxy(source.devchain_url) as proxy:
+        proxy.set_mode("forward", chain_id=BASE_SEPOLIA)
+        fresh = _off_the_devchain(tmp_path / "c", proxy.url, source.anchor)
+        try:
+            owner = Account.create()
+            signed = wallet_signature(owner, canonical_payload(owner.address).decode())
+            out = fresh.kint("connect", "--owner", owner.address, "--signature", "-",
+                             input=signed + "\n")
+            _refused_keeping_nothing(fresh, out, proxy.url, BASE_SEPOLIA)
+            assert "eth_chainId" in proxy.calls, proxy.calls
+        finally:
+            fresh.shutdown()
