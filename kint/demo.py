@@ -31,6 +31,7 @@ from pathlib import Path
 import click
 
 from kint.demo_supervisor import SANDBOX_MARKER
+from kint.paths import devchain_dir
 
 KINT = [sys.executable, "-P", "-m", "kint.cli"]
 RULE_1 = "never ship on a Friday; every release needs a green deadlift test and a second reviewer"
@@ -151,10 +152,10 @@ def _play(root: Path, a: Machine, b: Machine) -> None:
     a.kint("history", "entity", "release-gate", "--category", "rules")
 
     _step("machine B: a new machine, the same wallet's signature, the memory restored")
-    target = b.kint_home / "devchain"
+    target = devchain_dir(b.kint_home)
     target.mkdir(parents=True, mode=0o700)
     b.kint_home.chmod(0o700)
-    shutil.copy(a.kint_home / "devchain" / "devchain.json", target / "devchain.json")
+    shutil.copy(devchain_dir(a.kint_home) / "devchain.json", target / "devchain.json")
     b.start_supervisor()
     payload = b.kint("canonical-payload", "--owner", owner)
     signature = _wallet_sign(a.kint_home, owner, payload)

@@ -303,8 +303,25 @@ _FOOTPRINT_TTL_S = 1.0
 _footprint_cache: dict[Path, tuple[float, int]] = {}
 
 
+# The folder under KINT_HOME where `kint devchain start` keeps its anvil (its state, its
+# log, the `--dev` owners' keys): a local chain's blocks, not the memory kint keeps. Every
+# module that writes there names it through `devchain_dir`, so a rename moves the cap's
+# exception with it (footprint_bytes).
+DEVCHAIN_DIR = "devchain"
+
+
+def devchain_dir(home: Path) -> Path:
+    """KINT_HOME's devchain folder (DEVCHAIN_DIR)."""
+    return home / DEVCHAIN_DIR
+
+
 def footprint_bytes(home: Path | None = None) -> int:
-    """Bytes of every file under KINT_HOME (the kint half of the cap gate's count).
+    """Bytes of every file under KINT_HOME but its devchain folder (the kint half of the cap
+    gate's count). The devchain's anvil keeps every block's state in it (~40 KB more per
+    epoch pushed), which on Base lives on the chain, not here: counted, it would take the
+    free cap's 5 MiB after ~130 pushes on the devchain, the cap gate then refusing every
+    Sibyl write for a memory of a few rows, and `kint status` called it `kint state
+    (mirror, epoch cache, keys)`.
 
     Sibyl asks for it on every write; a replay of thousands of rows would otherwise walk
     the folder thousands of times. The walk is reused for one second, a window in which
@@ -323,7 +340,9 @@ def footprint_bytes(home: Path | None = None) -> int:
 
 def _walk_bytes(home: Path) -> int:
     total = 0
-    for root, _dirs, files in os.walk(home):
+    for root, dirs, files in os.walk(home):
+        if root == str(home) and DEVCHAIN_DIR in dirs:
+            dirs.remove(DEVCHAIN_DIR)
         for name in files:
             try:
                 total += os.lstat(os.path.join(root, name)).st_size

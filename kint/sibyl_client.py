@@ -2,7 +2,8 @@
 deliberate differences:
 
 - the cap gate's size function is Sibyl's `aggregate_db_size` plus every byte under
-  KINT_HOME, so what kint keeps on disk counts against the same cap Sibyl enforces;
+  KINT_HOME but the devchain's anvil (paths.footprint_bytes), so what kint keeps on disk
+  counts against the same cap Sibyl enforces;
 - its TierCache is given a path (beside the store, as Sibyl's server keeps it), because
   TierCache's default would create ~/.sibyl-memory.
 

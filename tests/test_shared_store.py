@@ -156,6 +156,11 @@ def test_a_store_whose_rows_were_forgotten_is_not_lost(shared, tmp_path):
     client.archive_entity("rules", "forgotten", reason="no longer true")
     client.storage.close()
 
+    # verify says so before the pull and the push below bear it out (test_dogfood35.py).
+    refused = kjson(sb, "--tenant", tenant, "--db", str(db), "verify", "anchored")
+    assert refused["decision"] == "refuse" and refused["reason"].endswith(
+        "; 1 row(s) anchored for this tenant were forgotten here (the next `kint push` "
+        "anchors their deletion)"), refused
     pulled = kjson(sb, "--tenant", tenant, "--db", str(db), "pull")
     assert pulled["applied"] == [] and pulled["message"].startswith("already at the chain head")
     assert names(db, tenant) == {}

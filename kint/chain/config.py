@@ -33,6 +33,7 @@ from kint.chain.keychain_rpc import SERVICE as KEYCHAIN_ITEM
 from kint.chain.keychain_rpc import SOURCE as KEYCHAIN_SOURCE
 from kint.chain.keychain_rpc import keychain_rpc_url
 from kint.custody.ids import address_problem, checksum_address
+from kint.paths import devchain_dir
 from kint.settings.loader import refusal
 from kint.settings.schema import BASE_PUBLIC_RPC, DEFAULT_CONTRACT, STRICT
 
@@ -149,7 +150,7 @@ def second_rpc(primary: str) -> str:
 
 
 def devchain_record(home: Path) -> Path:
-    return home / "devchain" / "devchain.json"
+    return devchain_dir(home) / "devchain.json"
 
 
 def contract_address() -> str:

@@ -10,7 +10,7 @@ import click
 
 from kint import render_pull
 from kint.commands.common import (Ctx, call_with_progress, echo_json, json_option,
-                                  space_call, usage_error)
+                                  space_call, usage_error, Whole)
 from kint.commands.connect import (VAULT_PROMPT, extra_passphrase, read_signature,
                                    signature_passphrases)
 from kint.commands.owner_flag import check_owner, owner_option, refuse_unconnected
@@ -74,7 +74,7 @@ def _push(obj: Ctx, command: str, args: dict, as_json: bool) -> None:
 
 @click.command("push")
 @owner_option()
-@click.option("--confirmations", type=click.IntRange(1, 64), default=None,
+@click.option("--confirmations", type=Whole(1, 64), default=None,
               help=CONFIRMATIONS_HELP)
 @click.option("--dry-run", is_flag=True,
               help="Read the chain head and report what would be anchored; send nothing.")
@@ -95,7 +95,7 @@ def push_cmd(obj: Ctx, owner: str | None, confirmations: int | None, dry_run: bo
 
 @click.command("compact")
 @owner_option()
-@click.option("--confirmations", type=click.IntRange(1, 64), default=None,
+@click.option("--confirmations", type=Whole(1, 64), default=None,
               help=CONFIRMATIONS_HELP)
 @click.option("--over-skipped", is_flag=True,
               help="Anchor the snapshot on the chain head even though the last pull stopped "
@@ -144,7 +144,7 @@ def pull_cmd(obj: Ctx, owner: str | None, full: bool, discard_local: bool, force
 
 @click.command("rekey")
 @owner_option()
-@click.option("--confirmations", type=click.IntRange(1, 64), default=None,
+@click.option("--confirmations", type=Whole(1, 64), default=None,
               help=CONFIRMATIONS_HELP)
 @signature_options()
 @click.option("--smart-account", is_flag=True,

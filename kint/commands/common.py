@@ -25,6 +25,15 @@ if TYPE_CHECKING:
     from kint.spaces import SpaceRef
 
 
+class Whole(click.IntRange):
+    """A whole number within bounds (`--limit`, `--block`, `--confirmations`). Click names
+    its IntRange "integer range", so `--limit abc` was refused as "'abc' is not a valid
+    integer range", which reads as if a range (1-5) were asked for; named "integer", it
+    says what `--days abc` says: "'abc' is not a valid integer"."""
+
+    name = "integer"
+
+
 class Ctx:
     def __init__(self, tenant: str | None, db: str | None, debug: bool) -> None:
         self.tenant = tenant

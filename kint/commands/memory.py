@@ -9,7 +9,8 @@ from typing import Any
 import click
 
 from kint import render_space, render_verify
-from kint.commands.common import Ctx, echo_json, json_option, space_call, usage_error
+from kint.commands.common import (Ctx, Whole, echo_json, json_option, space_call,
+                                  usage_error)
 from kint.commands.tx_text import with_tx_0x
 from kint.rows.canon import VERSIONED_TIERS, row_label
 from kint.space_row import read_parked
@@ -37,7 +38,7 @@ def status_cmd(obj: Ctx, as_json: bool) -> None:
 
 @click.command("verify")
 @click.argument("query")
-@click.option("--limit", default=5, show_default=True, type=click.IntRange(1, 100),
+@click.option("--limit", default=5, show_default=True, type=Whole(1, 100),
               help="How many hits Sibyl returns and kint checks.")
 @json_option("Print the whole result as JSON (exit 0 either way: read `decision`).")
 @click.option("--no-write", is_flag=True, help="Do not write a refusal entity.")
@@ -65,7 +66,7 @@ def verify_cmd(obj: Ctx, query: str, limit: int, as_json: bool, no_write: bool) 
 @click.option("--category", default=None,
               help="The entity's category: part of its identity, so an entity is found only "
                    "with it (without it, nothing is).")
-@click.option("--block", default=None, type=click.IntRange(0, 2**63 - 1),
+@click.option("--block", default=None, type=Whole(0, 2**63 - 1),
               help="Print the version live at this block as JSON, or null.")
 @json_option("Print every version as JSON (`checked`: its rows were checked against "
              "what was anchored).")

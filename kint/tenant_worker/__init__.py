@@ -19,11 +19,12 @@ and the other spaces' workers keep answering.
   commit, the timings it reads at each tick, its hold, its wait after a failure, and the
   session's push settings it runs with, as status and config show say them).
 - Reading: `store` (what a failed read of it says: `store_errors`), `store_readers` (the
-  worker's read-only connections), `shared_client` (its Sibyl client, never closed under
-  an op reading through it), `verify`, `history`, `cache_check`, `provenance`, `changes`,
-  `unanchored`, `chain_head`, `behind_head`, `doctor`, `doctor_chain`, `disk_space`,
-  `file_presence`, `session_facts`, `store_holders`, `store_sharers` (another KINT_HOME's
-  worker on the same store), `rpc_hint`.
+  worker's read-only connections), `shared_client` (its Sibyl client, never closed under an
+  op reading through it), `verify` (why it found none of the tenant's rows: `verify_empty`),
+  `history`, `cache_check`, `provenance`, `changes`, `unanchored`, `chain_head`,
+  `behind_head`, `doctor`, `doctor_chain`, `disk_space`, `file_presence`, `session_facts`,
+  `store_holders`, `store_sharers` (another KINT_HOME's worker on the same store),
+  `rpc_hint`.
 - Keys and connect: `connect` (its steps and files; the data key from the caller's
   secrets in `connect_key`, the owner and chain in `connect_owner`, whether the space is
   bound to its owner in `owner_bound`), `connected`, `dev_owner`, `data_key`, `head_header`,

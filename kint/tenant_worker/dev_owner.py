@@ -20,20 +20,20 @@ from kint.chain import devchain
 from kint.chain.anchor import Anchor
 from kint.custody.keks import kek_tag, signature_kek
 from kint.custody.vault_message import parse_signature_text, vault_typed_data
-from kint.paths import atomic_write, ensure_private_dir
+from kint.paths import atomic_write, devchain_dir, ensure_private_dir
 
 DEV_AUTHORIZATION_DAYS = 365
 DEV_FUNDING_WEI = 10**19
 
 
 def owner_key_path(home: Path, address: str) -> Path:
-    return home / "devchain" / f"owner-{address.lower()}.key"
+    return devchain_dir(home) / f"owner-{address.lower()}.key"
 
 
 def new_owner(home: Path) -> LocalAccount:
     """A fresh owner, its key written where `load_owner` and the demo find it."""
     account = Account.create()
-    ensure_private_dir(home / "devchain")
+    ensure_private_dir(devchain_dir(home))
     atomic_write(owner_key_path(home, account.address), account.key.hex().encode() + b"\n")
     return account
 
@@ -50,7 +50,7 @@ def owner_of_wraps(home: Path, space: str, tags: set[bytes]) -> LocalAccount | N
     wraps (by kek_tag), or None. A `connect --dev` killed after writing the wraps and
     before the enrolment left no record of its owner but this: the next one reuses that
     owner instead of making a new one the wraps refuse."""
-    for path in sorted((home / "devchain").glob("owner-0x*.key")):
+    for path in sorted(devchain_dir(home).glob("owner-0x*.key")):
         try:
             account = Account.from_key(path.read_text().strip())
         except (OSError, ValueError):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sqlite3
 from typing import Any, Callable
 
 from sibyl_memory_client.exceptions import SibylMemoryError
@@ -26,9 +27,10 @@ from kint.tenant_worker.push_settings import kept_value, watcher_value
 from kint.tenant_worker.rpc_hint import name_the_endpoint, timeout_named
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.state_health import guarded
-from kint.tenant_worker.statefiles import CorruptStateFile
+from kint.tenant_worker.statefiles import CorruptStateFile, Mirror
 from kint.tenant_worker.status import status, status_if_counted
 from kint.tenant_worker.verify import store_absent, verify as run_verify
+from kint.tenant_worker.verify_empty import no_rows_why
 
 log = logging.getLogger("kint.worker")
 
@@ -58,17 +60,55 @@ def verify(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         # checked against it.
         store = store_file_id(ctx.config.db)
         with ctx.reading(store) as conn:
-            return run_verify(client=ctx.client(store), conn=conn, tenant=ctx.config.tenant,
-                              state=ctx.state, query=args["query"],
-                              limit=args.get("limit") or 5, head=head,
-                              write_refusal=args.get("write", True) is not False)
+            answer = run_verify(client=ctx.client(store), conn=conn, tenant=ctx.config.tenant,
+                                state=ctx.state, query=args["query"],
+                                limit=args.get("limit") or 5, head=head,
+                                write_refusal=args.get("write", True) is not False)
+            # Counted under the same hold, through the same connection: a discard cannot
+            # move the store between Sibyl's search and the count, so both read the one
+            # file. A pull's restore (its replay holds the client per block too) has either
+            # written this tenant's rows by then, and nothing is added, or not, and "`kint
+            # pull` restores them" is what it is doing.
+            return _empty_for_tenant(ctx, conn, answer)
+
+
+def _empty_for_tenant(ctx: SpaceContext, conn: sqlite3.Connection,
+                      answer: dict[str, Any]) -> dict[str, Any]:
+    """`answer`, its `empty_store` reason followed by why when the store exists but holds
+    none of this tenant's rows (verify_empty.py): a mistyped tenant read as an empty store."""
+    if answer["verdict"].get("code") != "empty_store" or answer["hits"]:
+        return answer
+    why = no_rows_why(conn, ctx.config.db, ctx.config.tenant, lambda: _readable_mirror(ctx))
+    if why is not None:
+        answer["reason"] = f"{answer['reason']}: {why}"
+    return answer
+
+
+def _readable_mirror(ctx: SpaceContext) -> Mirror | None:
+    """The rows this machine saw anchored for the space, None when its mirror is garbled:
+    the why's tail is dropped then, and the refusal stays a refusal (decide() answers a
+    garbled mirror with one; raising here would turn it into CORRUPT_STATE, exit 2, where
+    `--json` and memory_verify promise a `decision`). The mirror is named by the next op
+    that relies on it (push, pull, status)."""
+    try:
+        return ctx.state.mirror()
+    except CorruptStateFile:
+        return None
 
 
 def _store_absent(ctx: SpaceContext, query: str) -> dict[str, Any] | None:
     """Verify's answer when the store does not exist (yet, or any more), else None."""
     if os.path.exists(ctx.config.db):
         return None
-    mirror = ctx.state.mirror()
+    try:
+        mirror = ctx.state.mirror()
+    except CorruptStateFile as err:  # a refusal all the same, as _readable_mirror says why
+        answer = store_absent(query, (
+            f"the store {ctx.config.db} does not exist (check --db or SIBYL_MEMORY_DB); "
+            f"kint's state file {err.path} {err.why}, so whether rows anchored from the "
+            f"store are on chain is not known here"))
+        answer["corrupt_file"] = str(err.path)  # named as decide() names it (README)
+        return answer
     if mirror is not None and mirror.rows:
         return store_absent(query, (
             f"the store {ctx.config.db} does not exist, and {len(mirror.rows)} row(s) "

@@ -40,7 +40,7 @@ from kint.chain.devchain.errors import DevchainError
 from kint.chain.devchain.identity import process_identity, recorded_anvil_runs
 from kint.chain.devchain.records import (anchor_file, forget, locked, previous_anchor,
                                          read_record, started_here, state_path)
-from kint.paths import atomic_write
+from kint.paths import atomic_write, devchain_dir
 from kint.pid_file_lock import FOREIGN_FILE_HINT, NotOwnFile, open_own_file
 from kint.protocol import ErrorCode
 from kint.settings.schema import environment_for
@@ -138,7 +138,7 @@ def start(home: Path) -> dict[str, Any]:
         if previous is not None:
             forget(home, previous)
         binary = anvil_binary()
-        folder = home / "devchain"
+        folder = devchain_dir(home)
         state = state_path(home)
         port = free_port()
         url = f"http://127.0.0.1:{port}"

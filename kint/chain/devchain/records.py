@@ -17,13 +17,13 @@ import orjson
 
 from kint.chain.config import devchain_record
 from kint.chain.devchain.errors import DevchainError
-from kint.paths import UnsafePathError, atomic_write, ensure_private_dir
+from kint.paths import UnsafePathError, atomic_write, devchain_dir, ensure_private_dir
 from kint.pid_file_lock import FOREIGN_FILE_HINT, NotOwnFile, open_own_file
 from kint.protocol import ErrorCode
 
 
 def state_path(home: Path) -> Path:
-    return home / "devchain" / "state.json"
+    return devchain_dir(home) / "state.json"
 
 
 def started_here(record: dict[str, Any], home: Path) -> bool:
@@ -34,14 +34,14 @@ def started_here(record: dict[str, Any], home: Path) -> bool:
 
 
 def anchor_file(home: Path) -> Path:
-    return home / "devchain" / "anchor.json"
+    return devchain_dir(home) / "anchor.json"
 
 
 @contextlib.contextmanager
 def locked(home: Path) -> Iterator[None]:
     """One start, stop or clean-up at a time per KINT_HOME."""
     try:
-        folder = ensure_private_dir(ensure_private_dir(home) / "devchain")
+        folder = ensure_private_dir(devchain_dir(ensure_private_dir(home)))
     except UnsafePathError as err:
         raise DevchainError(str(err), hint="KINT_HOME and its devchain/ folder must be plain "
                                            "folders of this user",
