@@ -43,24 +43,28 @@ def source(tmp_path_factory, chain_home):
     sb.shutdown()
 
 
-def _off_the_devchain(root: Path, rpc_url: str, anchor: str) -> Sandbox:
-    """Machine B: no devchain record, its config.toml naming `rpc_url` and A's contract,
-    its session key made beforehand (a machine-wide key, not the space's)."""
+def _off_the_devchain(root: Path, rpc_url: str | None, anchor: str) -> Sandbox:
+    """Machine B: no devchain record, its config.toml naming `rpc_url` (None: none, so
+    KINT_RPC_URL is Base's default) and A's contract, its session key made beforehand (a
+    machine-wide key, not the space's)."""
     sb = make_sandbox(root)
     sb.kint_home.mkdir(mode=0o700, parents=True, exist_ok=True)
-    (sb.kint_home / "config.toml").write_text(f'rpc_url = "{rpc_url}"\ncontract = "{anchor}"\n')
+    named = f'rpc_url = "{rpc_url}"\n' if rpc_url is not None else ""
+    (sb.kint_home / "config.toml").write_text(f'{named}contract = "{anchor}"\n')
     make_session_key(sb)
     sb.start_entitled()
     return sb
 
 
-def _refused_keeping_nothing(sb: Sandbox, out, url: str, chain_id: int) -> None:  # noqa: ANN001
+def _refused_keeping_nothing(sb: Sandbox, out, url: str, chain_id: int,  # noqa: ANN001
+                             todo: str = "point KINT_RPC_URL at",
+                             source: str = "KINT_RPC_URL") -> None:
     assert out.returncode == 2, out.stdout + out.stderr
     message, hint = out.stderr.splitlines()[:2]
-    assert message == (f"kint: error: {url} (KINT_RPC_URL) answers for chain {chain_id}, not "
+    assert message == (f"kint: error: {url} ({source}) answers for chain {chain_id}, not "
                        f"8453, the chain this machine signs for; nothing was connected "
                        f"[STALE_RPC]"), out.stderr
-    assert hint == ("hint: point KINT_RPC_URL at an endpoint of chain 8453; for a local "
+    assert hint == (f"hint: {todo} an endpoint of chain 8453; for a local "
                     "devchain, copy its record ($KINT_HOME/devchain/devchain.json) to this "
                     "machine instead"), out.stderr
     kept = sorted(p.name for p in sb.kint_home.iterdir() if p.name.startswith(KEPT))
@@ -99,3 +103,18 @@ def test_a_new_owners_signature_starts_no_vault_on_another_chain(source, tmp_pat
             assert "eth_chainId" in proxy.calls, proxy.calls
         finally:
             fresh.shutdown()
+
+
+def test_an_endpoint_given_to_rpc_urls_is_named_as_that(source, tmp_path):
+    """KINT_RPC_URL left at Base's default, A's anvil given to `--rpc-urls`: the refusal
+    names `--rpc-urls`, the endpoint's real source, and says to pass it one of Base's; it
+    once said "(KINT_RPC_URL)" and sent the user to a setting that was already right."""
+    fresh = _off_the_devchain(tmp_path / "d", None, source.anchor)
+    try:
+        out = fresh.kint("connect", "--owner", source.owner, "--recovery-code-stdin",
+                         "--rpc-urls", source.devchain_url,
+                         input=recovery_code(source, source.space16) + "\n")
+        _refused_keeping_nothing(fresh, out, source.devchain_url, 31337,
+                                 todo="pass --rpc-urls", source="--rpc-urls")
+    finally:
+        fresh.shutdown()

@@ -48,7 +48,7 @@ from kint import settings
 from kint.chain import devchain
 from kint.chain.anchor import Anchor
 from kint.chain.calls import ChainRefused
-from kint.chain.chain_id import other_chain
+from kint.chain.chain_id import ENDPOINT_NAMES, other_chain
 from kint.chain.config import ChainConfig
 from kint.chain.rpc import RpcUnavailable
 from kint.custody import errors as custody_errors
@@ -111,7 +111,7 @@ def _connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         raise ProtocolError(ErrorCode.BAD_REQUEST, "connect needs a derive signature, a vault "
                             "passphrase or the recovery code")
     check_secrets(owner, args)
-    header, chain_error = _chain_view(ctx, anchor, owner)
+    header, chain_error = _chain_view(ctx, anchor, owner, rpc_given=bool(rpc_urls))
     local = read_wraps(cfg.home, cfg.space_id) if owner_changed is None else None
     may_have_started = wraps_may_be_ours(existing)
     if code is not None:
@@ -149,11 +149,12 @@ def _chain_for(ctx: SpaceContext, args: dict[str, Any]) -> tuple[ChainConfig, li
     return chain, rpc_urls
 
 
-def _chain_view(ctx: SpaceContext, anchor: Anchor,
-                owner: str) -> tuple[ReadableHeader | None, ProtocolError | None]:
+def _chain_view(ctx: SpaceContext, anchor: Anchor, owner: str, *,
+                rpc_given: bool) -> tuple[ReadableHeader | None, ProtocolError | None]:
     """What the chain says (unless KINT_OFFLINE=1): the newest readable header (None when
     the chain holds no epochs), or the RPC_UNAVAILABLE error when it cannot be read, kept
-    so that local wraps can still answer and only a fresh vault is refused for it."""
+    so that local wraps can still answer and only a fresh vault is refused for it.
+    `rpc_given`: the endpoints came from `--rpc-urls` (_refuse_another_chain names it)."""
     header: ReadableHeader | None = None
     chain_error: ProtocolError | None = None
     space = ctx.config.space_id
@@ -161,7 +162,7 @@ def _chain_view(ctx: SpaceContext, anchor: Anchor,
         try:
             say(ctx, "reading the chain head")
             head = read_head(anchor, owner, space)
-            _refuse_another_chain(ctx, anchor.config)
+            _refuse_another_chain(ctx, anchor.config, given=rpc_given)
             if head.seq != 0:
                 header = newest_readable_header(
                     anchor, owner, space, head, command="connect",
@@ -174,7 +175,7 @@ def _chain_view(ctx: SpaceContext, anchor: Anchor,
     return header, chain_error
 
 
-def _refuse_another_chain(ctx: SpaceContext, chain: ChainConfig) -> None:
+def _refuse_another_chain(ctx: SpaceContext, chain: ChainConfig, *, given: bool) -> None:
     """STALE_RPC when the primary endpoint answers for another chain than the one this
     machine signs for (kint.chain.chain_id), as a pull's cold start and `kint doctor` say
     it. Without it a KINT_RPC_URL on another chain whose contract sits at the same address
@@ -185,10 +186,12 @@ def _refuse_another_chain(ctx: SpaceContext, chain: ChainConfig) -> None:
     no second wait; not on the devchain, whose record names the chain its anvil runs. Only
     the primary (KINT_RPC_URL, or the first of `--rpc-urls`) is asked, as a pull asks the
     endpoints it read the head from: connect reads no other, and a second opinion on
-    another chain is its cold start's to refuse."""
+    another chain is its cold start's to refuse. `given`: the endpoint came from
+    `--rpc-urls`, so the words name that option, not the KINT_RPC_URL it stood in for."""
     if chain.devchain:
         return
-    found = other_chain(chain, ctx.tracker, 1, skip_silent=True)
+    names = ("--rpc-urls",) if given else ENDPOINT_NAMES
+    found = other_chain(chain, ctx.tracker, 1, skip_silent=True, names=names)
     if found is not None:
         raise ProtocolError(ErrorCode.STALE_RPC, f"{found[0]}; nothing was connected",
                             found[1])
