@@ -58,6 +58,7 @@ from kint.custody.session_key import create_session_key, session_key_exists
 from kint.custody.vault_cache import cache_data_key
 from kint.custody.wraps import Wrap, read_wraps, write_wraps
 from kint.protocol import ErrorCode, ProtocolError
+from kint.protocol.hints import HEADER_TRANSPORT_HINT
 from kint.tenant_worker import dev_owner
 from kint.tenant_worker.connect_key import (FoundKey, check_secrets, key_from_recovery_code,
                                             key_from_supplied, say, secrets_given,
@@ -161,8 +162,8 @@ def _chain_view(ctx: SpaceContext, anchor: Anchor, owner: str, *,
     if not settings.value("KINT_OFFLINE"):
         try:
             say(ctx, "reading the chain head")
-            head = read_head(anchor, owner, space)
             _refuse_another_chain(ctx, anchor.config, given=rpc_given)
+            head = read_head(anchor, owner, space)
             if head.seq != 0:
                 header = newest_readable_header(
                     anchor, owner, space, head, command="connect",
@@ -181,17 +182,24 @@ def _refuse_another_chain(ctx: SpaceContext, chain: ChainConfig, *, given: bool)
     it. Without it a KINT_RPC_URL on another chain whose contract sits at the same address
     (a local anvil reached without its devchain record) was read as Base: the connect took
     its head, started a fresh vault there or took a key from its header, and recorded the
-    space as connected on Base, where the next pull and push then refused. Asked once the
-    head was read, so an endpoint that does not answer is refused by that read alone, with
-    no second wait; not on the devchain, whose record names the chain its anvil runs. Only
-    the primary (KINT_RPC_URL, or the first of `--rpc-urls`) is asked, as a pull asks the
-    endpoints it read the head from: connect reads no other, and a second opinion on
-    another chain is its cold start's to refuse. `given`: the endpoint came from
-    `--rpc-urls`, so the words name that option, not the KINT_RPC_URL it stood in for."""
+    space as connected on Base, where the next pull and push then refused. Asked before the
+    head: an endpoint of another chain with no contract at the address fails the head read,
+    and a machine holding wraps then connected from them anyway, moving its enrolment to
+    Base. An endpoint that does not answer is the head's RPC_UNAVAILABLE, in its words, so
+    a dead endpoint is still one wait. Not on the devchain, whose record names the chain
+    its anvil runs. Only the primary (KINT_RPC_URL, or the first of `--rpc-urls`) is asked,
+    as a pull asks the endpoints it read the head from: connect reads no other, and a
+    second opinion on another chain is its cold start's to refuse. `given`: the endpoint
+    came from `--rpc-urls`, so the words name that option, not the KINT_RPC_URL it stood
+    in for."""
     if chain.devchain:
         return
     names = ("--rpc-urls",) if given else ENDPOINT_NAMES
-    found = other_chain(chain, ctx.tracker, 1, skip_silent=True, names=names)
+    try:
+        found = other_chain(chain, ctx.tracker, 1, names=names)
+    except RpcUnavailable as err:
+        raise ProtocolError(ErrorCode.RPC_UNAVAILABLE, f"cannot read the chain head: {err}",
+                            HEADER_TRANSPORT_HINT) from None
     if found is not None:
         raise ProtocolError(ErrorCode.STALE_RPC, f"{found[0]}; nothing was connected",
                             found[1])
