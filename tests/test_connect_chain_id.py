@@ -118,3 +118,24 @@ def test_an_endpoint_given_to_rpc_urls_is_named_as_that(source, tmp_path):
                                  todo="pass --rpc-urls", source="--rpc-urls")
     finally:
         fresh.shutdown()
+
+
+def test_join_names_no_head_of_another_chain(source, tmp_path):
+    """`kint join` through A's anvil read as Base: its vault step printed `vault: head epoch
+    N at block B` of that chain, and only its connect step then refused the endpoint. It
+    stops at the vault step now, in connect's words, having said nothing of a head."""
+    fresh = _off_the_devchain(tmp_path / "e", source.devchain_url, source.anchor)
+    try:
+        out = fresh.kint("join", "--owner", source.owner, "--recovery-code-stdin",
+                         "--no-setup", input=recovery_code(source, source.space16) + "\n")
+        assert out.returncode == 2, out.stdout + out.stderr
+        assert "head epoch" not in out.stdout + out.stderr, out.stdout + out.stderr
+        stopped, hint = out.stderr.splitlines()[:2]
+        assert stopped == (f"join stopped at vault: {source.devchain_url} (KINT_RPC_URL) "
+                           f"answers for chain 31337, not 8453, the chain this machine signs "
+                           f"for; join read no head from it [STALE_RPC]"), out.stderr
+        assert hint.startswith("hint: point KINT_RPC_URL at an endpoint of chain 8453"), hint
+        kept = sorted(p.name for p in fresh.kint_home.iterdir() if p.name.startswith(KEPT))
+        assert kept == [], kept
+    finally:
+        fresh.shutdown()
