@@ -201,8 +201,13 @@ def _refuse_another_chain(ctx: SpaceContext, chain: ChainConfig, *, given: bool)
         raise ProtocolError(ErrorCode.RPC_UNAVAILABLE, f"cannot read the chain head: {err}",
                             HEADER_TRANSPORT_HINT) from None
     if found is not None:
-        raise ProtocolError(ErrorCode.STALE_RPC, f"{found[0]}; nothing was connected",
-                            found[1])
+        raise another_chain_refused(found)
+
+
+def another_chain_refused(found: tuple[str, str]) -> ProtocolError:
+    """connect's refusal in kint.chain.chain_id's words (what is wrong, what to do): apart,
+    so that the page that quotes it (docs/new-machine.md) is checked against it."""
+    return ProtocolError(ErrorCode.STALE_RPC, f"{found[0]}; nothing was connected", found[1])
 
 
 def _authorize_on_devchain(ctx: SpaceContext, anchor: Anchor, chain: ChainConfig, owner: str,
