@@ -74,8 +74,9 @@ import http.client
 import json
 import socket
 import threading
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 from urllib.parse import urlsplit
 
 from eth_hash.auto import keccak
@@ -344,6 +345,19 @@ class RpcProxy:
 
     def forward(self) -> None:
         self.set_mode("forward")
+
+    @contextmanager
+    def answering_as(self, chain_id: int) -> Iterator[None]:
+        """Forwarding, eth_chainId answered `chain_id` (recorded as a lie), within; then
+        forwarding as anvil answers. For a connect through the proxy of a space configured
+        for Base (off the devchain's own endpoint): connect refuses an endpoint of another
+        chain, while what a test shows after it (a pull naming anvil's chain) needs the
+        real answer."""
+        self.set_mode("forward", chain_id=chain_id)
+        try:
+            yield
+        finally:
+            self.forward()
 
     def reopen(self) -> None:
         """Listen again on the same port after `close_after` closed it, forwarding."""

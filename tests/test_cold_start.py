@@ -21,6 +21,7 @@ from chain_machines import (RULE_1, connect_with_code, kjson, new_machine, ok,
                             recovery_code)
 from conftest import Sandbox, sibyl_client
 from rpc_proxy import RpcProxy
+from kint.chain.config import BASE_CHAIN_ID
 
 
 @pytest.fixture(scope="module")
@@ -45,12 +46,15 @@ def _fresh(source: Sandbox, root: Path, chain_home: Path, primary: RpcProxy,
     on (a space connected on the devchain and read on Base is refused before the pull
     reads anything, enrolment.py `other_chain`). Its cold start asks a second endpoint that
     disagrees again after half a second (KINT_TEST_SECOND_OPINION_S,
-    tests/support/kint_test_timings.py; 3 s by default)."""
+    tests/support/kint_test_timings.py; 3 s by default). While connect reads the primary it
+    answers eth_chainId as Base's would: connect refuses an endpoint of another chain, as a
+    pull does; the second endpoint is not asked by connect."""
     fresh = new_machine(root, chain_home, KINT_TEST_SECOND_OPINION_S="0.5")
     fresh.kint_home.mkdir(mode=0o700, parents=True, exist_ok=True)
     (fresh.kint_home / "config.toml").write_text(
         f'rpc_url = "{primary.url}"\nrpc_url_2 = "{second.url}"\ncontract = "{source.anchor}"\n')
-    connect_with_code(fresh, source.owner, recovery_code(source, source.space16))
+    with primary.answering_as(BASE_CHAIN_ID):
+        connect_with_code(fresh, source.owner, recovery_code(source, source.space16))
     return fresh
 
 

@@ -102,6 +102,18 @@ def _walk_stops_below_the_head() -> list[str]:
             unserved_below_head(6, 60, head, "no Epoch event at that block", newer=0).message]
 
 
+def _another_chain() -> list[str]:
+    """connect through an endpoint of another chain, off the devchain (Base's chain id)."""
+    from kint.chain.chain_id import on_other_chain
+    from kint.chain.config import BASE_CHAIN_ID, ChainConfig
+    from kint.tenant_worker.connect import another_chain_refused
+
+    chain = ChainConfig(("http://127.0.0.1:8545",), BASE_CHAIN_ID, "0x" + "11" * 20, 1, 0.5)
+    found = on_other_chain(chain, {0: 31337})
+    assert found is not None
+    return [another_chain_refused(found).message]
+
+
 # Each left-out quote of the page, by its first words, and the refusals the code makes there.
 MADE: dict[str, Callable[[], list[str]]] = {
     "derive signature recovers to": _wrong_signer,
@@ -110,6 +122,7 @@ MADE: dict[str, Callable[[], list[str]]] = {
     "cannot read the head epoch: none of the": _no_header_parses,
     "a recovery code cannot start a vault:": _recovery_code_with_nothing_to_check,
     "cannot walk back to epoch": _walk_stops_below_the_head,
+    "http://… (KINT_RPC_URL) answers for chain": _another_chain,
 }
 
 

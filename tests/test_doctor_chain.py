@@ -17,6 +17,7 @@ import pytest
 
 from chain_machines import RULE_1, connect_with_code, kjson, ok, recovery_code
 from conftest import Sandbox, sibyl_client
+from kint.chain.config import BASE_CHAIN_ID
 from kint.commands.doctor import RECOVERY_HINT
 from machines_together import new_machines, side_by_side
 from rpc_proxy import RpcProxy, closed_port_url
@@ -592,9 +593,22 @@ def test_a_space_that_anchored_nothing_moves_chain_on_connect_and_says_so(story)
                     "reads Base (chain id 8453) [CONFIG_INVALID]") in push.stderr, push.stderr
             assert ("; or run `kint connect` again to connect the space on Base"
                     in push.stderr), push.stderr
-            moved = fresh.kint("connect", "--owner", connected["owner"],
-                               "--recovery-code-stdin",
-                               input=recovery_code(fresh, space16) + "\n")
+            # anvil answers for 31337, Base's contract is not on it: the head read fails,
+            # and connect went on from this machine's wraps, moving the enrolment to Base
+            # through an endpoint of the devchain. It refuses that endpoint now, before it.
+            refused = fresh.kint("connect", "--owner", connected["owner"],
+                                 "--recovery-code-stdin",
+                                 input=recovery_code(fresh, space16) + "\n")
+            assert refused.returncode == 2, refused.stdout + refused.stderr
+            assert (f"kint: error: {proxy.url} (KINT_RPC_URL) answers for chain 31337, not "
+                    f"8453, the chain this machine signs for; nothing was connected "
+                    f"[STALE_RPC]") in refused.stderr.splitlines(), refused.stderr
+            enrolment = json.loads((fresh.kint_home / f"enrol-{space16}.json").read_text())
+            assert enrolment["chain_id"] == 31337, enrolment
+            with proxy.answering_as(BASE_CHAIN_ID):  # an endpoint of Base, as kint reads
+                moved = fresh.kint("connect", "--owner", connected["owner"],
+                                   "--recovery-code-stdin",
+                                   input=recovery_code(fresh, space16) + "\n")
             assert moved.returncode == 0, moved.stdout + moved.stderr
             assert ("chain: this space was connected on the devchain (chain id 31337), where "
                     "this machine has anchored or pulled none of its epochs; kint now reads "

@@ -33,6 +33,7 @@ from chain_machines import (connect_with_code, join_devchain, kjson, make_sessio
 from conftest import make_sandbox, sibyl_client, write_store
 from machines_together import running_together
 from rpc_proxy import RpcProxy
+from kint.chain.config import BASE_CHAIN_ID
 from kint.client import KintError
 from kint.envsettings import pid_alive
 from kint.protocol import ProtocolError
@@ -160,8 +161,9 @@ def test_a_second_opinion_out_of_reach_leaves_the_primary_read(machines, chain_h
             (fresh.kint_home / "config.toml").write_text(
                 f'rpc_url = "{proxy.url}"\nrpc_url_2 = "http://127.0.0.1:1"\n'
                 f'contract = "{record["anchor"]}"\n')
-            connect_with_code(fresh, connected["owner"],
-                              recovery_code(source, connected["space"]))
+            with proxy.answering_as(BASE_CHAIN_ID):  # connect refuses another chain's
+                connect_with_code(fresh, connected["owner"],
+                                  recovery_code(source, connected["space"]))
             refused = fresh.kint("pull")
             assert refused.returncode == 6, refused.stdout + refused.stderr
             assert "could not get a second opinion" in refused.stderr, refused.stderr

@@ -17,6 +17,7 @@ from chain_machines import RULE_1, connect_with_code, kjson, new_machine, ok, re
 from conftest import sibyl_client
 from mcp_session import AgentProcess
 from rpc_proxy import RpcProxy
+from kint.chain.config import BASE_CHAIN_ID
 
 OFFLINE_LINE = ("kint: chain head unavailable (KINT_OFFLINE=1); verifying against the local "
                 "mirror only")
@@ -203,10 +204,13 @@ def test_allow_single_rpc_is_the_pulling_commands_own_as_in_v030(machine, tmp_pa
             # cold start asks a second endpoint: here the same one, a trailing slash apart.
             # It connects under that configuration: a space connected on the devchain and
             # read on Base is refused before anything is read (enrolment.py `other_chain`).
+            # The proxy answers as Base's endpoint while it does (connect refuses one of
+            # another chain, as the pulls below do).
             path = fresh.kint_home / "config.toml"
             path.write_text(f'rpc_url = "{proxy.url}"\nrpc_url_2 = "{proxy.url}/"\n'
                             f'contract = "{anchor}"\n')
-            connect_with_code(fresh, machine.owner, recovery_code(machine, machine.space16))
+            with proxy.answering_as(BASE_CHAIN_ID):
+                connect_with_code(fresh, machine.owner, recovery_code(machine, machine.space16))
             refused = fresh.kint("pull")
             assert refused.returncode == 6, refused.stdout + refused.stderr
             assert ("cold start needs a second, independent RPC and KINT_RPC_URL_2 resolves "

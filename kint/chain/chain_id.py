@@ -6,8 +6,8 @@ reached through KINT_RPC_URL with no devchain record here then answers every cal
 were Base: a signature made for 8453 would not verify there, and two endpoints on two
 chains would "disagree on the head". One eth_chainId read of each endpoint names the real
 cause. The CLI (`kint authorize`, `kint session-key show`: one endpoint), a space's worker
-(a cold start's second opinion: both endpoints) and `kint doctor` (its `rpc primary` and
-`rpc secondary` checks, one endpoint each) say it in the same words.
+(a cold start's second opinion: both endpoints; a connect: its primary) and `kint doctor`
+(its `rpc primary` and `rpc secondary` checks, one endpoint each) say it in the same words.
 """
 
 from __future__ import annotations
@@ -29,12 +29,14 @@ def answered_chain_id(chain: ChainConfig, tracker: RpcTracker, index: int) -> in
 
 
 def other_chain(chain: ChainConfig, tracker: RpcTracker, endpoints: int = 1, *,
-                skip_silent: bool = False) -> tuple[str, str] | None:
+                skip_silent: bool = False,
+                names: tuple[str, ...] = ENDPOINT_NAMES) -> tuple[str, str] | None:
     """(what is wrong, what to do) when one of the first `endpoints` endpoints answers for
     another chain than the one kint signs for here, else None. An endpoint that does not
     answer raises RpcUnavailable, or with `skip_silent` (the caller's refusal already says
     it did not answer) is left out. Only the primary and the second opinion are looked at
-    (ENDPOINT_NAMES): a space given more endpoints (`connect --rpc-urls`) asks no other."""
+    (ENDPOINT_NAMES): a space given more endpoints (`connect --rpc-urls`) asks no other.
+    `names` are what the words call the endpoints (on_other_chain)."""
     answers = {}
     for index in range(min(endpoints, len(chain.rpc_urls), len(ENDPOINT_NAMES))):
         try:
@@ -42,30 +44,36 @@ def other_chain(chain: ChainConfig, tracker: RpcTracker, endpoints: int = 1, *,
         except RpcUnavailable:
             if not skip_silent:
                 raise
-    return on_other_chain(chain, answers, endpoints)
+    return on_other_chain(chain, answers, endpoints, names=names)
 
 
-def on_other_chain(chain: ChainConfig, answers: dict[int, int],
-                   endpoints: int = 1) -> tuple[str, str] | None:
+def on_other_chain(chain: ChainConfig, answers: dict[int, int], endpoints: int = 1, *,
+                   names: tuple[str, ...] = ENDPOINT_NAMES) -> tuple[str, str] | None:
     """The one wording, from chain ids already read (`answers`: endpoint index -> the id it
     answered for): each endpoint that answered for another chain, the chain this machine
     signs for, and what to point where; None when every answer is that chain.
 
     `endpoints` is how many endpoints the caller relies on together: with two (a cold
     start's second opinion) the fix is two endpoints of the chain; with one, the endpoint
-    that answered wrong (a check of KINT_RPC_URL_2 alone names KINT_RPC_URL_2)."""
+    that answered wrong (a check of KINT_RPC_URL_2 alone names KINT_RPC_URL_2).
+
+    `names` say where each endpoint came from, so that the words send the user to the real
+    source: the settings by default, `("--rpc-urls",)` for a connect given `--rpc-urls`,
+    whose endpoints replace the settings' (KINT_RPC_URL may be right while they are not)."""
     expected = chain.chain_id
     wrong = [index for index, answered in sorted(answers.items()) if answered != expected]
     if not wrong:
         return None
-    said = [f"{redact_url(chain.rpc_urls[index])} ({ENDPOINT_NAMES[index]}) answers for "
+    said = [f"{redact_url(chain.rpc_urls[index])} ({names[index]}) answers for "
             f"chain {answers[index]}" for index in wrong]
     if endpoints > 1:
         todo = (f"point KINT_RPC_URL and KINT_RPC_URL_2 at two endpoints of chain {expected} "
                 f"(unset, KINT_RPC_URL_2 is Base's public endpoint, whatever KINT_RPC_URL "
                 f"names)")
+    elif names[wrong[0]].startswith("--"):  # an option: given, not pointed
+        todo = f"pass {names[wrong[0]]} an endpoint of chain {expected}"
     else:
-        todo = (f"point {' and '.join(ENDPOINT_NAMES[index] for index in wrong)} at an "
+        todo = (f"point {' and '.join(names[index] for index in wrong)} at an "
                 f"endpoint of chain {expected}")
     if not chain.devchain:  # on the devchain its record is here already
         todo += f"; {_DEVCHAIN_ADVICE}"

@@ -48,6 +48,7 @@ from kint import settings
 from kint.chain import devchain
 from kint.chain.anchor import Anchor
 from kint.chain.calls import ChainRefused
+from kint.chain.chain_id import ENDPOINT_NAMES, other_chain
 from kint.chain.config import ChainConfig
 from kint.chain.rpc import RpcUnavailable
 from kint.custody import errors as custody_errors
@@ -57,6 +58,7 @@ from kint.custody.session_key import create_session_key, session_key_exists
 from kint.custody.vault_cache import cache_data_key
 from kint.custody.wraps import Wrap, read_wraps, write_wraps
 from kint.protocol import ErrorCode, ProtocolError
+from kint.protocol.hints import HEADER_TRANSPORT_HINT
 from kint.tenant_worker import dev_owner
 from kint.tenant_worker.connect_key import (FoundKey, check_secrets, key_from_recovery_code,
                                             key_from_supplied, say, secrets_given,
@@ -110,7 +112,7 @@ def _connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         raise ProtocolError(ErrorCode.BAD_REQUEST, "connect needs a derive signature, a vault "
                             "passphrase or the recovery code")
     check_secrets(owner, args)
-    header, chain_error = _chain_view(ctx, anchor, owner)
+    header, chain_error = _chain_view(ctx, anchor, owner, rpc_given=bool(rpc_urls))
     local = read_wraps(cfg.home, cfg.space_id) if owner_changed is None else None
     may_have_started = wraps_may_be_ours(existing)
     if code is not None:
@@ -153,17 +155,19 @@ def _chain_for(ctx: SpaceContext, args: dict[str, Any]) -> tuple[ChainConfig, li
     return chain, rpc_urls
 
 
-def _chain_view(ctx: SpaceContext, anchor: Anchor,
-                owner: str) -> tuple[ReadableHeader | None, ProtocolError | None]:
+def _chain_view(ctx: SpaceContext, anchor: Anchor, owner: str, *,
+                rpc_given: bool) -> tuple[ReadableHeader | None, ProtocolError | None]:
     """What the chain says (unless KINT_OFFLINE=1): the newest readable header (None when
     the chain holds no epochs), or the RPC_UNAVAILABLE error when it cannot be read, kept
-    so that local wraps can still answer and only a fresh vault is refused for it."""
+    so that local wraps can still answer and only a fresh vault is refused for it.
+    `rpc_given`: the endpoints came from `--rpc-urls` (_refuse_another_chain names it)."""
     header: ReadableHeader | None = None
     chain_error: ProtocolError | None = None
     space = ctx.config.space_id
     if not settings.value("KINT_OFFLINE"):
         try:
             say(ctx, "reading the chain head")
+            _refuse_another_chain(ctx, anchor.config, given=rpc_given)
             head = read_head(anchor, owner, space)
             if head.seq != 0:
                 header = newest_readable_header(
@@ -175,6 +179,40 @@ def _chain_view(ctx: SpaceContext, anchor: Anchor,
                 raise
             chain_error = err
     return header, chain_error
+
+
+def _refuse_another_chain(ctx: SpaceContext, chain: ChainConfig, *, given: bool) -> None:
+    """STALE_RPC when the primary endpoint answers for another chain than the one this
+    machine signs for (kint.chain.chain_id), as a pull's cold start and `kint doctor` say
+    it. Without it a KINT_RPC_URL on another chain whose contract sits at the same address
+    (a local anvil reached without its devchain record) was read as Base: the connect took
+    its head, started a fresh vault there or took a key from its header, and recorded the
+    space as connected on Base, where the next pull and push then refused. Asked before the
+    head: an endpoint of another chain with no contract at the address fails the head read,
+    and a machine holding wraps then connected from them anyway, moving its enrolment to
+    Base. An endpoint that does not answer is the head's RPC_UNAVAILABLE, in its words, so
+    a dead endpoint is still one wait. Not on the devchain, whose record names the chain
+    its anvil runs. Only the primary (KINT_RPC_URL, or the first of `--rpc-urls`) is asked,
+    as a pull asks the endpoints it read the head from: connect reads no other, and a
+    second opinion on another chain is its cold start's to refuse. `given`: the endpoint
+    came from `--rpc-urls`, so the words name that option, not the KINT_RPC_URL it stood
+    in for."""
+    if chain.devchain:
+        return
+    names = ("--rpc-urls",) if given else ENDPOINT_NAMES
+    try:
+        found = other_chain(chain, ctx.tracker, 1, names=names)
+    except RpcUnavailable as err:
+        raise ProtocolError(ErrorCode.RPC_UNAVAILABLE, f"cannot read the chain head: {err}",
+                            HEADER_TRANSPORT_HINT) from None
+    if found is not None:
+        raise another_chain_refused(found)
+
+
+def another_chain_refused(found: tuple[str, str]) -> ProtocolError:
+    """connect's refusal in kint.chain.chain_id's words (what is wrong, what to do): apart,
+    so that the page that quotes it (docs/new-machine.md) is checked against it."""
+    return ProtocolError(ErrorCode.STALE_RPC, f"{found[0]}; nothing was connected", found[1])
 
 
 def _authorize_on_devchain(ctx: SpaceContext, anchor: Anchor, chain: ChainConfig, owner: str,

@@ -41,7 +41,7 @@ def join_chain(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         raise ProtocolError(ErrorCode.BAD_REQUEST, "KINT_OFFLINE=1, and join reads the chain "
                             "head and restores from the chain", "unset KINT_OFFLINE")
     if args.get("head"):
-        out["head"] = _head(anchor, owner, ctx.config.space_id)
+        out["head"] = _head(ctx, anchor, owner)
     if key:
         out.update(_key_facts(anchor, key, owner))
     return out
@@ -57,17 +57,25 @@ def _address(name: str, value: str | None) -> str:
     return checksum_address(value)
 
 
-def _head(anchor: Any, owner: str, space_id: str) -> dict[str, int]:
+def _head(ctx: SpaceContext, anchor: Any, owner: str) -> dict[str, int]:
     """The head's seq and block, or join's vault-step refusals: an endpoint that does not
-    answer (its hint naming what set it), a contract that does not answer as EpochAnchor."""
+    answer (its hint naming what set it), one of another chain (STALE_RPC, asked first, off
+    the devchain: join printed that chain's head as the vault's, and only its connect step
+    after it refused the endpoint, kint.tenant_worker.connect), a contract that does not
+    answer as EpochAnchor."""
     from web3.exceptions import Web3Exception
 
     from kint.chain.calls import ChainRefused
+    from kint.chain.chain_id import other_chain
     from kint.chain.rpc import RpcUnavailable
     from kint.tenant_worker.rpc_hint import endpoint_hint
 
     try:
-        head = anchor.head(owner, space_id)
+        found = None if anchor.config.devchain else other_chain(anchor.config, ctx.tracker)
+        if found is not None:
+            raise ProtocolError(ErrorCode.STALE_RPC, f"{found[0]}; join read no head from it",
+                                found[1])
+        head = anchor.head(owner, ctx.config.space_id)
     except RpcUnavailable as err:
         raise ProtocolError(ErrorCode.RPC_UNAVAILABLE, f"cannot read the chain head: {err}",
                             endpoint_hint(anchor.config)) from None

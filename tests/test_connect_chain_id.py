@@ -1,0 +1,141 @@
+"""`kint connect` through an endpoint of another chain than the one this machine signs for.
+
+Off the devchain (no devchain record here) kint signs for Base, chain 8453, whatever
+KINT_RPC_URL names. A dogfood round pointed a second machine's `rpc_url` at machine A's
+anvil (chain 31337, the EpochAnchor at the address given as `contract`): `kint connect
+--recovery-code-stdin` read that chain's head and header as Base's, exited 0 and recorded
+the space as connected on Base; only the next `kint pull` refused (STALE_RPC, "answers for
+chain 31337, not 8453"). A new owner's connect there started a fresh vault and wrote its
+recovery code. Connect now refuses as that pull does, in the words kint.chain.chain_id
+builds for both, and keeps nothing of the space: no wraps, data key, recovery file,
+enrolment or mirror (kint.tenant_worker.connect `_refuse_another_chain`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from eth_account import Account
+
+from chain_machines import (kjson, make_session_key, new_machine, ok, recovery_code,
+                            wallet_signature)
+from conftest import Sandbox, make_sandbox, write_rules
+from rpc_proxy import RpcProxy
+
+BASE_SEPOLIA = 84532
+# What a connect keeps of a space (kint.paths): none may be written by a refused one.
+KEPT = ("enrol-", "wraps-", "vault-", "RECOVERY-", "mirror-", "watermark-", "pending-")
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory, chain_home):
+    """Machine A: a vault on the session's devchain with one epoch anchored."""
+    sb = new_machine(tmp_path_factory.mktemp("chain-id-source"), chain_home)
+    connected = kjson(sb, "connect", "--dev")
+    sb.owner, sb.space16 = connected["owner"], connected["space"]
+    write_rules(sb.sibyl_db, sb.tenant, release="a rule anchored on the devchain")
+    ok(sb.kint("push"))
+    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    sb.devchain_url, sb.anchor = record["rpc_url"], record["anchor"]
+    yield sb
+    sb.shutdown()
+
+
+def _off_the_devchain(root: Path, rpc_url: str | None, anchor: str) -> Sandbox:
+    """Machine B: no devchain record, its config.toml naming `rpc_url` (None: none, so
+    KINT_RPC_URL is Base's default) and A's contract, its session key made beforehand (a
+    machine-wide key, not the space's)."""
+    sb = make_sandbox(root)
+    sb.kint_home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    named = f'rpc_url = "{rpc_url}"\n' if rpc_url is not None else ""
+    (sb.kint_home / "config.toml").write_text(f'{named}contract = "{anchor}"\n')
+    make_session_key(sb)
+    sb.start_entitled()
+    return sb
+
+
+def _refused_keeping_nothing(sb: Sandbox, out, url: str, chain_id: int,  # noqa: ANN001
+                             todo: str = "point KINT_RPC_URL at",
+                             source: str = "KINT_RPC_URL") -> None:
+    assert out.returncode == 2, out.stdout + out.stderr
+    message, hint = out.stderr.splitlines()[:2]
+    assert message == (f"kint: error: {url} ({source}) answers for chain {chain_id}, not "
+                       f"8453, the chain this machine signs for; nothing was connected "
+                       f"[STALE_RPC]"), out.stderr
+    assert hint == (f"hint: {todo} an endpoint of chain 8453; for a local "
+                    "devchain, copy its record ($KINT_HOME/devchain/devchain.json) to this "
+                    "machine instead"), out.stderr
+    kept = sorted(p.name for p in sb.kint_home.iterdir() if p.name.startswith(KEPT))
+    assert kept == [], kept
+
+
+def test_a_recovery_code_through_the_devchains_anvil_read_as_base_is_refused(source, tmp_path):
+    """The dogfood's machine B: A's anvil as its rpc_url, no devchain record, A's code."""
+    fresh = _off_the_devchain(tmp_path / "b", source.devchain_url, source.anchor)
+    try:
+        out = fresh.kint("connect", "--owner", source.owner, "--recovery-code-stdin",
+                         input=recovery_code(source, source.space16) + "\n")
+        _refused_keeping_nothing(fresh, out, source.devchain_url, 31337)
+        # Nothing says the space is connected: a pull finds no enrolment.
+        pulled = fresh.kint("pull")
+        assert pulled.returncode == 5 and "NOT_CONNECTED" in pulled.stderr, pulled.stderr
+    finally:
+        fresh.shutdown()
+
+
+def test_a_new_owners_signature_starts_no_vault_on_another_chain(source, tmp_path):
+    """A new owner's wallet signature, through an endpoint answering for Base Sepolia: the
+    chain holds no epochs for them, so the connect would start a fresh vault there and
+    write its recovery code."""
+    from kint.custody.vault_message import canonical_payload
+
+    with RpcProxy(source.devchain_url) as proxy:
+        proxy.set_mode("forward", chain_id=BASE_SEPOLIA)
+        fresh = _off_the_devchain(tmp_path / "c", proxy.url, source.anchor)
+        try:
+            owner = Account.create()
+            signed = wallet_signature(owner, canonical_payload(owner.address).decode())
+            out = fresh.kint("connect", "--owner", owner.address, "--signature", "-",
+                             input=signed + "\n")
+            _refused_keeping_nothing(fresh, out, proxy.url, BASE_SEPOLIA)
+            assert "eth_chainId" in proxy.calls, proxy.calls
+        finally:
+            fresh.shutdown()
+
+
+def test_an_endpoint_given_to_rpc_urls_is_named_as_that(source, tmp_path):
+    """KINT_RPC_URL left at Base's default, A's anvil given to `--rpc-urls`: the refusal
+    names `--rpc-urls`, the endpoint's real source, and says to pass it one of Base's; it
+    once said "(KINT_RPC_URL)" and sent the user to a setting that was already right."""
+    fresh = _off_the_devchain(tmp_path / "d", None, source.anchor)
+    try:
+        out = fresh.kint("connect", "--owner", source.owner, "--recovery-code-stdin",
+                         "--rpc-urls", source.devchain_url,
+                         input=recovery_code(source, source.space16) + "\n")
+        _refused_keeping_nothing(fresh, out, source.devchain_url, 31337,
+                                 todo="pass --rpc-urls", source="--rpc-urls")
+    finally:
+        fresh.shutdown()
+
+
+def test_join_names_no_head_of_another_chain(source, tmp_path):
+    """`kint join` through A's anvil read as Base: its vault step printed `vault: head epoch
+    N at block B` of that chain, and only its connect step then refused the endpoint. It
+    stops at the vault step now, in connect's words, having said nothing of a head."""
+    fresh = _off_the_devchain(tmp_path / "e", source.devchain_url, source.anchor)
+    try:
+        out = fresh.kint("join", "--owner", source.owner, "--recovery-code-stdin",
+                         "--no-setup", input=recovery_code(source, source.space16) + "\n")
+        assert out.returncode == 2, out.stdout + out.stderr
+        assert "head epoch" not in out.stdout + out.stderr, out.stdout + out.stderr
+        stopped, hint = out.stderr.splitlines()[:2]
+        assert stopped == (f"join stopped at vault: {source.devchain_url} (KINT_RPC_URL) "
+                           f"answers for chain 31337, not 8453, the chain this machine signs "
+                           f"for; join read no head from it [STALE_RPC]"), out.stderr
+        assert hint.startswith("hint: point KINT_RPC_URL at an endpoint of chain 8453"), hint
+        kept = sorted(p.name for p in fresh.kint_home.iterdir() if p.name.startswith(KEPT))
+        assert kept == [], kept
+    finally:
+        fresh.shutdown()
