@@ -124,7 +124,7 @@ def _built_at_run_time() -> dict[tuple[str, str], Callable[[], Iterator[tuple[st
     builds it, with sample values."""
     from kint.agent_server.tools import DEV_TOOL_REFUSALS
     from kint.chain.calls import INSUFFICIENT_FUNDS, ChainRefused
-    from kint.chain.chain_id import on_other_chain
+    from kint.chain.chain_id import ENDPOINT_NAMES, on_other_chain
     from kint.protocol.hints import FUND_SESSION_KEY_HINT
     from kint.tenant_worker.former_key import FormerKey
     from kint.custody.errors import WrongSigner
@@ -167,6 +167,12 @@ def _built_at_run_time() -> dict[tuple[str, str], Callable[[], Iterator[tuple[st
         for chain in _chains():
             for endpoints in (1, 2):
                 yield "STALE_RPC", on_other_chain(chain, {0: 1, 1: 1}, endpoints)[1]
+
+    def wrong_chain_at_connect() -> Iterator[tuple[str, str]]:
+        # connect's and join's check: the primary, named by its setting or by `--rpc-urls`.
+        for chain in _chains():
+            for names in (ENDPOINT_NAMES, ("--rpc-urls",)):
+                yield "STALE_RPC", on_other_chain(chain, {0: 1}, 1, names=names)[1]
 
     def readable() -> Iterator[tuple[str, str]]:
         for chain_error in (None, Refused("RPC_UNAVAILABLE", "down")):
@@ -240,6 +246,8 @@ def _built_at_run_time() -> dict[tuple[str, str], Callable[[], Iterator[tuple[st
                                             "_connect_again(seen, f'the contract at {now}')"):
             other_chains,
         ("tenant_worker/cold_start.py", "found[1]"): wrong_chain,
+        ("tenant_worker/connect.py", "found[1]"): wrong_chain_at_connect,
+        ("tenant_worker/join_chain.py", "found[1]"): wrong_chain_at_connect,
         ("tenant_worker/connect_key.py", "hint"): not_rekeys,
         ("tenant_worker/custody_errors.py", "wrong_signer_hint(err)"): lambda: iter([(
             "WRONG_KEY", wrong_signer_hint(WrongSigner(ADDRESS, "0x" + "cd" * 20)))]),
