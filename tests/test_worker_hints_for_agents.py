@@ -169,7 +169,8 @@ def _built_at_run_time() -> dict[tuple[str, str], Callable[[], Iterator[tuple[st
                 yield "STALE_RPC", on_other_chain(chain, {0: 1, 1: 1}, endpoints)[1]
 
     def wrong_chain_at_connect() -> Iterator[tuple[str, str]]:
-        # connect's and join's check: the primary, named by its setting or by `--rpc-urls`.
+        # connect's and join's check (connect.another_chain_refused): the primary, named by
+        # its setting or by `--rpc-urls`.
         for chain in _chains():
             for names in (ENDPOINT_NAMES, ("--rpc-urls",)):
                 yield "STALE_RPC", on_other_chain(chain, {0: 1}, 1, names=names)[1]
@@ -247,7 +248,6 @@ def _built_at_run_time() -> dict[tuple[str, str], Callable[[], Iterator[tuple[st
             other_chains,
         ("tenant_worker/cold_start.py", "found[1]"): wrong_chain,
         ("tenant_worker/connect.py", "found[1]"): wrong_chain_at_connect,
-        ("tenant_worker/join_chain.py", "found[1]"): wrong_chain_at_connect,
         ("tenant_worker/connect_key.py", "hint"): not_rekeys,
         ("tenant_worker/custody_errors.py", "wrong_signer_hint(err)"): lambda: iter([(
             "WRONG_KEY", wrong_signer_hint(WrongSigner(ADDRESS, "0x" + "cd" * 20)))]),

@@ -209,10 +209,13 @@ def _refuse_another_chain(ctx: SpaceContext, chain: ChainConfig, *, given: bool)
         raise another_chain_refused(found)
 
 
-def another_chain_refused(found: tuple[str, str]) -> ProtocolError:
-    """connect's refusal in kint.chain.chain_id's words (what is wrong, what to do): apart,
-    so that the page that quotes it (docs/new-machine.md) is checked against it."""
-    return ProtocolError(ErrorCode.STALE_RPC, f"{found[0]}; nothing was connected", found[1])
+def another_chain_refused(found: tuple[str, str],
+                          done: str = "nothing was connected") -> ProtocolError:
+    """The refusal of an endpoint of another chain in kint.chain.chain_id's words (what is
+    wrong, what to do), then what was not done: connect's, and join's vault step's
+    (join_chain._head). Apart, so that the page that quotes it (docs/new-machine.md) is
+    checked against it."""
+    return ProtocolError(ErrorCode.STALE_RPC, f"{found[0]}; {done}", found[1])
 
 
 def _authorize_on_devchain(ctx: SpaceContext, anchor: Anchor, chain: ChainConfig, owner: str,

@@ -68,13 +68,13 @@ def _head(ctx: SpaceContext, anchor: Any, owner: str) -> dict[str, int]:
     from kint.chain.calls import ChainRefused
     from kint.chain.chain_id import other_chain
     from kint.chain.rpc import RpcUnavailable
+    from kint.tenant_worker.connect import another_chain_refused
     from kint.tenant_worker.rpc_hint import endpoint_hint
 
     try:
         found = None if anchor.config.devchain else other_chain(anchor.config, ctx.tracker)
         if found is not None:
-            raise ProtocolError(ErrorCode.STALE_RPC, f"{found[0]}; join read no head from it",
-                                found[1])
+            raise another_chain_refused(found, "join read no head from it")
         head = anchor.head(owner, ctx.config.space_id)
     except RpcUnavailable as err:
         raise ProtocolError(ErrorCode.RPC_UNAVAILABLE, f"cannot read the chain head: {err}",
