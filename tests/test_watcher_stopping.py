@@ -60,7 +60,6 @@ import pytest
 
 from chain_machines import anchored, machine_behind_proxy, new_machine, ok
 from conftest import write_rules, write_store
-from kint.client import KintError
 from support.attach_in_flight import attach_in_flight
 from test_head_lock import _worker
 from test_watcher_own_op import ENV, MET, WAIT, _changed, _op, _pull_held_at_head_read
@@ -89,6 +88,16 @@ def _beats(sb, db, count: int) -> None:
         sb.wait_for(newer, what=f"the stopping worker's beat {n + 1}", **WAIT)
 
 
+
+def _restart_in_flight(sb) -> threading.Thread:
+    """The supervisor's own restart of the space's worker (`sup.restart`), sent on a thread:
+    its stop waits in its grace for the op the test holds."""
+    restarter = threading.Thread(
+        target=sb.call, args=("sup.restart",),
+        kwargs={"args": {"target": sb.tenant}, "timeout_s": 120}, daemon=True)
+    restarter.start()
+    return restarter
+
 def test_the_watcher_stops_as_its_worker_does_and_the_next_worker_pushes_its_rows(
         tmp_path, chain_home):
     hold = tmp_path / "hold-attach"
@@ -112,10 +121,7 @@ def test_the_watcher_stops_as_its_worker_does_and_the_next_worker_pushes_its_row
             caller = attach_in_flight(sb, attached, timeout_s=120)
             sb.wait_for(lambda: (sb.row(db).get("ops_running") or 0) >= 2,
                         what="the held attach in flight beside the pull", **WAIT)
-            restarter = threading.Thread(
-                target=sb.call, args=("sup.restart",),
-                kwargs={"args": {"target": sb.tenant}, "timeout_s": 120}, daemon=True)
-            restarter.start()
+            restarter = _restart_in_flight(sb)
             # The stop begins with the pull in flight: the watcher stops there and then, and
             # says what it leaves (before, nothing was said until a push came due).
             sb.wait_for(lambda: STOPPED in log_path.read_text(),
@@ -179,25 +185,12 @@ def test_a_watcher_an_attach_asks_for_in_the_stops_grace_is_the_next_workers(
         write_rules(db, sb.tenant, second="written before the stop")
         old = sb.row(db)["pid"]
         out: dict = {}
-
-        def attach() -> None:
-            try:
-                out["reply"] = sb.call("attach", db, timeout_s=120,
-                                       args={"session": "agent-1", "watcher": True})
-            except KintError as err:
-                out["error"] = err
-
         hold.touch()
-        caller = threading.Thread(target=attach, daemon=True)
-        caller.start()
-        restarter = None
+        caller = restarter = None
         try:
-            sb.wait_for(lambda: (sb.row(db).get("ops_running") or 0) >= 1,
-                        what="the attach held on the worker's pool", **WAIT)
-            restarter = threading.Thread(
-                target=sb.call, args=("sup.restart",),
-                kwargs={"args": {"target": sb.tenant}, "timeout_s": 120}, daemon=True)
-            restarter.start()
+            # Held on the worker's pool: returned once the worker runs it.
+            caller = attach_in_flight(sb, out, timeout_s=120, watcher=True)
+            restarter = _restart_in_flight(sb)
             sb.wait_for(lambda: STOPPING in log_path.read_text(),
                         what="the worker's stop begun", **WAIT)
             _beats(sb, db, 2)

@@ -13,14 +13,15 @@ from kint.client import Client, KintError
 
 
 def attach_in_flight(sb: Any, outcome: dict[str, Any], timeout_s: float = 90,
-                     client: Client | None = None) -> threading.Thread:
-    """Send `attach` (session `agent-1`, no watcher) for the sandbox `sb`'s store on a
-    thread, and return it once the worker runs it; its result goes to `outcome["reply"]`,
-    its refusal to `outcome["error"]`. `client`: the one to send it on, for a test that
-    looks at that client while it waits (else a client of the call's own)."""
+                     client: Client | None = None, watcher: bool = False) -> threading.Thread:
+    """Send `attach` (session `agent-1`, asking for the store watcher if `watcher`) for the
+    sandbox `sb`'s store on a thread, and return it once the worker runs it; its result
+    goes to `outcome["reply"]`, its refusal to `outcome["error"]`. `client`: the one to
+    send it on, for a test that looks at that client while it waits (else a client of the
+    call's own)."""
 
     def attach() -> None:
-        args = {"session": "agent-1", "watcher": False}
+        args = {"session": "agent-1", "watcher": watcher}
         try:
             if client is None:
                 outcome["reply"] = sb.call("attach", sb.sibyl_db, timeout_s=timeout_s,
