@@ -328,8 +328,7 @@ def _wait_for_supervisor(home: Path, ping, deadline: float, wait_s: float,
                     seen_s = now - stop_seen_at
                     if not stopped and seen_s >= STOP_BOUND_S:
                         raise _stop_not_ended(home, found.pid, seen_s)
-                    said = stop_note.refusal()
-                    raise SupervisorNotReachable(said.message, said.hint)
+                    raise _note_refused(stop_note)
         if now >= deadline:
             raise SupervisorNotReachable(
                 f"the supervisor did not answer within {seconds_text(wait_s)}",
@@ -374,8 +373,7 @@ def silent_supervisor(home: Path, pid: int) -> SupervisorNotReachable:
     (kint/front_closed.py), and, stopped as well, how to resume it."""
     closed = read_note(socket_dir(home), pid)
     if closed is not None:  # stopped too: said so, and how to resume it (its `refusal`)
-        said = closed.refusal()
-        return SupervisorNotReachable(said.message, said.hint)
+        return _note_refused(closed)
     # Stopped, its SIGTERM would pend until it is continued: `kill -CONT`, or `-KILL`.
     stopped = stopped_note(pid)
     hint = stopped_hint(pid) if stopped else (
@@ -383,6 +381,13 @@ def silent_supervisor(home: Path, pid: int) -> SupervisorNotReachable:
     return SupervisorNotReachable(
         f"the supervisor (pid {pid}) runs but does not answer on {front_address(home)}"
         f"{stopped}", hint)
+
+
+def _note_refused(closed: FrontClosed) -> SupervisorNotReachable:
+    """The refusal of a supervisor whose closed door's note says why (FrontClosed.refusal):
+    a silent one's (`silent_supervisor`), and a stopping one's the start waited for."""
+    said = closed.refusal()
+    return SupervisorNotReachable(said.message, said.hint)
 
 
 def unanswering_supervisor(home: Path) -> SupervisorNotReachable | None:
