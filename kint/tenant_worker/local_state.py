@@ -89,9 +89,10 @@ class LocalState:
 
 def _archived(ctx: SpaceContext) -> set[tuple[str, str]]:
     """The store's archived entities (store.archived_entities), read through this thread's
-    connection."""
+    connection. A lock another process holds raises StoreLocked (BUSY, state_health.guarded):
+    the pull runs once it is let go, rather than restore rows the tenant forgot."""
     with ctx.reading() as conn:
-        return archived_entities(conn, ctx.config.tenant)
+        return archived_entities(conn, ctx.config.tenant, ctx.config.db)
 
 
 def local_state(ctx: SpaceContext, head: Head, discard: bool) -> LocalState:

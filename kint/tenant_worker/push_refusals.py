@@ -117,7 +117,7 @@ def rows_to_push(ctx: SpaceContext, mirror: Mirror | None,
         from kint.tenant_worker.drift import hold_error
 
         with ctx.reading() as conn:
-            hold = ctx.drift.evaluate(conn, cfg.tenant, mirror, hold_reason)
+            hold = ctx.drift.evaluate(conn, cfg.tenant, mirror, hold_reason, db=cfg.db)
         if hold is not None:
             raise hold_error(hold)
     return rows

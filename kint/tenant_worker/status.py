@@ -115,7 +115,8 @@ def _chain_status(ctx: SpaceContext) -> dict[str, Any]:
     held = None
     if enrolment is not None and mirror is not None and os.path.exists(ctx.config.db):
         with ctx.reading() as conn:
-            hold = ctx.drift.evaluate(conn, ctx.config.tenant, mirror, "status")
+            hold = ctx.drift.evaluate(conn, ctx.config.tenant, mirror, "status",
+                                      db=ctx.config.db)
         held = hold.to_json() if hold is not None else None
     from kint.tenant_worker import settled_notice
     from kint.tenant_worker.lost_restore import in_progress
