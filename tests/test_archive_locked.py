@@ -29,7 +29,7 @@ import pytest
 from chain_machines import kjson, new_machine
 from conftest import KINT, sibyl_client
 from conftest import write_rules as write
-from kint.protocol.hints import STORE_LOCKED_PULL_HINT
+from kint.protocol.hints import STORE_LOCKED_PULL_HINT, STORE_UNREADABLE_HINT
 from support.locked_store import locked
 
 RESTORING = "restoring them from the first epoch"
@@ -122,6 +122,31 @@ def test_a_pull_over_a_locked_archive_is_busy_and_restores_nothing(machine, tmp_
 
     pulled = kjson(sb, "--tenant", tenant, "--db", str(db), "pull")
     assert pulled["applied"] == [] and pulled["message"].startswith("already at the chain head")
+    assert _rules(db, tenant) == set()
+
+
+def test_a_pull_over_an_archive_kint_does_not_read_names_the_store(machine, tmp_path):
+    """An archive of a shape kint does not read (its `category` renamed, as another Sibyl's
+    might be) raised StoreUnreadable, which no part of the op answered: the pull said
+    "pull failed inside the worker", "a bug in kint", and named no store. Now it names the
+    store and SQLite's error, sends the user to the file, and restores nothing."""
+    sb, tenant = machine, "kint-archive-shape"
+    db = tmp_path / "forgets.db"
+    write(db, tenant, **{"forgotten": "anchored, then forgotten"})
+    kjson(sb, "--tenant", tenant, "--db", str(db), "connect", "--dev")
+    kjson(sb, "--tenant", tenant, "--db", str(db), "push")
+    _forget(db, tenant)
+    with closing(sqlite3.connect(db)) as conn:
+        conn.execute("ALTER TABLE archived_entities RENAME COLUMN category TO cat")
+    log = sb.kint_home / "supervisor.log"
+    said = log.read_text().count(RESTORING)
+
+    out = sb.kint("--tenant", tenant, "--db", str(db), "pull")
+    assert out.returncode != 0 and "[INTERNAL]" in out.stderr, out.stdout + out.stderr
+    assert (f"store {db} cannot be read: no such column: category (SQLITE_ERROR, code 1)"
+            in out.stderr), out.stderr
+    assert STORE_UNREADABLE_HINT in out.stderr and "bug in kint" not in out.stderr, out.stderr
+    assert log.read_text().count(RESTORING) == said
     assert _rules(db, tenant) == set()
 
 
