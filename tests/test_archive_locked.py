@@ -1,12 +1,14 @@
 """A store whose anchored rows its tenant forgot (memory_forget archives an entity) is told
 from one that lost them by its archive (changes.store_lost). A read of that archive that
 another process's lock refused was taken for an empty archive: the pull restored the rows
-the tenant forgot on purpose, and verify said "`kint pull` restores them". Now the lock is
-what it is: the pull answers BUSY and restores nothing, verify says nothing of the rows.
+the tenant forgot on purpose, kint-server's push was held for a human over a "lost" store,
+and verify said "`kint pull` restores them". Now the lock is what it is: the pull and the
+server push answer BUSY, restoring and anchoring nothing, verify says nothing of the rows.
+An archive of a shape kint does not read is refused naming the store, not as a bug in kint.
 
 Real parts: real Sibyl stores, a real second process holding SQLite's exclusive lock on the
-store (support/locked_store.py), and, for the pull, a machine on the session's devchain
-(real supervisor and workers). The lock is taken where a writer that starts between the
+store (support/locked_store.py), and, for the pull and the push, a machine on the session's
+devchain (real supervisor and workers). The lock is taken where a writer that starts between the
 op's two reads would take it: after the store's rows were read, before its archive is. A
 lock held from the start refuses the rows' read first, which was always answered BUSY.
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import sqlite3
 import subprocess
+import threading
 from contextlib import ExitStack, closing
 from pathlib import Path
 
@@ -29,7 +32,8 @@ import pytest
 from chain_machines import kjson, new_machine
 from conftest import KINT, sibyl_client
 from conftest import write_rules as write
-from kint.protocol.hints import STORE_LOCKED_PULL_HINT, STORE_UNREADABLE_HINT
+from kint.protocol.hints import (STORE_LOCKED_PULL_HINT, STORE_LOCKED_PUSH_HINT,
+                                 STORE_UNREADABLE_HINT)
 from support.locked_store import locked
 
 RESTORING = "restoring them from the first epoch"
@@ -123,6 +127,61 @@ def test_a_pull_over_a_locked_archive_is_busy_and_restores_nothing(machine, tmp_
     pulled = kjson(sb, "--tenant", tenant, "--db", str(db), "pull")
     assert pulled["applied"] == [] and pulled["message"].startswith("already at the chain head")
     assert _rules(db, tenant) == set()
+
+
+def test_a_server_push_over_a_locked_archive_is_busy_not_held(machine, tmp_path):
+    """kint-server's push (a `hold_reason`, a session attached: the drift baseline live)
+    reads the archive in its drift check (drift.evaluate, from push_refusals.rows_to_push).
+    Read as empty under the lock, it took the store for a lost one and held the push for a
+    human (HELD, "`kint pull` restores them"). Now BUSY with the push's hint, ending as a
+    refusal over the push's own read of the rows ends: nothing was anchored."""
+    from kint.client import KintError
+    from kint.spaces import resolve
+
+    sb, tenant = machine, "kint-archive-push"
+    db = tmp_path / "forgets.db"
+    write(db, tenant, **{"forgotten": "anchored, then forgotten"})
+    kjson(sb, "--tenant", tenant, "--db", str(db), "connect", "--dev")
+    kjson(sb, "--tenant", tenant, "--db", str(db), "push")
+    _forget(db, tenant)
+    sb.shutdown()  # the workers' connections to the store closed, for the mode's change
+    _rollback_journal(db)
+    sb.start_entitled()
+    ref = resolve(tenant, db)
+    scope = {"tenant": ref.tenant, "db": ref.db, "space": ref.label}
+    with sb.client() as kint:  # the baseline: the store as the session found it
+        kint.call("attach", **scope, args={"session": "agent", "watcher": False},
+                  timeout_s=60)
+
+    reached = Path(str(sb.hold) + ".reached")
+    reached.unlink(missing_ok=True)
+    sb.hold.touch()
+    refused: list[KintError] = []
+
+    def push() -> None:
+        with sb.client() as kint:
+            try:
+                kint.call("push", **scope, args={"hold_reason": "tool"}, timeout_s=120)
+            except KintError as err:
+                refused.append(err)
+
+    pushing = threading.Thread(target=push, daemon=True)
+    pushing.start()
+    try:
+        sb.wait_for(reached.exists, timeout=60, what="the drift check to reach the archive")
+        with locked(db):
+            sb.hold.unlink()
+            pushing.join(timeout=90)
+            assert not pushing.is_alive(), "the push did not end"
+    finally:
+        sb.hold.unlink(missing_ok=True)
+    assert len(refused) == 1, "the push went through over a store that holds none of its rows"
+    busy = refused[0]
+    assert busy.code == "BUSY", busy
+    assert busy.message == (f"the store {db} is locked by another process (database is "
+                            f"locked); nothing was anchored"), busy.message
+    assert busy.hint == STORE_LOCKED_PUSH_HINT
+    assert "push HELD" not in (sb.kint_home / "supervisor.log").read_text()
 
 
 def test_a_pull_over_an_archive_kint_does_not_read_names_the_store(machine, tmp_path):
