@@ -24,8 +24,10 @@ the worker's stop, which no push outlives: the worker stops its watcher as the s
 (`stop`, beside HeadTurn.stop in process.py), so no push comes due in the grace and the
 watcher ticks no more; a store with rows it has not pushed is said, once, to be left for the
 worker's next start if that start can push them (by `start` as its count ends, if the stop
-met that count). Of a push of its own under way only its end is logged (refused by the
-stop's gate, head_lock.TurnStopped, as no failure, if not yet at the space's turn).
+met that count; by `tick` as it ends, if the stop met a tick, which may have marked the store
+dirty or found nothing left since). Of a push of its own under way only its end is logged
+(refused by the stop's gate, head_lock.TurnStopped, as no failure, if not yet at the
+space's turn).
 
 The dirty mark is cleared (and a held push's signature kept) only for a signature read two
 seconds or more after the store's files last changed (store.SettledRule, the rule the
@@ -102,9 +104,10 @@ class Watcher(OwedLook):
         self._own_op = own_op
         self._waited_for: tuple[str, float] | None = None
         self._stop = threading.Event()
-        # Read under it: a push of its own begun (`_fire`), the stop's reason till it is said.
+        # Read under it: a push of its own begun (`_fire`), a tick running (`tick`), the
+        # stop's reason till it is said.
         self._push_lock = threading.Lock()
-        self._pushing = False
+        self._pushing = self._ticking = False
         self._stopped_why: str | None = None
         # Set when the timings may have changed: the wait is measured again (`retime`).
         self._retimed = threading.Event()
@@ -219,17 +222,23 @@ class Watcher(OwedLook):
 
     def stop(self, why: str | None = None) -> None:
         """End the watcher (its thread at its next wake). `why`: the worker's stop began
-        (process.py), and a dirty store's rows are said to be left (`_say_rows_left`)."""
+        (process.py), and a dirty store's rows are said to be left (`_say_rows_left`): now,
+        or by the tick this stop met as it ends (`tick`), or never, over a push of its own
+        under way, whose end is what is logged."""
         with self._push_lock:
             self._stopped_why = self._stopped_why if self._stop.is_set() else why  # the first
             self._stop.set()
-            self._say_rows_left()
+            if self._pushing:
+                self._stopped_why = None
+            elif not self._ticking:
+                self._say_rows_left()
         self._retimed.set()
 
     def _say_rows_left(self) -> None:
-        """The one place that says the stop's line, once, under `_push_lock` (by `stop`, or
-        by `start` as a count the stop met ends): not over a push of its own (`_fire`), nor
-        for `work_left`'s two stores, where the idle stop said it of exactly those it takes."""
+        """The one place that says the stop's line, once, under `_push_lock` (by `stop`, by
+        `start` as a count the stop met ends, or by `tick` as a tick the stop met ends): not
+        over a push of its own (`_fire`), nor for `work_left`'s two stores, where the idle
+        stop said it of exactly those it takes."""
         if self._stopped_why and self.dirty and not self._pushing and not (
                 self.counting.cannot_push or self.counting.lasting):
             log.info("watcher: stopped: %s; %s", self._stopped_why, ROWS_LEFT)
@@ -261,6 +270,20 @@ class Watcher(OwedLook):
             ticked = time.monotonic()
 
     def tick(self, now: float) -> None:
+        """One tick (`_tick`). A stop that meets it leaves its line to the tick's end: begun
+        after the tick read a changed store and before it marked it dirty, the stop saw a
+        clean store and the line went unsaid; begun as its count ran, the stop said it of
+        a store the count then found clean. Said at the end, it is said of what is left."""
+        with self._push_lock:
+            self._ticking = True
+        try:
+            self._tick(now)
+        finally:
+            with self._push_lock:
+                self._ticking = False
+                self._say_rows_left()
+
+    def _tick(self, now: float) -> None:
         self.counting.ticked()  # a failed count's next try may be due (watcher_count.py)
         self.timings.log()
         generation = self._generation()
@@ -370,7 +393,7 @@ class Watcher(OwedLook):
             return
         with self._push_lock:
             if self._stop.is_set():
-                return  # stopped since the tick began: `stop` said what is left
+                return  # stopped since the tick began: `tick` says what is left
             self._pushing = True
         started = time.monotonic()
         log.info("watcher: pushing (%s)", trigger)
