@@ -36,7 +36,8 @@ def test_a_stop_that_meets_a_tick_is_said_once_at_its_end_if_rows_are_left(
     or not (a size check counts one row). Rows are left: the stop's line, once. `where`
     "count": the stop lands as the tick's count of the dirty store runs, and that count
     finds nothing left: no line, the store clean."""
-    from kint.tenant_worker.watcher import ROWS_LEFT, Watcher
+    from kint.tenant_worker.watcher import Watcher
+    from kint.tenant_worker.watcher_push import ROWS_LEFT
 
     monkeypatch.setenv("KINT_QUIET_SECONDS", quiet)
     monkeypatch.setenv("KINT_POLL_SECONDS", "15")
