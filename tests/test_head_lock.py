@@ -268,3 +268,58 @@ def test_once_the_workers_stop_began_the_watchers_push_is_refused_and_a_users_op
             if thread.is_alive():
                 thread.join(30)
         worker.close()
+
+
+@pytest.mark.parametrize("holder_then", ["keeps it", "lets go"])
+def test_a_watchers_push_waiting_for_another_processs_head_lock_ends_at_the_stop(
+        tmp_path, monkeypatch, holder_then):
+    """The store watcher's push (refuse_stopping) passed the stop's gate at the space's
+    turn, then waited up to WAIT_S for the head lock another process held: a stop begun
+    meanwhile neither ended that wait (the worker's stop waited for it, head_op_began set,
+    to the grace's end) nor refused the push once the holder let go, which then started
+    its chain push in the stop's grace, what the gate is for. Now the wait ends refused
+    TurnStopped as the stop begins, whether the holder keeps the lock ("keeps it": it
+    ended BUSY at WAIT_S) or lets go just after ("lets go": the push ran). The holder is
+    a real second process; the push's body past the file lock is the test's."""
+    from kint.tenant_worker import head_lock as head_lock_mod
+    from kint.tenant_worker.head_lock import TurnStopped, head_op
+
+    monkeypatch.setattr(head_lock_mod, "WAIT_S", 5.0)  # main's BUSY, sooner than 30 s
+    worker, _ = _worker(tmp_path)
+    ctx = worker.ctx
+    path = ctx.state.files["head_lock"]
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    outcome: list[object] = []
+
+    def watcher_push() -> None:
+        try:
+            with head_op(ctx, "push", refuse_stopping=True):
+                outcome.append("pushed")
+        except Exception as err:  # noqa: BLE001 - the outcome is the assertion
+            outcome.append(err)
+
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    pusher = threading.Thread(target=watcher_push)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        pusher.start()
+        deadline = time.monotonic() + 30
+        while ctx.head_op_began is None and time.monotonic() < deadline:
+            time.sleep(0.01)  # the push past the gate: at its turn, on to the file
+        assert ctx.head_op_began is not None and ctx.head_op_began[0] == "push"
+        ctx.head_ops.stop("restart")  # as process.py begins the worker's stop
+        if holder_then == "lets go":
+            holder.stdin.close()
+            holder.wait(timeout=30)
+        pusher.join(30)
+        assert not pusher.is_alive()
+    finally:
+        if not holder.stdin.closed:
+            holder.stdin.close()
+        holder.wait(timeout=30)
+        pusher.join(30)
+        worker.close()
+    assert len(outcome) == 1 and isinstance(outcome[0], TurnStopped), outcome
+    assert outcome[0].message == "the worker is stopping (restart)"
+    assert not ctx.head_ops.held and ctx.head_op_began is None

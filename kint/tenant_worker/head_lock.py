@@ -7,7 +7,8 @@ decides.
 second head-moving op of the space is refused BUSY at once, but for a closing server's exit
 push, which waits its turn, one at a time, until the worker stops: `_wait_turn`; once
 the worker's stop began, the store watcher's push does not take it: `TurnStopped`), then
-the file. `settlement_op` is how a worker's start settlement takes them: an op that comes
+the file (for that push, a wait the stop ends too: `_flock_unless_stopped`).
+`settlement_op` is how a worker's start settlement takes them: an op that comes
 meanwhile waits for it, as for the file."""
 
 from __future__ import annotations
@@ -110,16 +111,20 @@ class HeadLockBusy(Exception):
 
 
 @contextmanager
-def head_lock(path: Path, wait_s: float | None = None) -> Iterator[None]:
+def head_lock(path: Path, wait_s: float | None = None,
+              turn: HeadTurn | None = None) -> Iterator[None]:
     """The file lock on `path`, waited for up to `wait_s`, else WAIT_S as it is at the call
     (not at import: the settlement's wait was bound then while an op's was read at each
-    call, so the two could differ)."""
+    call, so the two could differ). `turn`: refused TurnStopped once its stop began, while
+    it waits or as it takes the lock (`_flock_unless_stopped`)."""
     if wait_s is None:
         wait_s = WAIT_S
     ensure_private_dir(path.parent)
     fd = open_own_file(path)  # a link there: NotOwnFile, CORRUPT_STATE (state_health)
     try:
-        if not flock_by(fd, time.monotonic() + wait_s, RETRY_S):
+        deadline = time.monotonic() + wait_s
+        if not (flock_by(fd, deadline, RETRY_S) if turn is None
+                else _flock_unless_stopped(fd, deadline, turn)):
             raise HeadLockBusy()
         try:
             yield
@@ -127,6 +132,32 @@ def head_lock(path: Path, wait_s: float | None = None) -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
+
+
+def _flock_unless_stopped(fd: int, deadline: float, turn: HeadTurn) -> bool:
+    """The file's lock as flock_by takes it, for a push the worker's stop refuses (the store
+    watcher's, `refuse_stopping`): that push passed the stop's gate at the space's turn
+    (`_take`) and then waited up to WAIT_S for another process's hold of the file, which no
+    stop ended. The worker's stop waited for it (it holds the turn) to the grace's end, and
+    a holder that let go meanwhile gave it the lock: it started its chain push in the
+    grace, which the gate is there to prevent. Here the stop (HeadTurn.stop, which wakes
+    this wait) ends the wait refused TurnStopped, and a lock taken as the stop begins is let
+    go refused the same way, before anything is sent."""
+    while True:
+        with turn.changed:
+            _refuse_stopped(turn)
+        if flock_by(fd, time.monotonic(), RETRY_S):  # one try: held by another, False
+            with turn.changed:
+                if turn.stopped is not None:
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+                    raise TurnStopped(turn.stopped)
+            return True
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        with turn.changed:
+            if turn.stopped is None:
+                turn.changed.wait(min(RETRY_S, left))
 
 
 def busy(running: tuple[str, float] | None) -> TurnTaken:
@@ -271,14 +302,17 @@ def head_op(ctx: "SpaceContext", op: str, lock_file: bool = True,
     waited for its turn. The op and when it began go beside its progress line; both are
     cleared when it ends, however it ends. The worker's start settlement is waited for
     (`_take`). `refuse_stopping`: refused once the worker's stop began (the store
-    watcher's push: `_take`)."""
+    watcher's push: `_take`), its wait for another process's head lock included
+    (`_flock_unless_stopped`)."""
     if wait_s is None:
         _take(ctx, op, refuse_stopping)
     else:
         _wait_turn(ctx, op, wait_s)
+    turn = ctx.head_ops
     try:
         if lock_file:
-            with head_lock(ctx.state.files["head_lock"]):
+            with head_lock(ctx.state.files["head_lock"],
+                           turn=turn if refuse_stopping else None):
                 yield
         else:
             yield

@@ -27,7 +27,7 @@ worker's next start if that start can push them (by `start` as its count ends, i
 met that count; by `tick` as it ends, if the stop met a tick, which may have marked the store
 dirty or found nothing left since). Of a push of its own under way only its end is logged
 (refused by the stop's gate, head_lock.TurnStopped, as no failure, if not yet at the
-space's turn).
+space's turn, or still waiting for another process's head lock).
 
 The dirty mark is cleared (and a held push's signature kept) only for a signature read two
 seconds or more after the store's files last changed (store.SettledRule, the rule the
