@@ -6,6 +6,7 @@ holder here is a real second process.
 
 from __future__ import annotations
 
+import logging
 import re
 import subprocess
 import sys
@@ -271,28 +272,38 @@ def test_once_the_workers_stop_began_the_watchers_push_is_refused_and_a_users_op
 
 
 @pytest.mark.parametrize("holder_then", ["keeps it", "lets go"])
-def test_a_watchers_push_waiting_for_another_processs_head_lock_ends_at_the_stop(
-        tmp_path, monkeypatch, holder_then):
-    """The store watcher's push (refuse_stopping) passed the stop's gate at the space's
-    turn, then waited up to WAIT_S for the head lock another process held: a stop begun
-    meanwhile neither ended that wait (the worker's stop waited for it, head_op_began set,
-    to the grace's end) nor refused the push once the holder let go, which then started
-    its chain push in the stop's grace, what the gate is for. Now the wait ends refused
-    TurnStopped as the stop begins, whether the holder keeps the lock ("keeps it": it
-    ended BUSY at WAIT_S) or lets go just after ("lets go": the push ran). The holder is
-    a real second process; the push's body past the file lock is the test's."""
+@pytest.mark.parametrize("pusher", ["watcher", "exit"])
+def test_a_workers_own_push_waiting_for_another_processs_head_lock_ends_at_the_stop(
+        tmp_path, monkeypatch, caplog, pusher, holder_then):
+    """The worker's own pushes (refuse_stopping, as sessions.server_push asks: the store
+    watcher's, and the exit push's once it holds its turn) passed the stop's gate at the
+    space's turn, then waited up to WAIT_S for the head lock another process held: a stop
+    begun meanwhile neither ended that wait (the worker's stop waited for it, head_op_began
+    set, to the grace's end) nor refused the push once the holder let go, which then
+    started its chain push in the stop's grace, what the gate is for. Now the wait ends
+    refused TurnStopped as the stop begins, whether the holder keeps the lock ("keeps it":
+    it ended BUSY at WAIT_S) or lets go just after ("lets go": the push ran). The exit push
+    (the real sessions.exit_push, its turn free) logs that it was not started and that
+    its rows stay in the store for the worker's next start, no failure. The holder is a
+    real second process; the watcher's push body past the file lock is the test's."""
     from kint.tenant_worker import head_lock as head_lock_mod
     from kint.tenant_worker.head_lock import TurnStopped, head_op
+    from kint.tenant_worker.sessions import exit_push
 
-    monkeypatch.setattr(head_lock_mod, "WAIT_S", 5.0)  # main's BUSY, sooner than 30 s
+    # Without the stop's wake the wait ends BUSY at WAIT_S: shortened from 30 s.
+    monkeypatch.setattr(head_lock_mod, "WAIT_S", 5.0)
+    caplog.set_level(logging.INFO, logger="kint.worker")
     worker, seen = _worker(tmp_path)
     ctx = worker.ctx
     path = ctx.state.files["head_lock"]
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     outcome: list[object] = []
 
-    def watcher_push() -> None:
+    def push() -> None:
         try:
+            if pusher == "exit":
+                outcome.append(exit_push(ctx, {}))
+                return
             with head_op(ctx, "push", refuse_stopping=True):
                 outcome.append("pushed")
         except Exception as err:  # noqa: BLE001 - the outcome is the assertion
@@ -300,10 +311,10 @@ def test_a_watchers_push_waiting_for_another_processs_head_lock_ends_at_the_stop
 
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True)
-    pusher = threading.Thread(target=watcher_push)
+    pusher_thread = threading.Thread(target=push)
     try:
         assert holder.stdout.readline() == "held\n"
-        pusher.start()
+        pusher_thread.start()
         # The push waits for the file on the turn's Condition (its one wait there: the turn
         # is free), so the stop below ends that wait rather than meet the gate before it.
         assert seen.waiting(1)
@@ -312,14 +323,19 @@ def test_a_watchers_push_waiting_for_another_processs_head_lock_ends_at_the_stop
         if holder_then == "lets go":
             holder.stdin.close()
             holder.wait(timeout=30)
-        pusher.join(30)
-        assert not pusher.is_alive()
+        pusher_thread.join(30)
+        assert not pusher_thread.is_alive()
     finally:
         if not holder.stdin.closed:
             holder.stdin.close()
         holder.wait(timeout=30)
-        pusher.join(30)
+        pusher_thread.join(30)
         worker.close()
     assert len(outcome) == 1 and isinstance(outcome[0], TurnStopped), outcome
     assert outcome[0].message == "the worker is stopping (restart)"
     assert not ctx.head_ops.held and ctx.head_op_began is None
+    if pusher == "exit":
+        assert (f"space {ctx.config.space16}: exit push not started: the worker is stopping "
+                f"(restart); any rows it would push stay in the store for the worker's next "
+                f"start") in caplog.text, caplog.text
+        assert "exit push not made" not in caplog.text, caplog.text
