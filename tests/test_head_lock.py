@@ -339,3 +339,36 @@ def test_a_workers_own_push_waiting_for_another_processs_head_lock_ends_at_the_s
                 f"(restart); any rows it would push stay in the store for the worker's next "
                 f"start") in caplog.text, caplog.text
         assert "exit push not made" not in caplog.text, caplog.text
+
+
+def test_a_stop_just_after_the_last_try_for_the_file_is_refused_as_a_stop_not_busy(
+        tmp_path, monkeypatch):
+    """A stop that lands between the last failed try for another process's head lock and
+    the wait's deadline was BUSY (HeadLockBusy), so the watcher logged the backoff's failure
+    line rather than its `not started` one: it is TurnStopped, as a stop at any other
+    moment of the wait. The last try is the real flock_by, against a real second process,
+    wrapped so the stop begins just after it (a deadline of 0: that try is the last)."""
+    from kint.tenant_worker import head_lock as head_lock_mod
+    from kint.tenant_worker.head_lock import HeadTurn, TurnStopped
+
+    path = space_files(tmp_path / "kint", SPACE16)["head_lock"]
+    path.parent.mkdir(mode=0o700)
+    turn = HeadTurn()
+    real_flock_by = head_lock_mod.flock_by
+
+    def tried_then_stopped(fd: int, deadline: float, every_s: float) -> bool:
+        took = real_flock_by(fd, deadline, every_s)
+        turn.stop("restart")
+        return took
+
+    monkeypatch.setattr(head_lock_mod, "flock_by", tried_then_stopped)
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        with pytest.raises(TurnStopped, match=r"^the worker is stopping \(restart\)$"):
+            with head_lock(path, wait_s=0, turn=turn):
+                pytest.fail("took the head lock another process holds")
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)

@@ -160,12 +160,14 @@ def _flock_unless_stopped(fd: int, deadline: float, turn: HeadTurn) -> bool:
                     fcntl.flock(fd, fcntl.LOCK_UN)
                     raise TurnStopped(turn.stopped)
             return True
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return False
         with turn.changed:
-            if turn.stopped is None:
-                turn.changed.wait(min(RETRY_S, left))
+            # A stop since the try is refused as one at the deadline too, where BUSY made
+            # the watcher log the backoff's failure, not its `not started` line.
+            _refuse_stopped(turn)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            turn.changed.wait(min(RETRY_S, left))
 
 
 def busy(running: tuple[str, float] | None) -> TurnTaken:
