@@ -4,8 +4,10 @@ found due (`_fire`), waits for an op of the space this worker runs (`_op_runs`, 
 records a failed push for the backoff (`_failed`), and ends the watcher as the worker's
 stop begins (`stop`), saying once that a store's rows are left for the worker's next start
 (`_say_rows_left`). Kept apart from the ticks and the counts, which decide when a push is
-due: the stop's line is decided here, against a push of its own under way (`_pushing`) and
-a tick running (`_ticking`), both read under `_push_lock`.
+due. The stop's line is said only by `_say_rows_left`, here, against a push of its own
+under way (`_pushing`) and a tick running (`_ticking`), both read under `_push_lock`; its
+other two callers are in watcher.py: `tick`, which sets `_ticking` and says the line as a
+tick the stop met ends, and `start`, as a start's count the stop met ends.
 """
 
 from __future__ import annotations
