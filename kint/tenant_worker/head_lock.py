@@ -154,7 +154,9 @@ def _flock_unless_stopped(fd: int, deadline: float, turn: HeadTurn) -> bool:
     while True:
         with turn.changed:
             _refuse_stopped(turn)
-        if flock_by(fd, time.monotonic(), RETRY_S):  # one try: held by another, False
+        # One try: with its deadline already past, flock_by tries once and never sleeps
+        # (False: another process holds the file); the wait is this loop's, on the turn.
+        if flock_by(fd, time.monotonic(), RETRY_S):
             with turn.changed:
                 if turn.stopped is not None:
                     fcntl.flock(fd, fcntl.LOCK_UN)
