@@ -186,8 +186,9 @@ def test_an_idle_worker_exits_without_counting_as_a_crash_and_comes_back(tmp_pat
         sb.shutdown()
 
 
-# How long the second supervisor tries for the held pid lock before it says one is running,
-# here (3 s for a user): through the test launcher's knob (tests/support/kint_test_timings.py).
+# How long the second supervisor tries through clients' looks at the pid lock, here (3 s for
+# a user; a supervisor's lock is refused at once, tests/test_pid_lock_loser.py): through the
+# test launcher's knob (tests/support/kint_test_timings.py).
 PID_LOCK_RETRY_S = 0.5
 
 

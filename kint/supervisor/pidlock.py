@@ -3,7 +3,9 @@ anyone reads who holds it.
 
 It reads `PID` while the supervisor starts and `PID serving` once its sockets are bound,
 so a client can tell a supervisor still starting from one that should answer and does not.
-A second supervisor that finds it held exits at once.
+A second supervisor that finds it held exits at once: it tries again only while clients'
+shared looks hold it, never while another supervisor does, so that it never takes the
+home from under a `kint supervisor stop` of the one that held it.
 
 Kept apart from `autostart` (which starts supervisors) because every client call asks
 who holds the lock, and that question must not load what starting one needs: a fresh
@@ -23,7 +25,8 @@ PID_FILE = "supervisor.pid"
 SERVING = "serving"
 
 # A client checking whether a supervisor runs holds a shared lock on the pid file for an
-# instant; a starting supervisor retries this long before deciding another one runs.
+# instant; a starting supervisor retries through such looks this long at most. Another
+# supervisor's exclusive lock is not retried: it runs (pid_file_lock.flock_past_looks).
 PID_LOCK_RETRY_S = 3.0
 
 
@@ -34,9 +37,11 @@ class AlreadyRunning(Exception):
 def hold_pid_lock(home: Path, before_named: Callable[[], None] | None = None) -> int:
     """Take the pid lock of `home` for this process and write its pid; returns the open
     file, which must stay open while this process is the supervisor. Raises
-    AlreadyRunning when another supervisor holds it (tried for PID_LOCK_RETRY_S, since a
-    client's look holds the same file for an instant). `before_named` runs with the lock
-    held, before the file names this process (pid_file_lock.hold_pid_file)."""
+    AlreadyRunning at once when another supervisor holds it, and when clients' looks keep
+    it past PID_LOCK_RETRY_S (each holds a shared lock on the file for an instant): a
+    loser that waited for the winner to let go took the home from its `kint supervisor
+    stop`. `before_named` runs with the lock held, before the file names this process
+    (pid_file_lock.hold_pid_file)."""
     # Here, not at the top: only a starting supervisor holds the lock, and every client
     # imports this module to look at it (`kint supervisor status` keeps to the client's
     # modules, tests/test_cli.py).

@@ -36,9 +36,11 @@ the worker forkserver by the test supervisor (run_supervisor.py), which also cal
   (`kint.tenant_worker.cold_start.SECOND_OPINION_RETRY_S`, 3 s), where a test's endpoint
   disagrees on purpose, every time.
 - `KINT_TEST_PID_LOCK_RETRY_S` (set only by tests): how long a supervisor starting keeps
-  trying for a pid lock another one holds before it says one is already running
-  (`kint.supervisor.pidlock.PID_LOCK_RETRY_S`, 3 s), for a `kint supervisor start
-  --foreground` started through run_kint.py next to a running supervisor.
+  trying for a pid lock that clients' shared looks hold before it says one is already
+  running (`kint.supervisor.pidlock.PID_LOCK_RETRY_S`, 3 s; another supervisor's lock is
+  refused at once), for a `kint supervisor start --foreground` started through run_kint.py
+  next to a running supervisor or a held look (lengthened there, so that a loaded box never
+  ends the retry before the test has seen it retry).
 - `KINT_TEST_HOUSEKEEPING_S` (set only by tests): how often the supervisor checks its logs'
   size and kint's installed files (`kint.supervisor.housekeeping.HOUSEKEEPING_EVERY_S`,
   5 s), so that a test sees a log rotated, or an upgrade on disk, within a second. Read by

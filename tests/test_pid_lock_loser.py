@@ -1,0 +1,128 @@
+"""A supervisor that finds KINT_HOME's pid lock held (kint/supervisor/pidlock.py), with real
+processes: it tries again only while clients' shared looks hold the lock, and gives up at
+once on another supervisor's exclusive one. It used to try for PID_LOCK_RETRY_S whoever
+held it, so a loser of two starts at once took the home the moment a `kint supervisor
+stop` let the winner go, and the home the user had just stopped was served again.
+
+Each test waits for the starting supervisor to be inside its retry: its pid file open and
+the process asleep (the retry's pause; no other step between the open and the flock
+sleeps), with its retry lengthened through the test launcher's knob
+(tests/support/kint_test_timings.py) so that a loaded box never ends it first."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import SUPPORT, wait_until
+from kint.paths import run_dir
+from kint.proc_stat import read_stat
+from kint.supervisor.pidlock import PID_FILE, holder, running_pid
+
+# Longer than any test here waits: the retry must never be what ends the start.
+RETRY_S = "120"
+# Holds a shared lock on the pid file, as a client's look does for an instant (held_bytes),
+# until its stdin closes: the look a starting supervisor must not take for a supervisor.
+LOOKING = """
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+print("looking", flush=True)
+sys.stdin.read()
+"""
+
+
+def _start_foreground(sandbox, err: Path) -> subprocess.Popen[bytes]:
+    """`kint supervisor start --foreground` of the sandbox's home, its stderr in `err`."""
+    with open(err, "wb") as fh:
+        return subprocess.Popen(
+            [sys.executable, str(SUPPORT / "run_kint.py"), "supervisor", "start", "--foreground"],
+            env={**sandbox.env, "KINT_TEST_PID_LOCK_RETRY_S": RETRY_S},
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=fh,
+            start_new_session=True)
+
+
+def _retrying(proc: subprocess.Popen[bytes], pid_file: Path) -> bool:
+    """Whether `proc` has the pid file open and sleeps: inside the lock's retry."""
+    try:
+        names = [os.readlink(f"/proc/{proc.pid}/fd/{fd}")
+                 for fd in os.listdir(f"/proc/{proc.pid}/fd")]
+    except OSError:
+        return False
+    stat = read_stat(proc.pid)
+    return str(pid_file) in names and stat is not None and stat.state == "S"
+
+
+def test_a_start_beside_a_running_supervisor_never_takes_the_home_from_its_stop(sandbox,
+                                                                               tmp_path):
+    """A second supervisor started while one runs exits at once (2, naming it), so the
+    `kint supervisor stop` that follows leaves no supervisor. Before, it waited on the
+    lock and took the home as the stopped one let go: the stop said a new one had started
+    since, and the home was served again."""
+    first = sandbox.start()
+    home = sandbox.kint_home
+    pid_file = run_dir(home) / PID_FILE
+    err = tmp_path / "second.err"
+    second = _start_foreground(sandbox, err)
+    try:
+        assert wait_until(lambda: second.poll() is not None or _retrying(second, pid_file),
+                          timeout=60)
+        stopped = sandbox.kint("supervisor", "stop", "--json")
+        assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+        assert json.loads(stopped.stdout) == {"stopped": True, "pid": first,
+                                              "kint_home": str(home),
+                                              "kint_home_exists": True,
+                                              "started_since": None}, stopped.stdout
+        # Exited, or (the fault) serving the home in its place.
+        assert wait_until(lambda: second.poll() is not None or running_pid(home) is not None,
+                          timeout=60)
+        assert running_pid(home) is None
+        assert second.wait(timeout=60) == 2
+        said = err.read_text()
+        assert said.startswith(f"kint: error: a supervisor is already running for {home} "
+                               f"(pid {first}); this one exits [BUSY]\n"), said
+    finally:
+        if second.poll() is None:  # it took the home: stopped as any supervisor of it
+            sandbox.shutdown()
+            second.wait(timeout=60)
+
+
+def test_a_start_waits_out_a_clients_look_at_the_lock(sandbox, tmp_path):
+    """What the retry is for: a client looking whether a supervisor runs holds a shared
+    lock on the pid file, and a supervisor starting meanwhile waits for the look to end
+    and takes the home, rather than exit as if another supervisor ran."""
+    home = sandbox.kint_home
+    run_dir(home).mkdir(parents=True, mode=0o700)
+    home.chmod(0o700)
+    pid_file = run_dir(home) / PID_FILE
+    look = subprocess.Popen([sys.executable, "-c", LOOKING, str(pid_file)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    started = None
+    try:
+        assert look.stdout.readline().strip() == "looking"
+        started = _start_foreground(sandbox, tmp_path / "started.err")
+        assert wait_until(lambda: started.poll() is not None or _retrying(started, pid_file),
+                          timeout=60)
+        assert started.poll() is None, (tmp_path / "started.err").read_text()
+        probe = os.open(pid_file, os.O_RDONLY)
+        try:  # the look still holds it alone: nobody has it exclusively
+            fcntl.flock(probe, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        finally:
+            os.close(probe)
+        look.stdin.close()
+        look.wait(timeout=30)
+        found = wait_until(lambda: (h := holder(home)) is not None and h.serving and h,
+                           timeout=60)
+        assert found and found.pid == started.pid, found
+        assert sandbox.client().ping(10.0)
+    finally:
+        if look.poll() is None:
+            look.stdin.close()
+            look.wait(timeout=30)
+        if started is not None and started.poll() is None:
+            sandbox.shutdown()
+            started.wait(timeout=60)
