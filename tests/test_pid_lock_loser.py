@@ -18,11 +18,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import SUPPORT, wait_until
 from kint.paths import run_dir
 from kint.proc_stat import read_stat
 from kint.supervisor.pidlock import PID_FILE, holder, running_pid
 
+# Where /proc/PID/fd is not (macOS), a test that watches a process's open files is skipped.
+ON_PROC = pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="reads /proc/PID/fd")
 # Longer than any test here waits: the retry must never be what ends the start.
 RETRY_S = "120"
 # Holds a shared lock on the pid file, as a client's look does for an instant (held_bytes),
@@ -91,6 +95,7 @@ def test_a_start_beside_a_running_supervisor_never_takes_the_home_from_its_stop(
             second.wait(timeout=60)
 
 
+@ON_PROC
 def test_a_start_waits_out_a_clients_look_at_the_lock(sandbox, tmp_path):
     """What the retry is for: a client looking whether a supervisor runs holds a shared
     lock on the pid file, and a supervisor starting meanwhile waits for the look to end
