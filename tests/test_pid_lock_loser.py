@@ -4,10 +4,11 @@ once on another supervisor's exclusive one. It used to try for PID_LOCK_RETRY_S 
 held it, so a loser of two starts at once took the home the moment a `kint supervisor
 stop` let the winner go, and the home the user had just stopped was served again.
 
-Each test waits for the starting supervisor to be inside its retry: its pid file open and
-the process asleep (the retry's pause; no other step between the open and the flock
-sleeps), with its retry lengthened through the test launcher's knob
-(tests/support/kint_test_timings.py) so that a loaded box never ends it first."""
+The first two tests wait for the starting supervisor to be inside its retry: its pid file
+open and the process asleep (the retry's pause; no other step between the open and the
+flock sleeps), with its retry lengthened through the test launcher's knob
+(tests/support/kint_test_timings.py) so that a loaded box never ends it first. The last two
+hold the lock as a winner does before it names itself, and check whom the loser names."""
 
 from __future__ import annotations
 
@@ -40,25 +41,30 @@ sys.stdin.read()
 """
 
 
-def _start_foreground(sandbox, err: Path) -> subprocess.Popen[bytes]:
-    """`kint supervisor start --foreground` of the sandbox's home, its stderr in `err`."""
+def _start_foreground(sandbox, err: Path, **env: str) -> subprocess.Popen[bytes]:
+    """`kint supervisor start --foreground` of the sandbox's home, its stderr in `err`,
+    `env` added to its environment."""
     with open(err, "wb") as fh:
         return subprocess.Popen(
             [sys.executable, str(SUPPORT / "run_kint.py"), "supervisor", "start", "--foreground"],
-            env={**sandbox.env, "KINT_TEST_PID_LOCK_RETRY_S": RETRY_S},
+            env={**sandbox.env, "KINT_TEST_PID_LOCK_RETRY_S": RETRY_S, **env},
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=fh,
             start_new_session=True)
 
 
+def _has_open(proc: subprocess.Popen[bytes], path: Path) -> bool:
+    """Whether `proc` has `path` open (False once it exited)."""
+    try:
+        return any(os.readlink(f"/proc/{proc.pid}/fd/{fd}") == str(path)
+                   for fd in os.listdir(f"/proc/{proc.pid}/fd"))
+    except OSError:  # it exited, or a descriptor closed as it was read
+        return False
+
+
 def _retrying(proc: subprocess.Popen[bytes], pid_file: Path) -> bool:
     """Whether `proc` has the pid file open and sleeps: inside the lock's retry."""
-    try:
-        names = [os.readlink(f"/proc/{proc.pid}/fd/{fd}")
-                 for fd in os.listdir(f"/proc/{proc.pid}/fd")]
-    except OSError:
-        return False
     stat = read_stat(proc.pid)
-    return str(pid_file) in names and stat is not None and stat.state == "S"
+    return stat is not None and stat.state == "S" and _has_open(proc, pid_file)
 
 
 def test_a_start_beside_a_running_supervisor_never_takes_the_home_from_its_stop(sandbox,
@@ -131,3 +137,69 @@ def test_a_start_waits_out_a_clients_look_at_the_lock(sandbox, tmp_path):
         if started is not None and started.poll() is None:
             sandbox.shutdown()
             started.wait(timeout=60)
+
+
+def _held_over_a_gone_supervisors_line(home: Path) -> tuple[int, int]:
+    """The pid lock of `home` held by this process with the file still saying what a
+    stopped supervisor wrote (`PID serving`), as the winner of two starts at once holds it
+    before it writes its pid (pid_file_lock.hold_pid_file: the lock, then what the last one
+    left cleared, then the pid). The held descriptor, and the gone supervisor's pid."""
+    run_dir(home).mkdir(parents=True, mode=0o700)
+    home.chmod(0o700)
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait(timeout=60)  # exited and reaped: its pid is no process's
+    pid_file = run_dir(home) / PID_FILE
+    pid_file.write_text(f"{gone.pid} serving\n")
+    pid_file.chmod(0o600)
+    fd = os.open(pid_file, os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return fd, gone.pid
+
+
+def test_a_loser_never_names_a_gone_supervisor(sandbox, tmp_path):
+    """A supervisor refused the lock while the file still names the last, stopped,
+    supervisor names no pid (its hint points at `kint supervisor status`): it named that
+    gone pid, which some other process may have by now, whenever the winner of two starts
+    at once had taken the lock and not yet written its pid (2 races in 40, review36e)."""
+    home = sandbox.kint_home
+    held, gone = _held_over_a_gone_supervisors_line(home)
+    err = tmp_path / "loser.err"
+    try:
+        loser = _start_foreground(sandbox, err)
+        assert loser.wait(timeout=60) == 2
+    finally:
+        os.close(held)
+    said = err.read_text()
+    assert said.startswith(f"kint: error: a supervisor is already running for {home}; "
+                           "this one exits [BUSY]\n"), (gone, said)
+
+
+@ON_PROC
+def test_a_loser_names_the_winner_once_it_writes_its_pid(sandbox, tmp_path):
+    """The loser of two starts at once, refused before the winner wrote its pid, looks
+    again and names the winner: this process writes its pid once the loser is seen asleep
+    with the pid file closed, in its looks' pause (it sleeps nowhere else before it exits;
+    were it seen so before its refusal, it would read this pid at once, and the test
+    still holds). Before, it exited at once naming the gone supervisor."""
+    home = sandbox.kint_home
+    held, gone = _held_over_a_gone_supervisors_line(home)
+    pid_file = run_dir(home) / PID_FILE
+    err = tmp_path / "loser.err"
+    try:
+        loser = _start_foreground(sandbox, err, KINT_TEST_PID_NAMED_S=RETRY_S)
+
+        def looking_again() -> bool:
+            stat = read_stat(loser.pid)
+            return (stat is not None and stat.state == "S"
+                    and not _has_open(loser, pid_file))
+
+        assert wait_until(lambda: loser.poll() is not None or looking_again(), timeout=60)
+        assert loser.poll() is None, (gone, err.read_text())
+        os.ftruncate(held, 0)  # as write_holder names the holder
+        os.pwrite(held, f"{os.getpid()}\n".encode(), 0)
+        assert loser.wait(timeout=60) == 2
+    finally:
+        os.close(held)
+    said = err.read_text()
+    assert said.startswith(f"kint: error: a supervisor is already running for {home} "
+                           f"(pid {os.getpid()}); this one exits [BUSY]\n"), (gone, said)

@@ -37,7 +37,7 @@ from kint.protocol import ErrorCode
 from kint.seconds_text import seconds_text
 from kint.socket_paths import front_address, socket_dir
 from kint.supervisor.pidlock import (PID_FILE, AlreadyRunning, hold_pid_lock, holder,
-                                     mark_serving)
+                                     mark_serving, named_holder)
 from kint.supervisor.settings import STOP_BOUND_S
 
 log = logging.getLogger("kint.supervisor")
@@ -92,9 +92,10 @@ def run_foreground(home: Path, extra_preload: tuple[str, ...] = (), *,
         pid_fd = hold_pid_lock(home, before_named=lambda: _clear_left_behind(home))
     except AlreadyRunning:
         # Named by its pid, so that a second one started by hand (or a service manager
-        # beside an on-demand start) says which process serves the home.
-        found = holder(home)
-        who = f" (pid {found.pid})" if found is not None and found.pid > 0 else ""
+        # beside an on-demand start) says which process serves the home: a live one's
+        # only, the winner of a start at once given a moment to write its (named_holder).
+        named = named_holder(home)
+        who = f" (pid {named})" if named is not None else ""
         if refuse_beside_running:
             print(f"kint: error: a supervisor is already running for {home}{who}; this one "
                   f"exits [{ErrorCode.BUSY.value}]\nhint: {BESIDE_RUNNING_HINT}",

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import time
 from pathlib import Path
 from typing import Callable, NamedTuple
 
@@ -28,6 +29,11 @@ SERVING = "serving"
 # instant; a starting supervisor retries through such looks this long at most. Another
 # supervisor's exclusive lock is not retried: it runs (pid_file_lock.flock_past_looks).
 PID_LOCK_RETRY_S = 3.0
+# How long a supervisor refused the lock looks again for the holder's pid to name, while
+# the file names no live process: the winner of two starts at once writes its pid a moment
+# after it takes the lock (pid_file_lock.hold_pid_file), the file saying until then what
+# the last supervisor wrote, or nothing.
+NAMED_WITHIN_S = 1.0
 
 
 class AlreadyRunning(Exception):
@@ -52,6 +58,26 @@ def hold_pid_lock(home: Path, before_named: Callable[[], None] | None = None) ->
         return hold_pid_file(path, wait_s=PID_LOCK_RETRY_S, before_named=before_named)
     except PidFileHeld:
         raise AlreadyRunning(str(path)) from None
+
+
+def named_holder(home: Path) -> int | None:
+    """For a supervisor refused `home`'s pid lock to name the one that holds it: the pid
+    the file names once that is a live process, looked at again every 20 ms for up to
+    NAMED_WITHIN_S; None when it names none by then, or nobody holds the lock. A loser
+    of two starts at once is refused the instant the winner takes the lock, before the
+    winner writes its pid: it named the last, stopped, supervisor (a pid some other
+    process may have by now), or none."""
+    # Here: only a refused supervisor asks, and every client imports this module.
+    from kint.envsettings import pid_alive
+
+    deadline = time.monotonic() + NAMED_WITHIN_S
+    while True:
+        found = holder(home)
+        if found is not None and found.pid > 0 and pid_alive(found.pid):
+            return found.pid
+        if found is None or time.monotonic() >= deadline:
+            return None
+        time.sleep(0.02)
 
 
 def mark_serving(pid_fd: int) -> None:
