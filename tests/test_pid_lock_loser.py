@@ -15,15 +15,16 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import SUPPORT, wait_until
+from conftest import KINT, SUPPORT, wait_until
 from kint.paths import run_dir
-from kint.proc_stat import read_stat
+from kint.proc_stat import process_stopped, read_stat
 from kint.supervisor.pidlock import PID_FILE, holder, running_pid
 
 # Where /proc/PID/fd is not (macOS), a test that watches a process's open files is skipped.
@@ -203,3 +204,97 @@ def test_a_loser_names_the_winner_once_it_writes_its_pid(sandbox, tmp_path):
     said = err.read_text()
     assert said.startswith(f"kint: error: a supervisor is already running for {home} "
                            f"(pid {os.getpid()}); this one exits [BUSY]\n"), (gone, said)
+
+
+def _daemon_of(home: Path) -> int | None:
+    """The pid of a supervisor daemon of `home` (`python -m kint.supervisor --home HOME`,
+    as a client's start spawns it), once it has its own command line; None before."""
+    want = f"-m\0kint.supervisor\0--home\0{home}\0".encode()
+    for name in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as fh:
+                if want in fh.read():
+                    return int(name)
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def _gone(pid: int) -> bool:
+    """Whether `pid` has exited (gone, or a zombie its parent has not reaped yet)."""
+    stat = read_stat(pid)
+    return stat is None or stat.state in ("Z", "X")
+
+
+@ON_PROC
+@pytest.mark.parametrize("served", [False, True], ids=["died_starting", "served"])
+def test_a_start_that_lost_to_one_that_died_starting_starts_again(sandbox, tmp_path,
+                                                                  served):
+    """A client's start whose daemon lost the pid lock to another start that takes no start
+    lock (`--foreground`, a service manager's) and that died before it served, starts
+    again: it said the daemon exited (code 0: "a supervisor is already running") though
+    none ran. This process is that other start. A look holds the lock (a shared one, as a
+    client's) until the daemon is frozen (SIGSTOP), so the daemon takes it at no moment;
+    then this process takes it, names itself, lets the daemon be refused, and lets go
+    without ever saying `serving`, as a supervisor that died starting does.
+    `served`: it lets go having said `serving`, as one `kint supervisor stop` ended does
+    (that stop asks only a supervisor that answers): that stop wins, nothing is started
+    again, and the start says why it has none, as before."""
+    home = sandbox.kint_home
+    run_dir(home).mkdir(parents=True, mode=0o700)
+    home.chmod(0o700)
+    pid_file = run_dir(home) / PID_FILE
+    look = os.open(pid_file, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(look, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    start = subprocess.Popen([KINT, "supervisor", "start", "--json"], env=sandbox.env,
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    daemon = held = None
+    try:  # `look` and `held`: the descriptors open (None once closed)
+        daemon = wait_until(lambda: _daemon_of(home), timeout=60, interval=0.005)
+        assert daemon, start.communicate(timeout=60)
+        while held is None:  # the look let go only while the daemon is frozen
+            os.kill(daemon, signal.SIGSTOP)
+            assert wait_until(lambda: process_stopped(daemon), timeout=60)
+            fd = os.open(pid_file, os.O_RDWR)
+            os.close(look)
+            look = None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                held = fd
+            except BlockingIOError:  # frozen inside its own look, or the client's look
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                look = fd
+                os.kill(daemon, signal.SIGCONT)
+        os.ftruncate(held, 0)  # as write_holder names the holder
+        os.pwrite(held, f"{os.getpid()}\n".encode(), 0)
+        os.kill(daemon, signal.SIGCONT)
+        assert wait_until(lambda: _gone(daemon), timeout=60)
+        said = (run_dir(home) / "supervisor.stderr").read_text()
+        assert f"already running for {home} (pid {os.getpid()})" in said, said
+        if served:  # as mark_serving says so
+            os.pwrite(held, f"{os.getpid()} serving\n".encode(), 0)
+        os.close(held)  # lets go: died starting, or (`served`) stopped
+        held = None
+        out, err = start.communicate(timeout=120)
+        if served:
+            assert start.returncode == 2, out + err
+            assert "exited with code 0 before it answered" in out, out
+            assert running_pid(home) is None
+            return
+        assert start.returncode == 0, out + err
+        started = json.loads(out)
+        found = holder(home)
+        assert started["started"] is True and found is not None and found.serving
+        assert found.pid == started["pid"] != os.getpid(), (started, found)
+    finally:
+        for fd in (look, held):
+            if fd is not None:
+                os.close(fd)
+        if daemon is not None and not _gone(daemon):  # failed midway: never left frozen
+            os.kill(daemon, signal.SIGKILL)
+        if start.poll() is None:
+            start.kill()
+            start.wait(timeout=60)
+        if running_pid(home) is not None:
+            sandbox.shutdown()

@@ -80,6 +80,29 @@ def named_holder(home: Path) -> int | None:
         time.sleep(0.02)
 
 
+def let_go_starting(home: Path) -> bool:
+    """Whether nobody holds `home`'s pid lock and its file names a supervisor that let go
+    of it before it bound its sockets (its pid, never `serving`; or nothing): one that
+    died starting (a setting it could not load, out of files) or was killed then. Never
+    one `kint supervisor stop` ended: that asks only a supervisor that answers, which
+    has said `serving` by then."""
+    try:
+        fd = os.open(run_dir(home) / PID_FILE, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        try:
+            fcntl.flock(fd, _SHARED_NOW)
+        except OSError:
+            return False  # held: by a supervisor, or one of the same race starting
+        try:
+            return SERVING not in _words(os.pread(fd, 64, 0))[1:]
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
 def mark_serving(pid_fd: int) -> None:
     """Say in the held pid file that the sockets are bound: from now on a supervisor that
     does not answer is stuck or stopped, not starting."""
