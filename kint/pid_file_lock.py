@@ -10,8 +10,9 @@ the same file for an instant), and never past another's exclusive one (`flock_pa
 where a second setup refuses at once rather than wait behind harness commands that may
 take minutes. One module keeps the two from drifting apart (one wrote a newline
 after the pid and followed links, the other did neither). `flock_by`, the wait for the
-flock, is also how the supervisor's start lock (supervisor/autostart.py) and a space's
-head lock (tenant_worker/head_lock.py) are taken within their deadlines, and
+flock whoever holds it, is how the supervisor's start lock (supervisor/autostart.py) and a
+space's head lock (tenant_worker/head_lock.py) are taken within their deadlines, and a
+space's worker lock (tenant_worker/worker_lock.py) is tried, and
 `open_own_file` how every lock file of KINT_HOME is opened (those two, these two, the
 nonce book's, the devchain's and custody's), and the supervisor's stderr: never through a
 link, and only a regular file of this user.

@@ -17,8 +17,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from kint.harnesses.failures import SetupError
 from kint import pid_file_lock
+from kint.harnesses.failures import SetupError
 from kint.harnesses.setup_lock import LOCK_NAME, setup_lock
 from kint.paths import run_dir
 from kint.pid_file_lock import PidFileHeld, flock_by, hold_pid_file
