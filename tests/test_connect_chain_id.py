@@ -43,15 +43,17 @@ def source(tmp_path_factory, chain_home):
     sb.shutdown()
 
 
-def _off_the_devchain(root: Path, rpc_url: str | None, anchor: str) -> Sandbox:
+def _off_the_devchain(root: Path, rpc_url: str | None, anchor: str, *,
+                      made_key: bool = True) -> Sandbox:
     """Machine B: no devchain record, its config.toml naming `rpc_url` (None: none, so
-    KINT_RPC_URL is Base's default) and A's contract, its session key made beforehand (a
-    machine-wide key, not the space's)."""
+    KINT_RPC_URL is Base's default) and A's contract; with `made_key`, its session key made
+    beforehand (a machine-wide key, not the space's)."""
     sb = make_sandbox(root)
     sb.kint_home.mkdir(mode=0o700, parents=True, exist_ok=True)
     named = f'rpc_url = "{rpc_url}"\n' if rpc_url is not None else ""
     (sb.kint_home / "config.toml").write_text(f'{named}contract = "{anchor}"\n')
-    make_session_key(sb)
+    if made_key:
+        make_session_key(sb)
     sb.start_entitled()
     return sb
 
@@ -116,6 +118,31 @@ def test_an_endpoint_given_to_rpc_urls_is_named_as_that(source, tmp_path):
                          input=recovery_code(source, source.space16) + "\n")
         _refused_keeping_nothing(fresh, out, source.devchain_url, 31337,
                                  todo="pass --rpc-urls", source="--rpc-urls")
+    finally:
+        fresh.shutdown()
+
+
+def _tree(home: Path) -> list[str]:
+    """What KINT_HOME holds, but the space's worker's lock: the worker started for the
+    connect takes it, whatever the connect does."""
+    return sorted(str(p.relative_to(home)) for p in home.rglob("*")
+                  if not p.name.startswith("worker-"))
+
+
+def test_a_refused_connect_on_a_fresh_machine_makes_no_session_key(source, tmp_path):
+    """A machine with no session key yet: the refused connect made one (and said "making
+    this machine's session key") before it asked the endpoint's chain, leaving a new
+    machine-wide key and the local secret that locks it, a key the owner would be asked to
+    authorize on a chain this machine never connected to. It writes nothing now: KINT_HOME
+    holds what it held before the connect."""
+    fresh = _off_the_devchain(tmp_path / "f", source.devchain_url, source.anchor,
+                              made_key=False)
+    try:
+        before = _tree(fresh.kint_home)
+        out = fresh.kint("connect", "--owner", source.owner, "--recovery-code-stdin",
+                         input=recovery_code(source, source.space16) + "\n")
+        _refused_keeping_nothing(fresh, out, source.devchain_url, 31337)
+        assert _tree(fresh.kint_home) == before, out.stderr
     finally:
         fresh.shutdown()
 

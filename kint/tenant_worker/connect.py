@@ -55,6 +55,7 @@ from kint.custody import errors as custody_errors
 from kint.custody.data_key import dek_id
 from kint.custody.recovery_code import recovery_file_path, write_recovery_file
 from kint.custody.session_key import create_session_key, session_key_exists
+from kint.custody.session_key import session_address as key_address
 from kint.custody.vault_cache import cache_data_key
 from kint.custody.wraps import Wrap, read_wraps, write_wraps
 from kint.protocol import ErrorCode, ProtocolError
@@ -94,7 +95,8 @@ def _connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     """The steps: the chain and the owner, the caller's secrets checked, what the chain and
     this machine hold, the data key from the first source that has it (the module's
     docstring), then the files that keep it. A passphrase is stretched only once the chain
-    was read: a chain that cannot be read, with no wraps here, refuses whatever the key."""
+    was read: a chain that cannot be read, with no wraps here, refuses whatever the key.
+    Nothing is written before every check passed, a new session key included."""
     cfg = ctx.config
     chain, rpc_urls = _chain_for(ctx, args)
     existing = ctx.enrolment()
@@ -103,9 +105,9 @@ def _connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     owner_changed = owner_change(ctx, existing, owner)
     if owner_changed is not None:  # nothing of the old vault is kept: not its wraps, not
         existing = replace(existing, vault_created=False)  # its maker's claim (the file's)
-    if not session_key_exists(cfg.home):
-        say(ctx, "making this machine's session key")
-    session_address, _ = create_session_key(cfg.home)
+    # The session key's address when there is one (one that does not read is refused
+    # here, before any chain read or stretch); a new key is made once every check passed.
+    session_address = key_address(cfg.home) if session_key_exists(cfg.home) else None
     anchor = Anchor(chain, ctx.tracker)
     code = args.get("recovery_code")
     if not secrets_given(args) and code is None:
@@ -125,11 +127,15 @@ def _connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
                                    chain_error, may_have_started=may_have_started)
     wraps = with_extra_passphrase(ctx, owner, found.dek, found.wraps,
                                    args.get("extra_passphrase"))
-    # `--dev`'s owner key, written once every check above passed, and before the wraps
-    # that may name its owner: made before the owner check, a connect refused for another
-    # owner's space left a new key.
+    # `--dev`'s owner key and a new session key, written once every check above passed, and
+    # before the wraps that may name its owner and the enrolment that names the key: made
+    # before the checks, a connect refused for another owner's space left a new owner key,
+    # and one refused for an endpoint of another chain a new machine-wide session key.
     if dev_account is not None:
         dev_owner.keep_owner(cfg.home, dev_account)
+    if session_address is None:
+        say(ctx, "making this machine's session key")
+        session_address, _ = create_session_key(cfg.home)
     recovery_path = _keep(ctx, chain, existing, args, owner, session_address, rpc_urls,
                           found, wraps)
     if dev_account is not None:
