@@ -147,6 +147,32 @@ def test_a_refused_connect_on_a_fresh_machine_makes_no_session_key(source, tmp_p
         fresh.shutdown()
 
 
+def test_an_endpoint_of_base_given_on_the_devchain_is_refused(chain_home, tmp_path):
+    """A machine whose devchain record is in force, `--rpc-urls` naming an endpoint that
+    answers for Base: the option changes how the space reaches the devchain, never which
+    chain it is, and the connect went through, reading that endpoint as the devchain's
+    (chain 31337 signed for, the devchain's contract) and keeping it in the enrolment. It
+    is asked now, as off the devchain, and refused before anything is written: no owner
+    key, session key, wraps or enrolment. The hint says how a space gets to Base there."""
+    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    dev = new_machine(tmp_path / "g", chain_home, made_key=False)
+    try:
+        with RpcProxy(record["rpc_url"]) as proxy, proxy.answering_as(8453):
+            before = _tree(dev.kint_home)
+            out = dev.kint("connect", "--dev", "--rpc-urls", proxy.url)
+            assert out.returncode == 2, out.stdout + out.stderr
+            message, hint = out.stderr.splitlines()[:2]
+            assert message == (f"kint: error: {proxy.url} (--rpc-urls) answers for chain 8453, "
+                               f"not 31337, the chain this machine signs for; nothing was "
+                               f"connected [STALE_RPC]"), out.stderr
+            assert hint == ("hint: pass --rpc-urls an endpoint of chain 31337; for Base "
+                            "while the devchain's record is in force here, point KINT_RPC_URL "
+                            "at an endpoint of Base"), out.stderr
+            assert _tree(dev.kint_home) == before, out.stderr
+    finally:
+        dev.shutdown()
+
+
 def test_join_names_no_head_of_another_chain(source, tmp_path):
     """`kint join` through A's anvil read as Base: its vault step printed `vault: head epoch
     N at block B` of that chain, and only its connect step then refused the endpoint. It

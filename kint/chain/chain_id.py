@@ -20,6 +20,10 @@ from kint.settings.urls import redact_url
 ENDPOINT_NAMES = ("KINT_RPC_URL", "KINT_RPC_URL_2")
 _DEVCHAIN_ADVICE = ("for a local devchain, copy its record ($KINT_HOME/devchain/devchain.json) "
                     "to this machine instead")
+# An option's endpoint on a machine whose devchain record is in force: the option changes how
+# a space reaches the devchain, never which chain it is (kint.chain.config).
+_BASE_ADVICE = ("for Base while the devchain's record is in force here, point KINT_RPC_URL at "
+                "an endpoint of Base")
 
 
 def answered_chain_id(chain: ChainConfig, tracker: RpcTracker, index: int) -> int:
@@ -59,7 +63,8 @@ def on_other_chain(chain: ChainConfig, answers: dict[int, int], endpoints: int =
 
     `names` say where each endpoint came from, so that the words send the user to the real
     source: the settings by default, `("--rpc-urls",)` for a connect given `--rpc-urls`,
-    whose endpoints replace the settings' (KINT_RPC_URL may be right while they are not)."""
+    whose endpoints replace the settings' (KINT_RPC_URL may be right while they are not),
+    the devchain's record's too: given there, the words say how a space gets to Base."""
     expected = chain.chain_id
     wrong = [index for index, answered in sorted(answers.items()) if answered != expected]
     if not wrong:
@@ -77,4 +82,6 @@ def on_other_chain(chain: ChainConfig, answers: dict[int, int], endpoints: int =
                 f"endpoint of chain {expected}")
     if not chain.devchain:  # on the devchain its record is here already
         todo += f"; {_DEVCHAIN_ADVICE}"
+    elif names[wrong[0]].startswith("--"):  # given for Base, maybe, where the devchain runs
+        todo += f"; {_BASE_ADVICE}"
     return f"{' and '.join(said)}, not {expected}, the chain this machine signs for", todo

@@ -197,13 +197,16 @@ def _refuse_another_chain(ctx: SpaceContext, chain: ChainConfig, *, given: bool)
     head: an endpoint of another chain with no contract at the address fails the head read,
     and a machine holding wraps then connected from them anyway, moving its enrolment to
     Base. An endpoint that does not answer is the head's RPC_UNAVAILABLE, in its words, so
-    a dead endpoint is still one wait. Not on the devchain, whose record names the chain
-    its anvil runs. Only the primary (KINT_RPC_URL, or the first of `--rpc-urls`) is asked,
-    as a pull asks the endpoints it read the head from: connect reads no other, and a
-    second opinion on another chain is its cold start's to refuse. `given`: the endpoint
-    came from `--rpc-urls`, so the words name that option, not the KINT_RPC_URL it stood
-    in for."""
-    if chain.devchain:
+    a dead endpoint is still one wait. On the devchain only an endpoint given to
+    `--rpc-urls` is asked: the record names the chain its own anvil runs, while the
+    option changes how the space reaches that chain, never which chain it is
+    (kint.chain.config), and a Base endpoint given there was read as the devchain's (its
+    contract, chain 31337 signed for) and kept in the enrolment. Only the primary
+    (KINT_RPC_URL, or the first of `--rpc-urls`) is asked, as a pull asks the endpoints it
+    read the head from: connect reads no other, and a second opinion on another chain is
+    its cold start's to refuse. `given`: the endpoint came from `--rpc-urls`, so the words
+    name that option, not the KINT_RPC_URL it stood in for."""
+    if chain.devchain and not given:
         return
     names = ("--rpc-urls",) if given else ENDPOINT_NAMES
     try:
