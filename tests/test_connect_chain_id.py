@@ -8,7 +8,10 @@ the space as connected on Base; only the next `kint pull` refused (STALE_RPC, "a
 chain 31337, not 8453"). A new owner's connect there started a fresh vault and wrote its
 recovery code. Connect now refuses as that pull does, in the words kint.chain.chain_id
 builds for both, and keeps nothing of the space: no wraps, data key, recovery file,
-enrolment or mirror (kint.tenant_worker.connect `_refuse_another_chain`).
+enrolment or mirror (kint.tenant_worker.connect `_refuse_another_chain`). Every refusal
+of such an endpoint names where it came from: a setting, `--rpc-urls`, or the endpoints a
+space's enrolment keeps from `kint connect --rpc-urls` (kint.chain.chain_id
+`endpoint_names`), which join's vault step and a pull's cold start read through.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from eth_account import Account
 from chain_machines import (kjson, make_session_key, new_machine, ok, recovery_code,
                             wallet_signature)
 from conftest import Sandbox, make_sandbox, write_rules
-from rpc_proxy import RpcProxy
+from rpc_proxy import RpcProxy, closed_port_url
 
 BASE_SEPOLIA = 84532
 # What a connect keeps of a space (kint.paths): none may be written by a refused one.
@@ -190,5 +193,68 @@ def test_join_names_no_head_of_another_chain(source, tmp_path):
         assert hint.startswith("hint: point KINT_RPC_URL at an endpoint of chain 8453"), hint
         kept = sorted(p.name for p in fresh.kint_home.iterdir() if p.name.startswith(KEPT))
         assert kept == [], kept
+    finally:
+        fresh.shutdown()
+
+
+GAVE = "`kint connect --rpc-urls`"
+TO_BASE = ("for a local devchain, copy its record ($KINT_HOME/devchain/devchain.json) to "
+           "this machine instead")
+
+
+def _connected_through(sb: Sandbox, source: Sandbox, proxy: RpcProxy, urls: str) -> None:
+    """`sb` connected with `--rpc-urls urls` (its enrolment keeps them), the proxy in front
+    of A's anvil answering as Base's endpoint while the connect asks it (the connect's own
+    check passes, as for a machine whose endpoint was on Base then)."""
+    with proxy.answering_as(8453):
+        ok(sb.kint("connect", "--owner", source.owner, "--recovery-code-stdin",
+                   "--rpc-urls", urls, input=recovery_code(source, source.space16) + "\n"))
+
+
+def test_join_names_a_kept_endpoint_by_the_connect_that_gave_it(source, tmp_path):
+    """A space connected with `--rpc-urls`, then joined again: join's vault step reads
+    through the kept endpoint, and its refusal called it "(KINT_RPC_URL)" and said to point
+    KINT_RPC_URL at Base, a setting that was not in force (and right)."""
+    fresh = _off_the_devchain(tmp_path / "h", None, source.anchor)
+    try:
+        with RpcProxy(source.devchain_url) as proxy:
+            _connected_through(fresh, source, proxy, proxy.url)
+            out = fresh.kint("join", "--owner", source.owner, "--recovery-code-stdin",
+                             "--no-setup", input=recovery_code(source, source.space16) + "\n")
+        assert out.returncode == 2, out.stdout + out.stderr
+        stopped, hint = out.stderr.splitlines()[:2]
+        assert stopped == (f"join stopped at vault: {proxy.url} ({GAVE}) answers for chain "
+                           f"31337, not 8453, the chain this machine signs for; join read no "
+                           f"head from it [STALE_RPC]"), out.stderr
+        assert hint == f"hint: pass {GAVE} an endpoint of chain 8453; {TO_BASE}", out.stderr
+    finally:
+        fresh.shutdown()
+
+
+def test_a_cold_start_names_the_kept_endpoints_by_the_connect_that_gave_them(source,
+                                                                              tmp_path):
+    """A pull's cold start through the space's kept endpoints: its refusals named
+    KINT_RPC_URL_2 for a second endpoint the space was never given (one endpoint kept), and
+    "(KINT_RPC_URL)" and both settings to point for a primary of another chain."""
+    fresh = _off_the_devchain(tmp_path / "i", None, source.anchor)
+    dead = closed_port_url()
+    try:
+        with RpcProxy(source.devchain_url) as proxy:
+            _connected_through(fresh, source, proxy, proxy.url)
+            one = fresh.kint("pull")
+            _connected_through(fresh, source, proxy, f"{proxy.url},{dead}")
+            other = fresh.kint("pull")
+        assert one.returncode == 6, one.stdout + one.stderr
+        assert one.stderr.splitlines()[:2] == [
+            f"kint: error: cold start needs a second, independent RPC and the endpoints {GAVE} "
+            f"gave this space name one [STALE_RPC]",
+            "hint: give the space two of different operators (`kint connect --rpc-urls "
+            "URL,URL`), or set KINT_ALLOW_SINGLE_RPC=1 to accept one"], one.stderr
+        assert other.returncode == 6, other.stdout + other.stderr
+        assert other.stderr.splitlines()[:2] == [
+            f"kint: error: {proxy.url} ({GAVE}) answers for chain 31337, not 8453, the chain "
+            f"this machine signs for: could not get a second opinion on the head from {dead} "
+            f"[STALE_RPC]",
+            f"hint: pass {GAVE} two endpoints of chain 8453; {TO_BASE}"], other.stderr
     finally:
         fresh.shutdown()

@@ -13,17 +13,27 @@ cause. The CLI (`kint authorize`, `kint session-key show`: one endpoint), a spac
 from __future__ import annotations
 
 from kint.chain.anchor import Anchor
-from kint.chain.config import ChainConfig
+from kint.chain.config import SPACE_URLS_SOURCE, ChainConfig
 from kint.chain.rpc import RpcTracker, RpcUnavailable
 from kint.settings.urls import redact_url
 
 ENDPOINT_NAMES = ("KINT_RPC_URL", "KINT_RPC_URL_2")
+# A space's endpoints an earlier `kint connect --rpc-urls` gave it (its enrolment keeps them).
+KEPT_NAMES = ("`kint connect --rpc-urls`",) * len(ENDPOINT_NAMES)
 _DEVCHAIN_ADVICE = ("for a local devchain, copy its record ($KINT_HOME/devchain/devchain.json) "
                     "to this machine instead")
 # An option's endpoint on a machine whose devchain record is in force: the option changes how
 # a space reaches the devchain, never which chain it is (kint.chain.config).
 _BASE_ADVICE = ("for Base while the devchain's record is in force here, point KINT_RPC_URL at "
                 "an endpoint of Base")
+
+
+def endpoint_names(chain: ChainConfig) -> tuple[str, ...]:
+    """What the words call `chain`'s endpoints, by where they came from: the settings, or the
+    endpoints the space's enrolment keeps from `kint connect --rpc-urls`, which replace the
+    settings' (KINT_RPC_URL may be right while they are not: a pull's cold start and join's
+    vault step said "(KINT_RPC_URL)" of them, and sent the user to a setting not in force)."""
+    return KEPT_NAMES if chain.rpc_source == SPACE_URLS_SOURCE else ENDPOINT_NAMES
 
 
 def answered_chain_id(chain: ChainConfig, tracker: RpcTracker, index: int) -> int:
@@ -34,7 +44,7 @@ def answered_chain_id(chain: ChainConfig, tracker: RpcTracker, index: int) -> in
 
 def other_chain(chain: ChainConfig, tracker: RpcTracker, endpoints: int = 1, *,
                 skip_silent: bool = False,
-                names: tuple[str, ...] = ENDPOINT_NAMES) -> tuple[str, str] | None:
+                names: tuple[str, ...] | None = None) -> tuple[str, str] | None:
     """(what is wrong, what to do) when one of the first `endpoints` endpoints answers for
     another chain than the one kint signs for here, else None. An endpoint that does not
     answer raises RpcUnavailable, or with `skip_silent` (the caller's refusal already says
@@ -52,7 +62,7 @@ def other_chain(chain: ChainConfig, tracker: RpcTracker, endpoints: int = 1, *,
 
 
 def on_other_chain(chain: ChainConfig, answers: dict[int, int], endpoints: int = 1, *,
-                   names: tuple[str, ...] = ENDPOINT_NAMES) -> tuple[str, str] | None:
+                   names: tuple[str, ...] | None = None) -> tuple[str, str] | None:
     """The one wording, from chain ids already read (`answers`: endpoint index -> the id it
     answered for): each endpoint that answered for another chain, the chain this machine
     signs for, and what to point where; None when every answer is that chain.
@@ -62,26 +72,30 @@ def on_other_chain(chain: ChainConfig, answers: dict[int, int], endpoints: int =
     that answered wrong (a check of KINT_RPC_URL_2 alone names KINT_RPC_URL_2).
 
     `names` say where each endpoint came from, so that the words send the user to the real
-    source: the settings by default, `("--rpc-urls",)` for a connect given `--rpc-urls`,
-    whose endpoints replace the settings' (KINT_RPC_URL may be right while they are not),
-    the devchain's record's too: given there, the words say how a space gets to Base."""
+    source: by default `endpoint_names` (the settings, or the space's kept `kint connect
+    --rpc-urls`), `("--rpc-urls",)` for a connect given `--rpc-urls`, whose endpoints
+    replace the ones in force, the devchain's record's too: given there, the words say how
+    a space gets to Base. A name with `--` in it is an option: passed, not pointed."""
+    names = names or endpoint_names(chain)
     expected = chain.chain_id
     wrong = [index for index, answered in sorted(answers.items()) if answered != expected]
     if not wrong:
         return None
     said = [f"{redact_url(chain.rpc_urls[index])} ({names[index]}) answers for "
             f"chain {answers[index]}" for index in wrong]
-    if endpoints > 1:
+    if endpoints > 1 and "--" in names[0]:  # the space's own endpoints, given together
+        todo = f"pass {names[0]} two endpoints of chain {expected}"
+    elif endpoints > 1:
         todo = (f"point KINT_RPC_URL and KINT_RPC_URL_2 at two endpoints of chain {expected} "
                 f"(unset, KINT_RPC_URL_2 is Base's public endpoint, whatever KINT_RPC_URL "
                 f"names)")
-    elif names[wrong[0]].startswith("--"):  # an option: given, not pointed
+    elif "--" in names[wrong[0]]:  # an option: given, not pointed
         todo = f"pass {names[wrong[0]]} an endpoint of chain {expected}"
     else:
         todo = (f"point {' and '.join(names[index] for index in wrong)} at an "
                 f"endpoint of chain {expected}")
     if not chain.devchain:  # on the devchain its record is here already
         todo += f"; {_DEVCHAIN_ADVICE}"
-    elif names[wrong[0]].startswith("--"):  # given for Base, maybe, where the devchain runs
+    elif "--" in names[wrong[0]]:  # given for Base, maybe, where the devchain runs
         todo += f"; {_BASE_ADVICE}"
     return f"{' and '.join(said)}, not {expected}, the chain this machine signs for", todo

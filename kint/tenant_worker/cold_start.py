@@ -24,7 +24,7 @@ import time
 
 from kint.chain.anchor import Anchor, Head
 from kint.chain.chain_id import other_chain
-from kint.chain.config import ChainConfig
+from kint.chain.config import SPACE_URLS_SOURCE, ChainConfig
 from kint.settings.urls import redact_url
 from kint.chain.rpc import RpcUnavailable
 from kint.protocol import ErrorCode, ProtocolError
@@ -59,11 +59,7 @@ def cold_start(ctx: SpaceContext, chain: ChainConfig, owner: str,
     if chain.second_is_same_endpoint:
         if single_ok:
             return None, "the second endpoint is the primary again"
-        raise ProtocolError(ErrorCode.STALE_RPC,
-                            "cold start needs a second, independent RPC and KINT_RPC_URL_2 "
-                            "resolves to the same endpoint as the primary",
-                            "set KINT_RPC_URL_2 to another operator's endpoint, or "
-                            "KINT_ALLOW_SINGLE_RPC=1 to accept one")
+        raise _no_second(chain)
     second = Anchor(chain, ctx.tracker, 1)  # recorded apart: see the module's docstring
     for attempt in range(2):
         ctx.progress = ("pull: cold start, asking a second RPC for the head" if attempt == 0
@@ -73,10 +69,7 @@ def cold_start(ctx: SpaceContext, chain: ChainConfig, owner: str,
         except RpcUnavailable:
             if single_ok:
                 return None, f"{redact_url(chain.rpc_urls[1])} did not answer"
-            raise _on_the_right_chain(ctx, chain, ProtocolError(
-                ErrorCode.STALE_RPC, f"could not get a second opinion on the head from "
-                f"{redact_url(chain.rpc_urls[1])}",
-                "check KINT_RPC_URL_2, or set KINT_ALLOW_SINGLE_RPC=1")) from None
+            raise _on_the_right_chain(ctx, chain, _second_silent(chain)) from None
         if (other.seq, other.digest) == (head.seq, head.digest):
             return True, None
         if attempt == 0:
@@ -84,3 +77,36 @@ def cold_start(ctx: SpaceContext, chain: ChainConfig, owner: str,
     raise _on_the_right_chain(ctx, chain, stale(
         f"two RPCs disagree on the head: seq {head.seq} ({head.digest[:12]}) against seq "
         f"{other.seq} ({other.digest[:12]}); refusing to restore from a contested head"))
+
+
+# Where the endpoints came from says what to change: the settings, or the endpoints a
+# space's enrolment keeps from `kint connect --rpc-urls`, which replace both settings (a
+# refusal that named KINT_RPC_URL_2 for them sent the user to a setting not in force).
+
+
+def _no_second(chain: ChainConfig) -> ProtocolError:
+    """No second, independent endpoint to ask: KINT_RPC_URL_2 resolves to the primary, or
+    the space's own endpoints name one (once, or the same one twice)."""
+    if chain.rpc_source == SPACE_URLS_SOURCE:
+        return ProtocolError(ErrorCode.STALE_RPC,
+                             "cold start needs a second, independent RPC and the endpoints "
+                             "`kint connect --rpc-urls` gave this space name one",
+                             "give the space two of different operators (`kint connect "
+                             "--rpc-urls URL,URL`), or set KINT_ALLOW_SINGLE_RPC=1 to accept "
+                             "one")
+    return ProtocolError(ErrorCode.STALE_RPC,
+                         "cold start needs a second, independent RPC and KINT_RPC_URL_2 "
+                         "resolves to the same endpoint as the primary",
+                         "set KINT_RPC_URL_2 to another operator's endpoint, or "
+                         "KINT_ALLOW_SINGLE_RPC=1 to accept one")
+
+
+def _second_silent(chain: ChainConfig) -> ProtocolError:
+    """The second endpoint did not answer: the hint names where it came from."""
+    said = f"could not get a second opinion on the head from {redact_url(chain.rpc_urls[1])}"
+    if chain.rpc_source == SPACE_URLS_SOURCE:
+        return ProtocolError(ErrorCode.STALE_RPC, said,
+                             "check the second endpoint `kint connect --rpc-urls` gave this "
+                             "space, or set KINT_ALLOW_SINGLE_RPC=1")
+    return ProtocolError(ErrorCode.STALE_RPC, said,
+                         "check KINT_RPC_URL_2, or set KINT_ALLOW_SINGLE_RPC=1")

@@ -48,7 +48,7 @@ from kint import settings
 from kint.chain import devchain
 from kint.chain.anchor import Anchor
 from kint.chain.calls import ChainRefused
-from kint.chain.chain_id import ENDPOINT_NAMES, other_chain
+from kint.chain.chain_id import other_chain
 from kint.chain.config import ChainConfig
 from kint.chain.rpc import RpcUnavailable
 from kint.custody import errors as custody_errors
@@ -208,7 +208,7 @@ def _refuse_another_chain(ctx: SpaceContext, chain: ChainConfig, *, given: bool)
     name that option, not the KINT_RPC_URL it stood in for."""
     if chain.devchain and not given:
         return
-    names = ("--rpc-urls",) if given else ENDPOINT_NAMES
+    names = ("--rpc-urls",) if given else None  # else the settings', or the space's kept
     try:
         found = other_chain(chain, ctx.tracker, 1, names=names)
     except RpcUnavailable as err:
