@@ -176,6 +176,25 @@ def test_an_endpoint_of_base_given_on_the_devchain_is_refused(chain_home, tmp_pa
         dev.shutdown()
 
 
+def test_a_dev_connect_whose_session_key_is_refused_keeps_no_owner_key(chain_home, tmp_path):
+    """A fresh devchain machine whose local.secret others may read (mode 0644): making the
+    session key refuses (CORRUPT_STATE). The connect wrote `--dev`'s throwaway owner key
+    first, for a vault it never started; it makes the session key first now, so the refusal
+    leaves KINT_HOME as it found it."""
+    dev = new_machine(tmp_path / "k", chain_home, made_key=False)
+    try:
+        secret = dev.kint_home / "local.secret"
+        secret.write_text("a" * 43 + "\n")
+        secret.chmod(0o644)
+        before = _tree(dev.kint_home)
+        out = dev.kint("connect", "--dev")
+        assert out.returncode == 2, out.stdout + out.stderr
+        assert "[CORRUPT_STATE]" in out.stderr and "local.secret" in out.stderr, out.stderr
+        assert _tree(dev.kint_home) == before, out.stderr
+    finally:
+        dev.shutdown()
+
+
 def test_join_names_no_head_of_another_chain(source, tmp_path):
     """`kint join` through A's anvil read as Base: its vault step printed `vault: head epoch
     N at block B` of that chain, and only its connect step then refused the endpoint. It

@@ -127,15 +127,18 @@ def _connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
                                    chain_error, may_have_started=may_have_started)
     wraps = with_extra_passphrase(ctx, owner, found.dek, found.wraps,
                                    args.get("extra_passphrase"))
-    # `--dev`'s owner key and a new session key, written once every check above passed, and
+    # A new session key and `--dev`'s owner key, written once every check above passed, and
     # before the wraps that may name its owner and the enrolment that names the key: made
     # before the checks, a connect refused for another owner's space left a new owner key,
-    # and one refused for an endpoint of another chain a new machine-wide session key.
-    if dev_account is not None:
-        dev_owner.keep_owner(cfg.home, dev_account)
+    # and one refused for an endpoint of another chain a new machine-wide session key. The
+    # session key first: its creation can still refuse (a local.secret others may read, the
+    # Keychain), and the owner key then left was one for a vault that never started; a
+    # session key left is the machine's, which the next connect uses.
     if session_address is None:
         say(ctx, "making this machine's session key")
         session_address, _ = create_session_key(cfg.home)
+    if dev_account is not None:
+        dev_owner.keep_owner(cfg.home, dev_account)
     recovery_path = _keep(ctx, chain, existing, args, owner, session_address, rpc_urls,
                           found, wraps)
     if dev_account is not None:
