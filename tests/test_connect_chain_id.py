@@ -25,6 +25,7 @@ from eth_account import Account
 from chain_machines import (kjson, make_session_key, new_machine, ok, recovery_code,
                             wallet_signature)
 from conftest import Sandbox, make_sandbox, write_rules
+from kint.settings.reload import LAST_GOOD_NAME
 from rpc_proxy import RpcProxy, closed_port_url
 
 BASE_SEPOLIA = 84532
@@ -125,11 +126,12 @@ def test_an_endpoint_given_to_rpc_urls_is_named_as_that(source, tmp_path):
         fresh.shutdown()
 
 
-def _tree(home: Path) -> list[str]:
-    """What KINT_HOME holds, but the space's worker's lock: the worker started for the
-    connect takes it, whatever the connect does."""
+def _tree(home: Path, *besides: str) -> list[str]:
+    """What KINT_HOME holds, but the space's worker's lock (the worker started for the
+    connect takes it, whatever the connect does) and `besides` (the config file's last
+    good copy, which the supervisor writes when it reads the file, at its own time)."""
     return sorted(str(p.relative_to(home)) for p in home.rglob("*")
-                  if not p.name.startswith("worker-"))
+                  if not p.name.startswith("worker-") and p.name not in besides)
 
 
 def test_a_refused_connect_on_a_fresh_machine_makes_no_session_key(source, tmp_path):
@@ -168,10 +170,39 @@ def test_an_endpoint_of_base_given_on_the_devchain_is_refused(chain_home, tmp_pa
             assert message == (f"kint: error: {proxy.url} (--rpc-urls) answers for chain 8453, "
                                f"not 31337, the chain this machine signs for; nothing was "
                                f"connected [STALE_RPC]"), out.stderr
-            assert hint == ("hint: pass --rpc-urls an endpoint of chain 31337; for Base "
-                            "while the devchain's record is in force here, point KINT_RPC_URL "
-                            "at an endpoint of Base"), out.stderr
+            assert hint == f"hint: pass --rpc-urls an endpoint of chain 31337; {TO_BASE_HERE}"
             assert _tree(dev.kint_home) == before, out.stderr
+    finally:
+        dev.shutdown()
+
+
+TO_BASE_HERE = ("for Base while the devchain's record is in force here, point KINT_RPC_URL at "
+                "an endpoint of Base for the whole machine (every space here then reads Base)")
+
+
+def test_a_space_tables_endpoint_of_base_on_the_devchain_is_refused(chain_home, tmp_path):
+    """The same endpoint set by the space's `[spaces."<label>"]` table, not `--rpc-urls`: the
+    table, too, changes how the space reaches the devchain, never which chain it is, and
+    only `--rpc-urls` was asked, so the connect went through ("data key from fresh vault")
+    and doctor then failed `rpc primary` (answers for chain 8453, not 31337). Only the
+    endpoint the devchain's record sets is left unasked now."""
+    dev = new_machine(tmp_path / "j", chain_home, made_key=False)
+    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    try:
+        with RpcProxy(record["rpc_url"]) as proxy, proxy.answering_as(8453):
+            config = dev.kint_home / "config.toml"
+            config.write_text(f'[spaces."{dev.label(dev.sibyl_db)}"]\nrpc_url = "{proxy.url}"\n')
+            config.chmod(0o600)
+            before = _tree(dev.kint_home, LAST_GOOD_NAME)
+            out = dev.kint("connect", "--dev")
+            assert out.returncode == 2, out.stdout + out.stderr
+            assert out.stderr.splitlines()[:2] == [
+                f"kint: error: {proxy.url} (KINT_RPC_URL) answers for chain 8453, not 31337, the "
+                f"chain this machine signs for; nothing was connected [STALE_RPC]",
+                f"hint: point KINT_RPC_URL at an endpoint of chain 31337; {TO_BASE_HERE}"
+            ], out.stderr
+            assert "eth_chainId" in proxy.calls, proxy.calls
+            assert _tree(dev.kint_home, LAST_GOOD_NAME) == before, out.stderr
     finally:
         dev.shutdown()
 

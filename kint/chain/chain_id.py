@@ -22,10 +22,11 @@ ENDPOINT_NAMES = ("KINT_RPC_URL", "KINT_RPC_URL_2")
 KEPT_NAMES = ("`kint connect --rpc-urls`",) * len(ENDPOINT_NAMES)
 _DEVCHAIN_ADVICE = ("for a local devchain, copy its record ($KINT_HOME/devchain/devchain.json) "
                     "to this machine instead")
-# An option's endpoint on a machine whose devchain record is in force: the option changes how
-# a space reaches the devchain, never which chain it is (kint.chain.config).
+# An endpoint of another chain on a machine whose devchain record is in force (`--rpc-urls`'s,
+# a space's table's): they change how a space reaches the devchain, never which chain it is
+# (kint.chain.config); only the machine's KINT_RPC_URL takes the machine off the devchain.
 _BASE_ADVICE = ("for Base while the devchain's record is in force here, point KINT_RPC_URL at "
-                "an endpoint of Base")
+                "an endpoint of Base for the whole machine (every space here then reads Base)")
 
 
 def endpoint_names(chain: ChainConfig) -> tuple[str, ...]:
@@ -74,8 +75,10 @@ def on_other_chain(chain: ChainConfig, answers: dict[int, int], endpoints: int =
     `names` say where each endpoint came from, so that the words send the user to the real
     source: by default `endpoint_names` (the settings, or the space's kept `kint connect
     --rpc-urls`), `("--rpc-urls",)` for a connect given `--rpc-urls`, whose endpoints
-    replace the ones in force, the devchain's record's too: given there, the words say how
-    a space gets to Base. A name with `--` in it is an option: passed, not pointed."""
+    replace the ones in force, the devchain's record's too. On the devchain the words also
+    say how a space gets to Base (an endpoint of Base given there, by the option or a
+    space's table, is read as the devchain's). A name with `--` in it is an option: passed,
+    not pointed."""
     names = names or endpoint_names(chain)
     expected = chain.chain_id
     wrong = [index for index, answered in sorted(answers.items()) if answered != expected]
@@ -94,8 +97,7 @@ def on_other_chain(chain: ChainConfig, answers: dict[int, int], endpoints: int =
     else:
         todo = (f"point {' and '.join(names[index] for index in wrong)} at an "
                 f"endpoint of chain {expected}")
-    if not chain.devchain:  # on the devchain its record is here already
-        todo += f"; {_DEVCHAIN_ADVICE}"
-    elif "--" in names[wrong[0]]:  # given for Base, maybe, where the devchain runs
-        todo += f"; {_BASE_ADVICE}"
+    # Off the devchain, how to reach one; on it (its record is here already), given for
+    # Base maybe, how a space gets to Base there.
+    todo += f"; {_BASE_ADVICE if chain.devchain else _DEVCHAIN_ADVICE}"
     return f"{' and '.join(said)}, not {expected}, the chain this machine signs for", todo

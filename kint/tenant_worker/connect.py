@@ -49,7 +49,7 @@ from kint.chain import devchain
 from kint.chain.anchor import Anchor
 from kint.chain.calls import ChainRefused
 from kint.chain.chain_id import other_chain
-from kint.chain.config import ChainConfig
+from kint.chain.config import DEVCHAIN_SOURCE, ChainConfig
 from kint.chain.rpc import RpcUnavailable
 from kint.custody import errors as custody_errors
 from kint.custody.data_key import dek_id
@@ -200,16 +200,17 @@ def _refuse_another_chain(ctx: SpaceContext, chain: ChainConfig, *, given: bool)
     head: an endpoint of another chain with no contract at the address fails the head read,
     and a machine holding wraps then connected from them anyway, moving its enrolment to
     Base. An endpoint that does not answer is the head's RPC_UNAVAILABLE, in its words, so
-    a dead endpoint is still one wait. On the devchain only an endpoint given to
-    `--rpc-urls` is asked: the record names the chain its own anvil runs, while the
-    option changes how the space reaches that chain, never which chain it is
-    (kint.chain.config), and a Base endpoint given there was read as the devchain's (its
-    contract, chain 31337 signed for) and kept in the enrolment. Only the primary
-    (KINT_RPC_URL, or the first of `--rpc-urls`) is asked, as a pull asks the endpoints it
-    read the head from: connect reads no other, and a second opinion on another chain is
-    its cold start's to refuse. `given`: the endpoint came from `--rpc-urls`, so the words
-    name that option, not the KINT_RPC_URL it stood in for."""
-    if chain.devchain and not given:
+    a dead endpoint is still one wait. On the devchain only the endpoint its record sets is
+    not asked (the record names the chain its own anvil runs): `--rpc-urls`, the endpoints
+    a space's enrolment keeps from it and a `[spaces."<label>"]` table's `rpc_url` change
+    how the space reaches that chain, never which chain it is (kint.chain.config), and a
+    Base endpoint given there was read as the devchain's (its contract, chain 31337 signed
+    for) and kept in the enrolment. Only the primary (KINT_RPC_URL, or the first of
+    `--rpc-urls`) is asked, as a pull asks the endpoints it read the head from: connect
+    reads no other, and a second opinion on another chain is its cold start's to refuse.
+    `given`: the endpoint came from `--rpc-urls`, so the words name that option, not the
+    KINT_RPC_URL it stood in for."""
+    if chain.devchain and not given and chain.rpc_source == DEVCHAIN_SOURCE:
         return
     names = ("--rpc-urls",) if given else None  # else the settings', or the space's kept
     try:
