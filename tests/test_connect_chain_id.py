@@ -308,3 +308,25 @@ def test_a_cold_start_names_the_kept_endpoints_by_the_connect_that_gave_them(sou
             f"hint: pass {GAVE} two endpoints of chain 8453; {TO_BASE}"], other.stderr
     finally:
         fresh.shutdown()
+
+
+def test_a_silent_second_kept_endpoint_is_named_as_the_connects(source, tmp_path):
+    """Two kept endpoints of the right chain, the second not answering: a pull's cold start
+    says to check the second endpoint the connect gave the space, not KINT_RPC_URL_2, a
+    setting the kept endpoints replace (no endpoint answers for another chain here, so
+    this is the refusal itself, not on_other_chain's words in its place)."""
+    fresh = _off_the_devchain(tmp_path / "l", None, source.anchor)
+    dead = closed_port_url()
+    try:
+        with RpcProxy(source.devchain_url) as proxy, proxy.answering_as(8453):
+            ok(fresh.kint("connect", "--owner", source.owner, "--recovery-code-stdin",
+                          "--rpc-urls", f"{proxy.url},{dead}",
+                          input=recovery_code(source, source.space16) + "\n"))
+            pulled = fresh.kint("pull")
+        assert pulled.returncode == 6, pulled.stdout + pulled.stderr
+        assert pulled.stderr.splitlines()[:2] == [
+            f"kint: error: could not get a second opinion on the head from {dead} [STALE_RPC]",
+            f"hint: check the second endpoint {GAVE} gave this space, or set "
+            f"KINT_ALLOW_SINGLE_RPC=1"], pulled.stderr
+    finally:
+        fresh.shutdown()
