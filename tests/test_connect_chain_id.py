@@ -310,23 +310,42 @@ def test_a_cold_start_names_the_kept_endpoints_by_the_connect_that_gave_them(sou
         fresh.shutdown()
 
 
+def _secondary(sb: Sandbox) -> dict:
+    """doctor's `rpc secondary` check."""
+    checks = json.loads(sb.kint("doctor", "--json").stdout)["checks"]
+    return next(c for c in checks if c["name"] == "rpc secondary")
+
+
 def test_a_silent_second_kept_endpoint_is_named_as_the_connects(source, tmp_path):
     """Two kept endpoints of the right chain, the second not answering: a pull's cold start
     says to check the second endpoint the connect gave the space, not KINT_RPC_URL_2, a
     setting the kept endpoints replace (no endpoint answers for another chain here, so
-    this is the refusal itself, not on_other_chain's words in its place)."""
+    this is the refusal itself, not on_other_chain's words in its place). Doctor's `rpc
+    secondary` said KINT_RPC_URL_2 for it, and for a space given one endpoint; it hints as
+    the cold start does now."""
     fresh = _off_the_devchain(tmp_path / "l", None, source.anchor)
     dead = closed_port_url()
+    silent = f"check the second endpoint {GAVE} gave this space, or set KINT_ALLOW_SINGLE_RPC=1"
     try:
         with RpcProxy(source.devchain_url) as proxy, proxy.answering_as(8453):
             ok(fresh.kint("connect", "--owner", source.owner, "--recovery-code-stdin",
                           "--rpc-urls", f"{proxy.url},{dead}",
                           input=recovery_code(source, source.space16) + "\n"))
             pulled = fresh.kint("pull")
+            second = _secondary(fresh)
+            ok(fresh.kint("connect", "--owner", source.owner, "--recovery-code-stdin",
+                          "--rpc-urls", proxy.url,
+                          input=recovery_code(source, source.space16) + "\n"))
+            alone = _secondary(fresh)
         assert pulled.returncode == 6, pulled.stdout + pulled.stderr
         assert pulled.stderr.splitlines()[:2] == [
             f"kint: error: could not get a second opinion on the head from {dead} [STALE_RPC]",
-            f"hint: check the second endpoint {GAVE} gave this space, or set "
-            f"KINT_ALLOW_SINGLE_RPC=1"], pulled.stderr
+            f"hint: {silent}"], pulled.stderr
+        assert not second["ok"] and second["detail"].startswith(f"{dead}: "), second
+        assert second["hint"] == silent, second
+        assert alone["detail"] == ("none configured: a cold-start pull would refuse without "
+                                   "one"), alone
+        assert alone["hint"] == (f"give the space two of different operators ({GAVE[:-1]} "
+                                 f"URL,URL`), or set KINT_ALLOW_SINGLE_RPC=1 to accept one")
     finally:
         fresh.shutdown()

@@ -8,6 +8,9 @@ chains would "disagree on the head". One eth_chainId read of each endpoint names
 cause. The CLI (`kint authorize`, `kint session-key show`: one endpoint), a space's worker
 (a cold start's second opinion: both endpoints; a connect: its primary) and `kint doctor`
 (its `rpc primary` and `rpc secondary` checks, one endpoint each) say it in the same words.
+The words name each endpoint by where it came from (`endpoint_names`), and so do a cold
+start's and doctor's of a second endpoint missing or silent (`no_second_hint`,
+`silent_second_hint`): a space's kept endpoints are changed by a connect, not a setting.
 """
 
 from __future__ import annotations
@@ -34,7 +37,34 @@ def endpoint_names(chain: ChainConfig) -> tuple[str, ...]:
     endpoints the space's enrolment keeps from `kint connect --rpc-urls`, which replace the
     settings' (KINT_RPC_URL may be right while they are not: a pull's cold start and join's
     vault step said "(KINT_RPC_URL)" of them, and sent the user to a setting not in force)."""
-    return KEPT_NAMES if chain.rpc_source == SPACE_URLS_SOURCE else ENDPOINT_NAMES
+    return KEPT_NAMES if kept_endpoints(chain) else ENDPOINT_NAMES
+
+
+def kept_endpoints(chain: ChainConfig) -> bool:
+    """Whether `chain`'s endpoints are the ones the space's enrolment keeps from `kint
+    connect --rpc-urls` (the one place that decides it, for every wording here)."""
+    return chain.rpc_source == SPACE_URLS_SOURCE
+
+
+def no_second_hint(chain: ChainConfig) -> str:
+    """What to do when a cold start has no second, independent endpoint to ask (KINT_RPC_URL_2
+    resolves to the primary, or the space's kept endpoints name one): said by a pull's
+    refusal and by doctor's `rpc secondary`, which sent a space's kept endpoints to
+    KINT_RPC_URL_2, a setting they replace."""
+    if kept_endpoints(chain):
+        return ("give the space two of different operators (`kint connect --rpc-urls "
+                "URL,URL`), or set KINT_ALLOW_SINGLE_RPC=1 to accept one")
+    return ("set KINT_RPC_URL_2 to another operator's endpoint on the same chain, or "
+            "KINT_ALLOW_SINGLE_RPC=1 to accept one")
+
+
+def silent_second_hint(chain: ChainConfig) -> str:
+    """What to do when the second endpoint did not answer, by where it came from (as
+    `no_second_hint`)."""
+    if kept_endpoints(chain):
+        return ("check the second endpoint `kint connect --rpc-urls` gave this space, or set "
+                "KINT_ALLOW_SINGLE_RPC=1")
+    return "check KINT_RPC_URL_2, or set KINT_ALLOW_SINGLE_RPC=1"
 
 
 def answered_chain_id(chain: ChainConfig, tracker: RpcTracker, index: int) -> int:

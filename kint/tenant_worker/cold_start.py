@@ -23,8 +23,9 @@ from __future__ import annotations
 import time
 
 from kint.chain.anchor import Anchor, Head
-from kint.chain.chain_id import other_chain
-from kint.chain.config import SPACE_URLS_SOURCE, ChainConfig
+from kint.chain.chain_id import (kept_endpoints, no_second_hint, other_chain,
+                                 silent_second_hint)
+from kint.chain.config import ChainConfig
 from kint.settings.urls import redact_url
 from kint.chain.rpc import RpcUnavailable
 from kint.protocol import ErrorCode, ProtocolError
@@ -79,34 +80,20 @@ def cold_start(ctx: SpaceContext, chain: ChainConfig, owner: str,
         f"{other.seq} ({other.digest[:12]}); refusing to restore from a contested head"))
 
 
-# Where the endpoints came from says what to change: the settings, or the endpoints a
-# space's enrolment keeps from `kint connect --rpc-urls`, which replace both settings (a
-# refusal that named KINT_RPC_URL_2 for them sent the user to a setting not in force).
-
-
 def _no_second(chain: ChainConfig) -> ProtocolError:
     """No second, independent endpoint to ask: KINT_RPC_URL_2 resolves to the primary, or
-    the space's own endpoints name one (once, or the same one twice)."""
-    if chain.rpc_source == SPACE_URLS_SOURCE:
-        return ProtocolError(ErrorCode.STALE_RPC,
-                             "cold start needs a second, independent RPC and the endpoints "
-                             "`kint connect --rpc-urls` gave this space name one",
-                             "give the space two of different operators (`kint connect "
-                             "--rpc-urls URL,URL`), or set KINT_ALLOW_SINGLE_RPC=1 to accept "
-                             "one")
-    return ProtocolError(ErrorCode.STALE_RPC,
-                         "cold start needs a second, independent RPC and KINT_RPC_URL_2 "
-                         "resolves to the same endpoint as the primary",
-                         "set KINT_RPC_URL_2 to another operator's endpoint, or "
-                         "KINT_ALLOW_SINGLE_RPC=1 to accept one")
+    the space's own endpoints name one (once, or the same one twice). The words and the
+    hint name where the endpoints came from (kint.chain.chain_id, as doctor's): a refusal
+    that named KINT_RPC_URL_2 for a space's kept endpoints sent the user to a setting not
+    in force."""
+    source = ("the endpoints `kint connect --rpc-urls` gave this space name one"
+              if kept_endpoints(chain) else
+              "KINT_RPC_URL_2 resolves to the same endpoint as the primary")
+    return ProtocolError(ErrorCode.STALE_RPC, f"cold start needs a second, independent RPC "
+                         f"and {source}", no_second_hint(chain))
 
 
 def _second_silent(chain: ChainConfig) -> ProtocolError:
     """The second endpoint did not answer: the hint names where it came from."""
     said = f"could not get a second opinion on the head from {redact_url(chain.rpc_urls[1])}"
-    if chain.rpc_source == SPACE_URLS_SOURCE:
-        return ProtocolError(ErrorCode.STALE_RPC, said,
-                             "check the second endpoint `kint connect --rpc-urls` gave this "
-                             "space, or set KINT_ALLOW_SINGLE_RPC=1")
-    return ProtocolError(ErrorCode.STALE_RPC, said,
-                         "check KINT_RPC_URL_2, or set KINT_ALLOW_SINGLE_RPC=1")
+    return ProtocolError(ErrorCode.STALE_RPC, said, silent_second_hint(chain))
