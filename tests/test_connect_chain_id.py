@@ -180,6 +180,13 @@ TO_BASE_HERE = ("for Base while the devchain's record is in force here, point KI
                 "an endpoint of Base for the whole machine (every space here then reads Base)")
 
 
+def _space_table(sb: Sandbox, rpc_url: str) -> None:
+    """config.toml giving `sb`'s space the endpoint `rpc_url` in its own table."""
+    config = sb.kint_home / "config.toml"
+    config.write_text(f'[spaces."{sb.label(sb.sibyl_db)}"]\nrpc_url = "{rpc_url}"\n')
+    config.chmod(0o600)
+
+
 def test_a_space_tables_endpoint_of_base_on_the_devchain_is_refused(chain_home, tmp_path):
     """The same endpoint set by the space's `[spaces."<label>"]` table, not `--rpc-urls`: the
     table, too, changes how the space reaches the devchain, never which chain it is, and
@@ -190,9 +197,7 @@ def test_a_space_tables_endpoint_of_base_on_the_devchain_is_refused(chain_home, 
     record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
     try:
         with RpcProxy(record["rpc_url"]) as proxy, proxy.answering_as(8453):
-            config = dev.kint_home / "config.toml"
-            config.write_text(f'[spaces."{dev.label(dev.sibyl_db)}"]\nrpc_url = "{proxy.url}"\n')
-            config.chmod(0o600)
+            _space_table(dev, proxy.url)
             before = _tree(dev.kint_home, LAST_GOOD_NAME)
             out = dev.kint("connect", "--dev")
             assert out.returncode == 2, out.stdout + out.stderr
@@ -245,6 +250,30 @@ def test_join_names_no_head_of_another_chain(source, tmp_path):
         assert kept == [], kept
     finally:
         fresh.shutdown()
+
+
+def test_join_on_the_devchain_reads_no_head_through_a_tables_endpoint_of_base(source,
+                                                                             chain_home,
+                                                                             tmp_path):
+    """join's vault step on a devchain machine whose space's table names an endpoint of
+    Base: it asked no endpoint on the devchain, printed that endpoint's head as the vault's
+    and only its connect step refused it. It stops at the vault step now, in connect's
+    words."""
+    dev = new_machine(tmp_path / "m", chain_home)
+    try:
+        with RpcProxy(source.devchain_url) as proxy, proxy.answering_as(8453):
+            _space_table(dev, proxy.url)
+            out = dev.kint("join", "--owner", source.owner, "--recovery-code-stdin",
+                           "--no-setup", input=recovery_code(source, source.space16) + "\n")
+        assert out.returncode == 2, out.stdout + out.stderr
+        assert "head epoch" not in out.stdout + out.stderr, out.stdout + out.stderr
+        assert out.stderr.splitlines()[:2] == [
+            f"join stopped at vault: {proxy.url} (KINT_RPC_URL) answers for chain 8453, not "
+            f"31337, the chain this machine signs for; join read no head from it [STALE_RPC]",
+            f"hint: point KINT_RPC_URL at an endpoint of chain 31337; {TO_BASE_HERE}"
+        ], out.stderr
+    finally:
+        dev.shutdown()
 
 
 GAVE = "`kint connect --rpc-urls`"
