@@ -23,6 +23,8 @@ from kint.settings.urls import redact_url
 ENDPOINT_NAMES = ("KINT_RPC_URL", "KINT_RPC_URL_2")
 # A space's endpoints an earlier `kint connect --rpc-urls` gave it (its enrolment keeps them).
 KEPT_NAMES = ("`kint connect --rpc-urls`",) * len(ENDPOINT_NAMES)
+# The names that are an option, passed an endpoint, where a setting is pointed at one.
+_OPTIONS = ("--rpc-urls", KEPT_NAMES[0])
 _DEVCHAIN_ADVICE = ("for a local devchain, copy its record ($KINT_HOME/devchain/devchain.json) "
                     "to this machine instead")
 # An endpoint of another chain on a machine whose devchain record is in force (`--rpc-urls`'s,
@@ -107,7 +109,7 @@ def on_other_chain(chain: ChainConfig, answers: dict[int, int], endpoints: int =
     --rpc-urls`), `("--rpc-urls",)` for a connect given `--rpc-urls`, whose endpoints
     replace the ones in force, the devchain's record's too. On the devchain the words also
     say how a space gets to Base (an endpoint of Base given there, by the option or a
-    space's table, is read as the devchain's). A name with `--` in it is an option: passed,
+    space's table, is read as the devchain's). A name of `_OPTIONS` is an option: passed,
     not pointed."""
     names = names or endpoint_names(chain)
     expected = chain.chain_id
@@ -116,14 +118,15 @@ def on_other_chain(chain: ChainConfig, answers: dict[int, int], endpoints: int =
         return None
     said = [f"{redact_url(chain.rpc_urls[index])} ({names[index]}) answers for "
             f"chain {answers[index]}" for index in wrong]
-    if endpoints > 1 and "--" in names[0]:  # the space's own endpoints, given together
+    if endpoints > 1 and names[0] in _OPTIONS:  # the space's own endpoints, given together
         todo = f"pass {names[0]} two endpoints of chain {expected}"
     elif endpoints > 1:
         todo = (f"point KINT_RPC_URL and KINT_RPC_URL_2 at two endpoints of chain {expected} "
                 f"(unset, KINT_RPC_URL_2 is Base's public endpoint, whatever KINT_RPC_URL "
                 f"names)")
-    elif "--" in names[wrong[0]]:  # an option: given, not pointed
-        todo = f"pass {names[wrong[0]]} an endpoint of chain {expected}"
+    elif names[wrong[0]] in _OPTIONS:  # an option: given, not pointed (the second: doctor's)
+        which = "a second endpoint" if wrong[0] else "an endpoint"
+        todo = f"pass {names[wrong[0]]} {which} of chain {expected}"
     else:
         todo = (f"point {' and '.join(names[index] for index in wrong)} at an "
                 f"endpoint of chain {expected}")
