@@ -107,8 +107,10 @@ def _stop_abandoned_anvil(folder: Path) -> None:
     kint.chain.devchain.identity reads again): `kint devchain stop`'s own code signals the
     pid only while it is still that anvil, never a process that took the pid since. A
     clean-up that fails leaves the anvil, never this run unstarted."""
+    from kint.chain.config import devchain_record
+
     home = folder / _DEVCHAIN_KINT_HOME
-    if not (home / "devchain" / "devchain.json").is_file():
+    if not devchain_record(home).is_file():
         return
     from kint.chain.devchain.lifecycle import stop
 
@@ -164,6 +166,7 @@ from sibyl_memory_client import testing as sibyl_testing  # noqa: E402
 
 from checkout_watch import SECTION as CHECKOUT_SECTION  # noqa: E402
 from checkout_watch import CheckoutWatch  # noqa: E402
+from kint.chain.config import devchain_record  # noqa: E402
 from kint.client import Client  # noqa: E402
 from kint.spaces import SIBYL_DEFAULT_TENANT  # noqa: E402
 from kint.supervisor.pidlock import running_pid  # noqa: E402
@@ -644,7 +647,7 @@ def serving(root: Path) -> Iterator[Sandbox]:
 # The run's devchain: one anvil for every worker of the run (conftest's docstring), and
 # the record `kint devchain start` writes once it runs.
 _DEVCHAIN_ROOT = _RUN_ROOT / _DEVCHAIN_KINT_HOME.parent
-_DEVCHAIN_RECORD = _RUN_ROOT / _DEVCHAIN_KINT_HOME / "devchain" / "devchain.json"
+_DEVCHAIN_RECORD = devchain_record(_RUN_ROOT / _DEVCHAIN_KINT_HOME)
 
 
 @pytest.fixture(scope="session")
