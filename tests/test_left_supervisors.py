@@ -24,8 +24,8 @@ import pytest
 
 from conftest import RUN_LOCK, _remove_abandoned_runs, make_sandbox, write_store
 from kint.supervisor.pidlock import running_pid
-from support.left_supervisors import (alive, group_alive, group_members, stop_left_under,
-                                      stop_supervisor)
+from support.left_supervisors import (alive, group_alive, group_members, left_under,
+                                      stop_left_under, stop_supervisor)
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc"), reason="the sweep reads /proc")
 
@@ -96,11 +96,15 @@ time.sleep(300)
 """
 
 
-def _lock_holder(home: Path, named: bool) -> tuple[subprocess.Popen[str], int]:
-    """The holder of `home`'s pid lock (`_HOLDER`) and its child's pid, once it holds it."""
+def _lock_holder(home: Path, named: bool | list[str], cwd: Path | None = None,
+                 env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], int]:
+    """The holder of `home`'s pid lock (`_HOLDER`) and its child's pid, once it holds it:
+    `home` on its command line when `named` (a list: those words, as given), run in
+    `cwd` with `env` added to this process's environment."""
     (home / "run").mkdir(parents=True, mode=0o700)
+    said = named if isinstance(named, list) else [str(home)] if named else []
     holder = subprocess.Popen(
-        [sys.executable, "-c", _HOLDER, *([str(home)] if named else [])],
+        [sys.executable, "-c", _HOLDER, *said], cwd=cwd, env={**os.environ, **(env or {})},
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True)
     holder.stdin.write(f"{home}\n")
     holder.stdin.close()
@@ -142,6 +146,44 @@ def test_a_pid_file_naming_a_process_not_the_homes_is_never_signalled(tmp_path):
         assert stop_left_under(tmp_path / "swept") == []
         assert alive(holder.pid) and alive(child)
         assert running_pid(home) == holder.pid
+    finally:
+        _end(holder)
+
+
+@pytest.mark.parametrize("how", ["--home", "--home=", "KINT_HOME"])
+def test_a_supervisor_naming_its_home_relative_to_its_folder_is_its_homes(tmp_path, how):
+    """A supervisor started in its machine's folder with its home given relative to it
+    (tests/support/run_supervisor.py takes `--home kint`; an environment's KINT_HOME=kint)
+    names that home as surely as one given the whole path: read against the process's own
+    folder (/proc/PID/cwd), the sweep finds it and a sandbox's stop kills it with its group
+    when it answers nothing. Compared as written, it was no home's: left running, held."""
+    root = tmp_path / "swept"
+    home = root / "kint"
+    named = {"--home": ["--home", "kint"], "--home=": ["--home=kint"], "KINT_HOME": False}[how]
+    env = {"KINT_HOME": "kint"} if how == "KINT_HOME" else {"KINT_HOME": str(tmp_path / "x")}
+    holder, child = _lock_holder(home, named=named, cwd=root, env=env)
+    try:
+        assert [found for found, _pid in left_under(root)] == [home]
+        stop_supervisor(home, call_s=2, let_go_s=2)  # bounds meant to run out
+        assert not alive(holder.pid) and not alive(child)
+        assert running_pid(home) is None
+    finally:
+        _end(holder)
+
+
+def test_a_relative_word_of_another_folder_names_no_home(tmp_path):
+    """The same relative word, said by a process in another folder, is that folder's: a
+    holder of the home's lock run elsewhere with `kint` on its command line is never
+    signalled."""
+    home = tmp_path / "swept" / "kint"
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "kint").mkdir(parents=True)
+    holder, child = _lock_holder(home, named=["--home", "kint"], cwd=elsewhere,
+                                 env={"KINT_HOME": str(elsewhere / "kint")})
+    try:
+        assert left_under(tmp_path / "swept") == []
+        stop_supervisor(home, call_s=2, let_go_s=2)
+        assert alive(holder.pid) and alive(child)
     finally:
         _end(holder)
 

@@ -138,16 +138,29 @@ def alive(pid: int) -> bool:
 
 
 def _names(pid: int, home: Path) -> bool:
-    """Whether process `pid`'s command line or environment names `home`."""
+    """Whether process `pid`'s command line (a word, or `--home=` it) or environment
+    (KINT_HOME) names `home`. A relative path is read against the process's own folder
+    (/proc/PID/cwd), as the process itself reads it: a test's supervisor started in its
+    machine's folder with `--home kint` (tests/support/run_supervisor.py takes one) names
+    that home, and the same word said in another folder names that folder's."""
+    here = _PROC / str(pid)
     try:
-        said = (_PROC / str(pid) / "cmdline").read_bytes() + b"\0" + \
-            (_PROC / str(pid) / "environ").read_bytes()
+        said = (here / "cmdline").read_bytes().split(b"\0") + \
+            (here / "environ").read_bytes().split(b"\0")
     except OSError:
         return False
-    words = said.split(b"\0")
-    for path in {str(home), str(home.absolute()), str(home.resolve())}:
-        if path.encode() in words or f"KINT_HOME={path}".encode() in words:
-            return True
+    try:
+        cwd = os.readlink(here / "cwd")
+    except OSError:  # its folder unread: only a whole path names a home
+        cwd = None
+    paths = {os.path.normpath(path) for path in (home, home.absolute(), home.resolve())}
+    for word in said:
+        for prefix in (b"", b"--home=", b"KINT_HOME="):
+            if word.startswith(prefix) and len(word) > len(prefix):
+                path = os.fsdecode(word[len(prefix):])
+                if os.path.isabs(path) or cwd is not None:
+                    if os.path.normpath(os.path.join(cwd or "/", path)) in paths:
+                        return True
     return False
 
 
