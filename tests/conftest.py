@@ -170,6 +170,7 @@ from kint.chain.config import devchain_record  # noqa: E402
 from kint.client import Client  # noqa: E402
 from kint.spaces import SIBYL_DEFAULT_TENANT  # noqa: E402
 from kint.supervisor.pidlock import running_pid  # noqa: E402
+from support.basetemp_lock import BasetempShared, hold_basetemp  # noqa: E402
 from support.left_supervisors import stop_supervisor  # noqa: E402
 from support.settings_kept import settings_kept  # noqa: E402
 
@@ -200,6 +201,7 @@ TENANT = SIBYL_DEFAULT_TENANT
 
 
 _wheel_build: Any = None  # tests/wheel_build.py's build, once a session collected test_wheel
+_BASETEMP_LOCK_FD: int | None = None  # the controller's, held for the run's life
 
 
 @pytest.hookimpl(tryfirst=True)  # before the tmp_path plugin reads --basetemp
@@ -208,9 +210,18 @@ def pytest_configure(config: pytest.Config) -> None:
     t/popen-gwN, as xdist names them), unless --basetemp says where: a machine's sockets
     must fit in a socket path's ~100 bytes below its KINT_HOME, or kint binds them in a
     fallback folder (kint.socket_paths.socket_dir), and pytest's own root plus xdist's worker
-    folder made them too long for most tests."""
+    folder made them too long for most tests. A --basetemp another running run was given
+    is refused (support/basetemp_lock.py): each run's last sweep would stop the other's
+    supervisors."""
+    global _BASETEMP_LOCK_FD
     if XDIST_WORKER is None and not config.option.basetemp:
         config.option.basetemp = str(_RUN_ROOT / "t")
+    elif XDIST_WORKER is None:
+        try:
+            _BASETEMP_LOCK_FD = hold_basetemp(Path(config.option.basetemp))
+        except BasetempShared as err:  # this run made nothing yet but its own folder
+            shutil.rmtree(_RUN_ROOT, ignore_errors=True)
+            raise pytest.UsageError(str(err)) from None
     config.addinivalue_line(
         "markers", "chain_exclusive: runs while no other test uses the session's devchain "
         "(it moves the chain under everyone, or reads it as still)")

@@ -22,8 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import RUN_LOCK, _remove_abandoned_runs, make_sandbox, write_store
+from conftest import RUN_LOCK, _remove_abandoned_runs, make_sandbox, wait_until, write_store
 from kint.supervisor.pidlock import running_pid
+from support.basetemp_lock import CODE
 from support.left_supervisors import (alive, group_alive, group_members, left_under,
                                       stop_left_under, stop_supervisor)
 
@@ -186,6 +187,68 @@ def test_a_relative_word_of_another_folder_names_no_home(tmp_path):
         assert alive(holder.pid) and alive(child)
     finally:
         _end(holder)
+
+
+# A run's one test: it says it runs, then waits for the test beside it to let it end.
+_WAITING_RUN = """import os, time
+from pathlib import Path
+
+def test_waits(tmp_path):
+    gate = Path(os.environ["KINT_TEST_BASETEMP_GATE"])
+    (gate / "running").touch()
+    deadline = time.monotonic() + 120
+    while not (gate / "go").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert (gate / "go").exists()
+"""
+
+
+def _inner_run(tmp_path: Path, *args: str) -> list[str]:
+    """A pytest session of its own on `_WAITING_RUN`, with the suite's conftest loaded as a
+    plugin (as test_checkout_watch.py runs one), its folders under tmp_path/tmp."""
+    return [sys.executable, "-m", "pytest", "-p", "conftest", "-p", "no:cacheprovider",
+            "-c", str(tmp_path / "pytest.ini"), "--rootdir", str(tmp_path), "-q", *args,
+            str(tmp_path / "test_waiting.py")]
+
+
+def test_a_run_given_the_basetemp_of_a_running_run_is_refused(tmp_path):
+    """Two runs given one --basetemp: the second is refused as it starts (collecting only
+    is enough to be refused), with a code and a hint, before it could empty the folder or
+    sweep the first run's supervisors under it at its end; the first goes on and passes.
+    Real parts: two pytest sessions with the suite's conftest. Without the lock the second
+    ran (and its sweep, over the folder, would have stopped every supervisor of the
+    first)."""
+    (tmp_path / "test_waiting.py").write_text(_WAITING_RUN)
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    gate, runs_tmp, shared = tmp_path / "gate", tmp_path / "tmp", tmp_path / "shared"
+    gate.mkdir()
+    runs_tmp.mkdir()
+    tests = Path(__file__).resolve().parent
+    env = {name: value for name, value in os.environ.items()
+           if name != "KINT_TESTS_RUN_ROOT" and not name.startswith("PYTEST_")}
+    env.update(KINT_TEST_BASETEMP_GATE=str(gate), TMPDIR=str(runs_tmp),
+               PYTHONPATH=os.pathsep.join([str(tests), env.get("PYTHONPATH", "")]))
+    first = subprocess.Popen(_inner_run(tmp_path, "--basetemp", str(shared)), env=env,
+                             cwd=tmp_path, text=True, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        assert wait_until(lambda: (gate / "running").exists() or first.poll() is not None,
+                          timeout=120)
+        assert first.poll() is None, first.communicate()[0]
+        second = subprocess.run(_inner_run(tmp_path, "--collect-only", "--basetemp",
+                                           str(shared)), env=env,
+                                cwd=tmp_path, text=True, capture_output=True, timeout=120,
+                                stdin=subprocess.DEVNULL)
+        said = second.stdout + second.stderr
+        assert second.returncode == pytest.ExitCode.USAGE_ERROR, said
+        assert f"[{CODE}] another test run (pid {first.pid}) is running with --basetemp " \
+            f"{shared}:" in said, said
+        assert "hint: give each run a --basetemp of its own" in said, said
+    finally:
+        (gate / "go").touch()
+        out = first.communicate(timeout=120)[0]
+    assert first.returncode == 0 and "1 passed" in out, out
+    assert not list(runs_tmp.glob("kt-*")), list(runs_tmp.iterdir())  # neither run's folder left
 
 
 def _looped_home(folder: Path) -> None:

@@ -13,12 +13,13 @@ Only a home's own supervisor is ever signalled: the process holding the lock on 
 pid file (kint.supervisor.pidlock) whose command line or environment names that KINT_HOME
 (read from /proc: a test's helper holding the lock with a pid file that names another
 process is left alone, by a sandbox's stop as by the sweep). The sweep looks only at homes
-under the run's own folders, and where there is no /proc signals nothing; a sandbox's stop
-there kills the pid alone, as it always did. Its process group is signalled only when it
-leads one (started in a session of its own, as the suite's and `kint supervisor start`'s
-supervisors are): a supervisor a test runs in the foreground, in the test's own group, is
-signalled alone. A developer's real supervisor has its KINT_HOME outside these folders, and
-is never looked at.
+under the run's own folders (a --basetemp given is the run's alone: a second run given it
+while the first runs is refused as it starts, support/basetemp_lock.py), and where there
+is no /proc signals nothing; a sandbox's stop there kills the pid alone, as it always did.
+Its process group is signalled only when it leads one (started in a session of its own, as
+the suite's and `kint supervisor start`'s supervisors are): a supervisor a test runs in
+the foreground, in the test's own group, is signalled alone. A developer's real
+supervisor has its KINT_HOME outside these folders, and is never looked at.
 """
 
 from __future__ import annotations
