@@ -1,7 +1,7 @@
 """One test run per `--basetemp`: a run given a folder another running run was given is
 refused as it starts, before it removes or sweeps anything.
 
-The run's last sweep (conftest's pytest_sessionfinish, support/left_supervisors.py) stops
+The run's last sweep (support/run_hooks.py's pytest_sessionfinish, left_supervisors.py) stops
 every supervisor still running under the run's folders, the `--basetemp` given included:
 a second run given the same folder would stop the first run's supervisors mid-test (and
 the first run, ending first, the second's), and pytest itself empties that folder as a
