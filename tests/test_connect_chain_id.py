@@ -25,6 +25,7 @@ from eth_account import Account
 from chain_machines import (kjson, make_session_key, new_machine, ok, recovery_code,
                             wallet_signature)
 from conftest import Sandbox, make_sandbox, write_rules
+from kint.chain.config import devchain_record
 from kint.settings.reload import LAST_GOOD_NAME
 from rpc_proxy import RpcProxy, closed_port_url
 
@@ -41,7 +42,7 @@ def source(tmp_path_factory, chain_home):
     sb.owner, sb.space16 = connected["owner"], connected["space"]
     write_rules(sb.sibyl_db, sb.tenant, release="a rule anchored on the devchain")
     ok(sb.kint("push"))
-    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    record = json.loads(devchain_record(chain_home).read_text())
     sb.devchain_url, sb.anchor = record["rpc_url"], record["anchor"]
     yield sb
     sb.shutdown()
@@ -159,7 +160,7 @@ def test_an_endpoint_of_base_given_on_the_devchain_is_refused(chain_home, tmp_pa
     (chain 31337 signed for, the devchain's contract) and keeping it in the enrolment. It
     is asked now, as off the devchain, and refused before anything is written: no owner
     key, session key, wraps or enrolment. The hint says how a space gets to Base there."""
-    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    record = json.loads(devchain_record(chain_home).read_text())
     dev = new_machine(tmp_path / "g", chain_home, made_key=False)
     try:
         with RpcProxy(record["rpc_url"]) as proxy, proxy.answering_as(8453):
@@ -194,7 +195,7 @@ def test_a_space_tables_endpoint_of_base_on_the_devchain_is_refused(chain_home, 
     and doctor then failed `rpc primary` (answers for chain 8453, not 31337). Only the
     endpoint the devchain's record sets is left unasked now."""
     dev = new_machine(tmp_path / "j", chain_home, made_key=False)
-    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    record = json.loads(devchain_record(chain_home).read_text())
     try:
         with RpcProxy(record["rpc_url"]) as proxy, proxy.answering_as(8453):
             _space_table(dev, proxy.url)
