@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 import pytest
 
@@ -49,9 +50,10 @@ def test_one_exit_push_waits_and_a_fifth_op_of_the_space_runs_meanwhile(
     """Four exit pushes meet a running pull on a worker of four pool threads: one waits,
     the three later ones answer at once that they leave their rows to it (logged, no
     failure), and a fifth op of the space runs while the pull still holds the turn."""
+    from kint.tenant_worker import exit_bound
     from kint.tenant_worker import push as push_mod
 
-    monkeypatch.setattr(push_mod, "EXIT_TURN_S", 120)
+    monkeypatch.setattr(exit_bound, "EXIT_TURN_S", 120)
     caplog.set_level(logging.INFO, logger="kint.worker")
     worker, seen = _worker(tmp_path)
     ctx = worker.ctx
@@ -80,10 +82,11 @@ def test_a_plain_push_request_saying_exit_is_refused_busy_at_once(tmp_path, monk
     """The wait is the exit push's (sessions.exit_push), not a request's hold_reason: a
     `push` request sent with hold_reason "exit" is refused BUSY behind a running op, with
     no wait on the turn."""
+    from kint.tenant_worker import exit_bound
     from kint.tenant_worker import push as push_mod
     from kint.tenant_worker.head_lock import TurnTaken
 
-    monkeypatch.setattr(push_mod, "EXIT_TURN_S", 1)
+    monkeypatch.setattr(exit_bound, "EXIT_TURN_S", 1)
     worker, seen = _worker(tmp_path)
     try:
         with _pulling(ctx := worker.ctx):
@@ -101,9 +104,9 @@ def test_a_stop_ends_a_waiting_exit_push_logged_and_starts_no_push(
     a pull: the exit push ends refused WORKER_DOWN naming the stop, logged as not made,
     while the pull still holds the turn; one that comes after the pull ended starts no
     push in the stopping worker either."""
-    from kint.tenant_worker import push as push_mod
+    from kint.tenant_worker import exit_bound
 
-    monkeypatch.setattr(push_mod, "EXIT_TURN_S", 120)
+    monkeypatch.setattr(exit_bound, "EXIT_TURN_S", 120)
     caplog.set_level(logging.INFO, logger="kint.worker")
     worker, seen = _worker(tmp_path)
     ctx = worker.ctx
@@ -130,7 +133,7 @@ def test_a_stop_ends_a_waiting_exit_push_logged_and_starts_no_push(
 def test_the_exit_push_waits_half_its_bound_leaving_the_rest_to_its_push():
     """The supervisor times the exit push out at its op's bound: the wait for the turn is
     half of it, so a push that gets its turn late still has the other half."""
-    from kint.tenant_worker.push import EXIT_TURN_S
+    from kint.tenant_worker.exit_bound import EXIT_TURN_S
 
     assert EXIT_TURN_S * 2 <= OPS["exit_push"].max_timeout_ms // 1000
 
@@ -149,7 +152,7 @@ def test_an_op_that_leaves_its_work_to_the_one_waiting_extends_that_ones_wait(tm
 
     def first() -> None:
         try:
-            with head_op(ctx, "push", lock_file=False, wait_s=3):
+            with head_op(ctx, "push", lock_file=False, wait_until=time.monotonic() + 3):
                 outcome["A"] = "held the turn"
         except ProtocolError as err:
             outcome["A"] = err.message
@@ -160,7 +163,8 @@ def test_an_op_that_leaves_its_work_to_the_one_waiting_extends_that_ones_wait(tm
             a.start()
             assert seen.waiting(1)  # A waits its turn
             with pytest.raises(TurnLeft):
-                with head_op(ctx, "push", lock_file=False, wait_s=60):
+                with head_op(ctx, "push", lock_file=False,
+                             wait_until=time.monotonic() + 60):
                     pass
             a.join(6)  # past A's own 3 s: it waits on, for B's 60
             assert a.is_alive() and "A" not in outcome, outcome

@@ -39,7 +39,8 @@ and the other spaces' workers keep answering.
   until a command says it), `dropped_nonce` (a dropped journal's nonce),
   `reanchor` (epochs a reorganisation dropped, sent again), `landed_block` (an epoch put
   back in a later block), `epoch_send` (an epoch's send, and what each says when it goes
-  wrong), `session_sender`, `head_lock`.
+  wrong), `session_sender`, `head_lock`, `exit_bound` (the exit push's bound, read once
+  and carried with its wait and its push).
 - Pull: `pull`, `pull_plan`, `epoch_walk`, `walk_history`, `cold_start`, `local_state`,
   `replay`, `apply_journal`, `lost_restore`, `discard`.
 - State files: `statefiles`, `mirror_file`, `epoch_cache`, `state_format`, `state_health`,

@@ -182,13 +182,14 @@ def _take(ctx: "SpaceContext", op: str, refuse_stopping: bool = False) -> None:
         _hold(ctx, op)
 
 
-def _wait_turn(ctx: "SpaceContext", op: str, wait_s: float) -> None:
+def _wait_turn(ctx: "SpaceContext", op: str, wait_until: float) -> None:
     """The turn for an op that waits for any holder, and for the next if another op takes
-    the turn first, up to `wait_s`, rather than be refused BUSY: a closing kint-server's
-    exit push (push.push), which nobody is left to try again, so a refusal left the
-    session's last rows to the watcher's next push, if one came before the worker idled
-    out. Its wait is logged once, naming the holder (the log is where a closing server's
-    exit push is read). One such op waits at a time (TurnLeft for a second): each sat on
+    the turn first, until `wait_until` (time.monotonic(), computed once by its caller:
+    exit_bound.py), rather than be refused BUSY: a closing kint-server's exit push
+    (push.push), which nobody is left to try again, so a refusal left the session's last
+    rows to the watcher's next push, if one came before the worker idled out. Its wait is
+    logged once, naming the holder (the log is where a closing server's exit push is
+    read). One such op waits at a time (TurnLeft for a second): each sat on
     a thread of the worker's op pool, so four of them filled it and every other op of the
     space (an attach's keepalive, a verify) waited behind the holder. A second leaves its
     work to the one waiting and moves that one's deadline to its own: told its rows were
@@ -198,7 +199,7 @@ def _wait_turn(ctx: "SpaceContext", op: str, wait_s: float) -> None:
     stops ends the wait refused WORKER_DOWN (HeadTurn.stop, TurnStopped)."""
     turn = ctx.head_ops
     began = time.monotonic()
-    deadline = began + wait_s
+    deadline = wait_until
     with turn.changed:
         _refuse_stopped(turn)
         if not turn.held:
@@ -212,7 +213,8 @@ def _wait_turn(ctx: "SpaceContext", op: str, wait_s: float) -> None:
     try:
         # Logged out of the lock: a slow log write holds no one's turn.
         log.info("space %s: exit push waits for the %s running for this space to end "
-                 "(up to %d s)", ctx.config.space16, named(running), wait_s)
+                 "(up to %d s)", ctx.config.space16, named(running),
+                 round(wait_until - began))
     except BaseException:
         with turn.changed:
             turn.wait_until = None
@@ -241,7 +243,7 @@ def _refuse_stopped(turn: HeadTurn) -> None:
 def waited_out(running: tuple[str, float] | None, seconds: float) -> TurnTaken:
     """BUSY for an op that waited its whole `seconds` for the space: it says it waited,
     where `busy`'s "is already running" read as refused at once."""
-    return TurnTaken(f"waited {int(seconds)} s for the {named(running)} running for this "
+    return TurnTaken(f"waited {round(seconds)} s for the {named(running)} running for this "
                      f"space{_for(running)} to end")
 
 
@@ -264,18 +266,19 @@ def _let_go(ctx: "SpaceContext") -> None:
 
 @contextmanager
 def head_op(ctx: "SpaceContext", op: str, lock_file: bool = True,
-            wait_s: float | None = None, refuse_stopping: bool = False) -> Iterator[None]:
+            wait_until: float | None = None, refuse_stopping: bool = False) -> Iterator[None]:
     """One head-moving op of the space (`op`: push, pull, connect, rekey) at a time: BUSY
-    at once when this worker already runs one (unless it waits its turn, up to `wait_s`:
+    at once when this worker already runs one (unless it waits its turn, until
+    `wait_until`, time.monotonic():
     `_wait_turn`), BUSY when another process keeps the head lock past its wait, however it
     waited for its turn. The op and when it began go beside its progress line; both are
     cleared when it ends, however it ends. The worker's start settlement is waited for
     (`_take`). `refuse_stopping`: refused once the worker's stop began (the store
     watcher's push: `_take`)."""
-    if wait_s is None:
+    if wait_until is None:
         _take(ctx, op, refuse_stopping)
     else:
-        _wait_turn(ctx, op, wait_s)
+        _wait_turn(ctx, op, wait_until)
     try:
         if lock_file:
             with head_lock(ctx.state.files["head_lock"]):

@@ -41,12 +41,12 @@ from kint.paths import remove_file
 from kint.protocol import ErrorCode, ProtocolError
 from kint.protocol.errors import NOTICE_PREFIX, hint_with_notices
 from kint.protocol.hints import SNAPSHOT_TOO_LARGE_HINT
-from kint.protocol.ops import OPS
 from kint.tenant_worker.changes import Changes, diff, snapshot
 from kint.tenant_worker.connected import connected, sender_for
 from kint.tenant_worker.custody_errors import as_protocol_error
 from kint.tenant_worker.data_key import renew
 from kint.tenant_worker.epoch_send import PUSH_WORDS, send_epoch, sign_epoch
+from kint.tenant_worker.exit_bound import ExitBound, cut, cut_message
 from kint.tenant_worker.head_lock import TurnLeft, head_op
 from kint.tenant_worker.landed_block import settle_head_block
 from kint.tenant_worker.pending import record_landed
@@ -71,35 +71,30 @@ PUSHED_BY = {None: "a push from the command line", "tool": "memory_push",
 # agent's memory_push ("tool"). Only they say what a settlement found and use it up
 # (settled_notice.py); the watcher's and the exit push's refusals are read by nobody.
 TOLD = frozenset({None, "tool"})
-# How long the exit push waits for its turn on the space (`push`): half the exit_push
-# op's bound, past which the supervisor takes it as timed out, so the push it then makes
-# has the other half. Waiting the whole bound, it pushed after the supervisor had answered
-# TIMEOUT, its reply dropped late. (A push that itself runs past its half can still end
-# late, as any op past its bound does.)
-EXIT_TURN_S = OPS["exit_push"].max_timeout_ms // 1000 // 2
 LEFT_TO_WAITING = ("left to the exit push already waiting for its turn: it reads the whole "
                    "store when it runs, so this session's rows are in it")
 
 
-def push(ctx: SpaceContext, args: dict[str, Any], wait: bool = False,
+def push(ctx: SpaceContext, args: dict[str, Any], bound: ExitBound | None = None,
          refuse_stopping: bool = False) -> dict[str, Any]:
-    """A push; `wait` (the exit push's, sessions.exit_push: never from a request's args)
+    """A push; `bound` (the exit push's, sessions.exit_push: never from a request's args)
     waits for an op of the space this worker runs (the watcher's push, another session's,
     a pull) rather than be refused BUSY: its server is gone, so nobody tries it again, and
     the rows it wrote after that op read the store waited for the watcher's next push, if
-    one came before the worker idled out. It waits up to half its bound (EXIT_TURN_S),
-    then pushes what that op left, or says nothing is left. One waits at a time
-    (head_lock._wait_turn, which logs the wait); a later one leaves its rows to it
-    (LEFT_TO_WAITING), moving the wait's end to its own. Every other push is refused at
+    one came before the worker idled out. It waits up to half its bound (`turn_by`),
+    then pushes what that op left, or says nothing is left, starting no epoch past the
+    bound's `done_by` (exit_bound.py). One waits at a time (head_lock._wait_turn, which
+    logs the wait); a later one leaves its rows to it (LEFT_TO_WAITING), moving the
+    wait's end to its own. Every other push is refused at
     once, as its caller can try again: chosen by the caller (sessions.exit_push), not by
     the hold_reason a request sends. `refuse_stopping` (every push of the worker's own,
     sessions.server_push, likewise never from a request's args): refused TurnStopped
     once the worker's stop began (head_lock._take; an exit push's wait is refused so by
     head_lock._wait_turn), where a request's push runs in the stop's grace."""
     try:
-        with head_op(ctx, "push", wait_s=EXIT_TURN_S if wait else None,
+        with head_op(ctx, "push", wait_until=bound.turn_by if bound else None,
                      refuse_stopping=refuse_stopping):
-            result = _push(ctx, bool(args.get("snapshot")), args.get("hold_reason"),
+            result = _push(ctx, bool(args.get("snapshot")), args.get("hold_reason"), bound=bound,
                            over_skipped=bool(args.get("over_skipped")),
                            dry_run=bool(args.get("dry_run")),
                            confirmations=args.get("confirmations"),
@@ -148,7 +143,8 @@ def _push(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None = None, 
           over_skipped: bool = False, dry_run: bool = False,
           new_key: tuple[bytes, tuple[Any, ...]] | None = None,
           confirmations: int | None = None, again: bool = False,
-          settled: SettledSaid | None = None) -> dict[str, Any]:
+          settled: SettledSaid | None = None,
+          bound: ExitBound | None = None) -> dict[str, Any]:
     """The push itself. `hold_reason` (watcher, exit, tool) marks a server-side push: it
     passes the hold first. A push from a terminal has none and is never held.
     `over_skipped` (compact and rekey from a terminal only) chains a snapshot on the chain
@@ -161,13 +157,14 @@ def _push(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None = None, 
     hint of the refusal met after it was said: a flag given is reported either way. A
     caller that builds its own result from this one (rekey, which may still fail after
     the snapshot landed) passes `settled` and uses it up itself once its result is built;
-    a refusal here carries the notices to the caller, so it is used up then either way."""
+    a refusal here carries the notices to the caller, so it is used up then either way.
+    `bound` (the exit push's): no epoch is started past it (exit_bound.cut)."""
     said: dict[str, Any] = {}  # the override line, in the result too (09-cli.md prints it)
     saying = settled if settled is not None else SettledSaid()
     try:
         result = _push_saying(ctx, as_snapshot, hold_reason, said, saying,
                               over_skipped=over_skipped, dry_run=dry_run, new_key=new_key,
-                              confirmations=confirmations, again=again)
+                              confirmations=confirmations, again=again, bound=bound)
     except (RpcUnavailable, custody_errors.CustodyError, ProtocolError) as err:
         refused_with = err if isinstance(err, ProtocolError) else failure_refusal(err)
         refused_with.hint = hint_with_notices(refused_with.hint, said.get("notices", []))
@@ -182,7 +179,8 @@ def _push_saying(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None,
                  said: dict[str, Any], settled: SettledSaid, *, over_skipped: bool,
                  dry_run: bool,
                  new_key: tuple[bytes, tuple[Any, ...]] | None,
-                 confirmations: int | None, again: bool = False) -> dict[str, Any]:
+                 confirmations: int | None, again: bool = False,
+                 bound: ExitBound | None = None) -> dict[str, Any]:
     """`_push`, filling `said` (the override line, the notices) as it goes. Every refusal
     comes before the first transaction is signed, in the order the module's docstring
     gives; then the epochs are sent one by one. A settled notice put among the notices
@@ -259,7 +257,9 @@ def _push_saying(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None,
             "message": f"would anchor {len(changes)} row change(s) in {len(chunks)} epoch(s)"}
     settle_head_block(ctx, anchor, enrolment.owner, head)  # put back in a later block
     current, pushed = _push_epochs(ctx, anchor, sender, enrolment.owner, key, wraps, head,
-                                   mirror, chunks, as_snapshot)
+                                   mirror, chunks, as_snapshot, bound)
+    if len(pushed) < len(chunks):  # the exit push's bound, or the worker's stop
+        return _cut_short(ctx, said, before, current, pushed, chunks, bound)
     # Everything read at `before` is anchored: the heartbeat says 0 until the store moves.
     note_count(ctx, before, current, 0)
     if new_key is None:
@@ -326,16 +326,19 @@ def _split(changes: Changes, as_snapshot: bool, mirror: Mirror | None) -> list[C
 
 def _push_epochs(ctx: SpaceContext, anchor: Anchor, sender: SessionSender, owner: str,
                  key: bytes, wraps: Any, head: Head, mirror: Mirror | None,
-                 chunks: list[Chunk], as_snapshot: bool) -> tuple[Mirror, list[dict[str, Any]]]:
+                 chunks: list[Chunk], as_snapshot: bool,
+                 bound: ExitBound | None = None) -> tuple[Mirror | None, list[dict[str, Any]]]:
     """Send the epochs in order, each chained on the one before (its seq, digest and
     bucket floor read back from what `_push_epoch` recorded), and say what each cost.
-    Returns the mirror after the last (there is always one: a split yields an epoch at
-    least) and the epochs' lines."""
+    Returns the mirror after the last sent (`mirror` when none was) and the epochs' lines:
+    fewer than `chunks` when the exit push (`bound`) stopped between two (exit_bound.cut)."""
     state = ctx.state
     pushed: list[dict[str, Any]] = []
     seq, prev, bucket = head.seq, head.digest, (mirror.head.bucket if mirror else None) or 0
     current = mirror
     for number, chunk in enumerate(chunks, 1):
+        if cut(ctx, bound) is not None:
+            break
         ctx.progress = f"push: epoch {number} of {len(chunks)} ({len(chunk.rows)} rows)"
         current = _push_epoch(ctx, anchor, sender, owner, key, wraps,
                               seq + 1, prev, bucket, chunk, as_snapshot)
@@ -349,6 +352,24 @@ def _push_epochs(ctx: SpaceContext, anchor: Anchor, sender: SessionSender, owner
                        "gas": cost.get("gas"), "l1_fee": cost.get("l1_fee"),
                        "cost_wei": cost.get("cost_wei")})
     return current, pushed
+
+
+def _cut_short(ctx: SpaceContext, said: dict[str, Any], before: Any, current: Mirror | None,
+               pushed: list[dict[str, Any]], chunks: list[Chunk],
+               bound: ExitBound | None) -> dict[str, Any]:
+    """The exit push's result when it stopped between epochs: what landed, and the rows of
+    the epochs not sent, left in the store (counted) for the next push, said once."""
+    left = chunks[len(pushed):]
+    rows_left = sum(len(c.rows) + len(c.deleted) for c in left)
+    note_count(ctx, before, current, rows_left)
+    result = _anchored(said, pushed, current) if current is not None and pushed else {
+        **said, "pushed": 0, "epochs": [], **_head_after(current)}
+    head = (f", head epoch {current.head.seq} at block {current.head.block}"
+            if current is not None and pushed else "")
+    result["message"] = cut_message(cut(ctx, bound) or "", len(pushed), len(chunks),
+                                    result["pushed"], rows_left, head)
+    result["cut_short"] = {"epochs_left": len(left), "rows_left": rows_left}
+    return result
 
 
 def _head_after(mirror: Mirror | None) -> dict[str, Any]:
