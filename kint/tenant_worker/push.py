@@ -71,8 +71,8 @@ PUSHED_BY = {None: "a push from the command line", "tool": "memory_push",
 # agent's memory_push ("tool"). Only they say what a settlement found and use it up
 # (settled_notice.py); the watcher's and the exit push's refusals are read by nobody.
 TOLD = frozenset({None, "tool"})
-LEFT_TO_WAITING = ("left to the exit push already waiting for its turn: it reads the whole "
-                   "store when it runs, so this session's rows are in it")
+LEFT_TO_WAITING = ("left to another exit push of the space, which waits its turn: it reads "
+                   "the whole store when it runs, so this session's rows are in it")
 
 
 def push(ctx: SpaceContext, args: dict[str, Any], bound: ExitBound | None = None,
@@ -84,8 +84,8 @@ def push(ctx: SpaceContext, args: dict[str, Any], bound: ExitBound | None = None
     one came before the worker idled out. It waits up to half its bound (`turn_by`),
     then pushes what that op left, or says nothing is left, starting no epoch past the
     bound's `done_by` (exit_bound.py). One waits at a time (head_lock._wait_turn, which
-    logs the wait); a later one leaves its rows to it (LEFT_TO_WAITING), moving the
-    wait's end to its own. Every other push is refused at
+    logs the wait): of two, the one whose wait ends later waits, and the other leaves its
+    rows to it (LEFT_TO_WAITING), each wait its own deadline. Every other push is refused at
     once, as its caller can try again: chosen by the caller (sessions.exit_push), not by
     the hold_reason a request sends. `refuse_stopping` (every push of the worker's own,
     sessions.server_push, likewise never from a request's args): refused TurnStopped
