@@ -278,16 +278,15 @@ def note_write(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def exit_push(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
-    """One push, under the hold, for a server that is closing; it runs here to completion
-    after that server is gone. One that meets an op of the space this worker runs (the
-    watcher's push, another session's) waits for its turn, up to half its bound, rather than
-    be refused BUSY (push.push): nobody is left to try it again. Its bound is read once,
-    here, as it begins, and carried with the work (exit_bound.py): its push starts no
-    epoch past it, nor once the worker's stop began, and its line says what it left in
-    the store for the next push. Its failure is
-    logged with the KINT_RPC_TIMEOUT a timeout waited (rpc_hint.timeout_named, as
-    with_settings names it after): the log is the only place a closing server's failure
-    is read."""
+    """One push, under the hold, for a server that is closing; it runs here after that
+    server is gone, within its bound. One that meets an op of the space this worker runs
+    (the watcher's push, another session's) waits for its turn, up to half its bound,
+    rather than be refused BUSY (push.push): nobody is left to try it again. Its bound is
+    read once, here, as it begins, and carried with the work (exit_bound.py): its push
+    starts no epoch past it, nor once the worker's stop began, and its line then says
+    what it left in the store for the next push. Its failure is logged with the
+    KINT_RPC_TIMEOUT a timeout waited (rpc_hint.timeout_named, as with_settings names it
+    after): the log is the only place a closing server's failure is read."""
     from kint.tenant_worker.exit_bound import ExitBound
 
     bound = ExitBound.starting_now()  # before anything of it: the supervisor's clock runs
