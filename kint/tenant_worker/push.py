@@ -46,12 +46,13 @@ from kint.tenant_worker.connected import connected, sender_for
 from kint.tenant_worker.custody_errors import as_protocol_error
 from kint.tenant_worker.data_key import renew
 from kint.tenant_worker.epoch_send import PUSH_WORDS, send_epoch, sign_epoch
-from kint.tenant_worker.exit_bound import ExitBound, cut, cut_message
+from kint.tenant_worker.exit_bound import ExitBound, cut
 from kint.tenant_worker.head_lock import TurnLeft, head_op
 from kint.tenant_worker.landed_block import settle_head_block
 from kint.tenant_worker.pending import record_landed
 from kint.tenant_worker.pending_journal import PendingEpoch
 from kint.tenant_worker.reanchor import REANCHOR_UNUSED, reanchor
+from kint.tenant_worker.push_result import anchored, cut_short, head_after
 from kint.tenant_worker.push_refusals import (head_is_the_mirrors, key_and_wraps,
                                               refuse_behind, refuse_gap,
                                               refuse_unauthorized, rows_to_push,
@@ -239,7 +240,7 @@ def _push_saying(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None,
     if not changes and not as_snapshot:
         note_count(ctx, before, mirror, 0)
         return {**said, "pushed": 0, "message": _nothing_to_push(said), "epochs": [],
-                "changed_rows": 0, "deleted_rows": 0, **_head_after(mirror)}
+                "changed_rows": 0, "deleted_rows": 0, **head_after(mirror)}
     head = anchor.head(enrolment.owner, cfg.space_id)
     refuse_behind(anchor, head, mirror)
     head_is_the_mirrors(head, mirror, over_skipped and as_snapshot, said)
@@ -256,17 +257,17 @@ def _push_saying(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None,
              "bytes": c.measured} for i, c in enumerate(chunks, 1)],
             "message": f"would anchor {len(changes)} row change(s) in {len(chunks)} epoch(s)"}
     settle_head_block(ctx, anchor, enrolment.owner, head)  # put back in a later block
-    current, pushed = _push_epochs(ctx, anchor, sender, enrolment.owner, key, wraps, head,
-                                   mirror, chunks, as_snapshot, bound)
-    if len(pushed) < len(chunks):  # the exit push's bound, or the worker's stop
-        return _cut_short(ctx, said, before, current, pushed, chunks, bound)
+    current, pushed, why = _push_epochs(ctx, anchor, sender, enrolment.owner, key, wraps,
+                                        head, mirror, chunks, as_snapshot, bound)
+    if why is not None:  # the exit push's bound, or the worker's stop
+        return cut_short(ctx, said, before, current, pushed, chunks, why)
     # Everything read at `before` is anchored: the heartbeat says 0 until the store moves.
     note_count(ctx, before, current, 0)
     if new_key is None:
         renew(ctx, key)
     if ctx.drift.active and rows is not None:
         ctx.drift.reset(ctx.store_rows() or [])
-    return _anchored(said, pushed, current)
+    return anchored(said, pushed, current)
 
 
 def _journal_preview(ctx: SpaceContext, said: dict[str, Any]) -> dict[str, Any] | None:
@@ -297,18 +298,6 @@ def _nothing_to_push(said: dict[str, Any]) -> str:
             f"{again[-1]}; {NOTHING_TO_PUSH}")
 
 
-def _anchored(said: dict[str, Any], pushed: list[dict[str, Any]],
-              current: Mirror) -> dict[str, Any]:
-    """The result of a push that sent its epochs: what they carried, and the head after."""
-    changed_rows = sum(p["rows"] for p in pushed)
-    deleted_rows = sum(p["deleted"] for p in pushed)
-    total = changed_rows + deleted_rows
-    return {**said, "pushed": total, "epochs": pushed, "changed_rows": changed_rows,
-            "deleted_rows": deleted_rows, **_head_after(current),
-            "message": f"anchored {total} row change(s) in {len(pushed)} epoch(s), head "
-                       f"epoch {current.head.seq} at block {current.head.block}"}
-
-
 def _split(changes: Changes, as_snapshot: bool, mirror: Mirror | None) -> list[Chunk]:
     """The epochs to send: one snapshot, or the diff split at the size limit. A row too
     large for any epoch is named (BAD_REQUEST) before anything is sent."""
@@ -327,18 +316,21 @@ def _split(changes: Changes, as_snapshot: bool, mirror: Mirror | None) -> list[C
 def _push_epochs(ctx: SpaceContext, anchor: Anchor, sender: SessionSender, owner: str,
                  key: bytes, wraps: Any, head: Head, mirror: Mirror | None,
                  chunks: list[Chunk], as_snapshot: bool,
-                 bound: ExitBound | None = None) -> tuple[Mirror | None, list[dict[str, Any]]]:
+                 bound: ExitBound | None = None,
+                 ) -> tuple[Mirror | None, list[dict[str, Any]], str | None]:
     """Send the epochs in order, each chained on the one before (its seq, digest and
     bucket floor read back from what `_push_epoch` recorded), and say what each cost.
-    Returns the mirror after the last sent (`mirror` when none was) and the epochs' lines:
-    fewer than `chunks` when the exit push (`bound`) stopped between two (exit_bound.cut)."""
+    Returns the mirror after the last sent (`mirror` when none was), the epochs' lines, and
+    why the exit push (`bound`) stopped between two (exit_bound.cut; None: all were sent),
+    the reason it broke on, not one read again after (a stop begun since)."""
     state = ctx.state
     pushed: list[dict[str, Any]] = []
     seq, prev, bucket = head.seq, head.digest, (mirror.head.bucket if mirror else None) or 0
     current = mirror
     for number, chunk in enumerate(chunks, 1):
-        if cut(ctx, bound) is not None:
-            break
+        why = cut(ctx, bound)
+        if why is not None:
+            return current, pushed, why
         ctx.progress = f"push: epoch {number} of {len(chunks)} ({len(chunk.rows)} rows)"
         current = _push_epoch(ctx, anchor, sender, owner, key, wraps,
                               seq + 1, prev, bucket, chunk, as_snapshot)
@@ -351,32 +343,7 @@ def _push_epochs(ctx: SpaceContext, anchor: Anchor, sender: SessionSender, owner
                        "bucket": meta.bucket, "bytes": cost.get("bytes"),
                        "gas": cost.get("gas"), "l1_fee": cost.get("l1_fee"),
                        "cost_wei": cost.get("cost_wei")})
-    return current, pushed
-
-
-def _cut_short(ctx: SpaceContext, said: dict[str, Any], before: Any, current: Mirror | None,
-               pushed: list[dict[str, Any]], chunks: list[Chunk],
-               bound: ExitBound | None) -> dict[str, Any]:
-    """The exit push's result when it stopped between epochs: what landed, and the rows of
-    the epochs not sent, left in the store (counted) for the next push, said once."""
-    left = chunks[len(pushed):]
-    rows_left = sum(len(c.rows) + len(c.deleted) for c in left)
-    note_count(ctx, before, current, rows_left)
-    result = _anchored(said, pushed, current) if current is not None and pushed else {
-        **said, "pushed": 0, "epochs": [], **_head_after(current)}
-    head = (f", head epoch {current.head.seq} at block {current.head.block}"
-            if current is not None and pushed else "")
-    result["message"] = cut_message(cut(ctx, bound) or "", len(pushed), len(chunks),
-                                    result["pushed"], rows_left, head)
-    result["cut_short"] = {"epochs_left": len(left), "rows_left": rows_left}
-    return result
-
-
-def _head_after(mirror: Mirror | None) -> dict[str, Any]:
-    """The head this machine holds after the push (v0.3.0's memory_push names it)."""
-    head = mirror.head if mirror is not None else None
-    return {"head_seq": head.seq if head else 0,
-            "head_digest": head.digest if head else "0" * 64}
+    return current, pushed, None
 
 
 def _state_after(mirror: Mirror | None) -> Any:
