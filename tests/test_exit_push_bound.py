@@ -17,6 +17,7 @@ epoch set to none) so a test waits seconds, not 900.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import threading
@@ -32,6 +33,9 @@ from mcp_session import AgentProcess
 WAIT = {"timeout": 90, "interval": 0.1}
 HOLD = {"methods": ["eth_sendRawTransaction"], "seconds": 120}
 BOUND_S = 15
+# What is left of the cached data key as the exit push begins: far less than the 24 h a
+# push's renewal gives it (KINT_KEY_TTL's default).
+KEY_LEFT_S = 3600
 SHORT = {"KINT_RPC_TIMEOUT": "60", "KINT_TEST_EXIT_BOUND_S": str(BOUND_S),
          "KINT_TEST_EXIT_EPOCH_ROOM_S": "0"}
 CUT = re.compile(r"exit push: anchored (\d+) row change\(s\) in 1 of (\d+) epoch\(s\), head "
@@ -42,10 +46,10 @@ CUT = re.compile(r"exit push: anchored (\d+) row change\(s\) in 1 of (\d+) epoch
 @contextmanager
 def _exit_push_held_at_its_first_epoch(sb, proxy) -> Iterator[tuple[Path, float]]:
     """Four rows of random bytes (more than one epoch holds) in the store before a
-    kint-server with no watcher attaches; a row written through it; its close asks for the
-    exit push, whose first transaction the proxy holds. Yields the supervisor's log and
-    when (monotonic) the held send was seen, after the exit push began; the hold is let
-    go at the end."""
+    kint-server with no watcher attaches; a row written through it; the cached data key
+    given an hour left (`KEY_LEFT_S`); its close asks for the exit push, whose first
+    transaction the proxy holds. Yields the supervisor's log and when (monotonic) the held
+    send was seen, after the exit push began; the hold is let go at the end."""
     db = sb.sibyl_db
     write_store(db, {f"blob-{i}": {"hex": os.urandom(40_000).hex()} for i in range(4)},
                 tenant=sb.tenant)
@@ -55,6 +59,7 @@ def _exit_push_held_at_its_first_epoch(sb, proxy) -> Iterator[tuple[Path, float]
                     what="the server's start-up pull ended", **WAIT)
         assert closing.call("memory_remember", category="notes", name="exit-push",
                             body={"text": "written by the closing session"})["ok"] is True
+        _key_left(sb, KEY_LEFT_S)
         proxy.set_mode("delay_methods", **HOLD)
         seen = len(proxy.calls)
     finally:
@@ -67,6 +72,26 @@ def _exit_push_held_at_its_first_epoch(sb, proxy) -> Iterator[tuple[Path, float]
         proxy.forward()
 
 
+def _space_id(sb) -> str:
+    (enrolment,) = sb.kint_home.glob("enrol-*.json")
+    return json.loads(enrolment.read_text())["space"]
+
+
+def _key_left(sb, seconds: float) -> None:
+    """The space's cached data key sealed again with `seconds` left of it."""
+    from kint.custody.vault_cache import cache_data_key, read_cached_key
+
+    space = _space_id(sb)
+    cache_data_key(sb.kint_home, space, read_cached_key(sb.kint_home, space).dek,
+                   ttl=seconds)
+
+
+def _key_expires_at(sb) -> float:
+    from kint.custody.vault_cache import read_cached_key
+
+    return read_cached_key(sb.kint_home, _space_id(sb)).expires_at
+
+
 def _unanchored(sb) -> dict:
     return sb.call("status", sb.sibyl_db, args={"chain": True},
                    timeout_s=60)["unanchored_changes"]
@@ -77,7 +102,9 @@ def test_the_exit_push_starts_no_epoch_past_its_bound_and_leaves_the_rest_said(
     """The exit push's first epoch is held at its send until the push's bound has passed:
     let go, it lands and is recorded, and the push stops before its second, its line saying
     what it anchored, why it stopped and how many rows stay in the store, which still
-    counts them unanchored. Without the bound it sent the second epoch too."""
+    counts them unanchored; the data key it anchored with is renewed, as a whole push's is,
+    for the rows it left. Without the bound it sent the second epoch too; without the
+    renewal the key kept its hour, and could lapse before the next push came."""
     with machine_behind_proxy(tmp_path / "m", chain_home, **SHORT) as (sb, proxy):
         db = sb.sibyl_db
         with _exit_push_held_at_its_first_epoch(sb, proxy) as (log_path, seen_at):
@@ -97,6 +124,7 @@ def test_the_exit_push_starts_no_epoch_past_its_bound_and_leaves_the_rest_said(
         left = _unanchored(sb)
         assert left["changed"] + left["deleted"] == int(line.group(4)) > 0, left
         assert text.count("stopped before epoch") == 1, text[-3000:]
+        assert _key_expires_at(sb) > time.time() + 2 * KEY_LEFT_S
 
 
 def test_a_restart_during_the_exit_push_stops_it_before_its_next_epoch_said(

@@ -260,6 +260,10 @@ def _push_saying(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None,
     current, pushed, why = _push_epochs(ctx, anchor, sender, enrolment.owner, key, wraps,
                                         head, mirror, chunks, as_snapshot, bound)
     if why is not None:  # the exit push's bound, or the worker's stop
+        if pushed and new_key is None:
+            # Its epochs went through as a whole push's do: the rows it leaves for the next
+            # push need the key as much, so its deadline is renewed as theirs would be.
+            renew(ctx, key)
         return cut_short(ctx, said, before, current, pushed, chunks, why)
     # Everything read at `before` is anchored: the heartbeat says 0 until the store moves.
     note_count(ctx, before, current, 0)
