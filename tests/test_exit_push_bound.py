@@ -118,7 +118,8 @@ def test_the_exit_push_starts_no_epoch_past_its_bound_and_leaves_the_rest_said(
         line = CUT.search(text)
         assert line is not None, text[-3000:]
         assert int(line.group(2)) >= 2
-        assert line.group(3) == f"too little is left of its bound ({BOUND_S} s) for another epoch"
+        assert line.group(3) == (f"too little is left of its bound ({BOUND_S} s) for another "
+                                 f"epoch, which may take 0 s at KINT_RPC_TIMEOUT=60s")
         sb.wait_for(lambda: (sb.row(db)["head"] or {}).get("seq") == 1,
                     what="epoch 1 the head", **WAIT)
         left = _unanchored(sb)
@@ -136,7 +137,10 @@ def test_a_restart_during_the_exit_push_stops_it_before_its_next_epoch_said(
     epoch, which the grace's end could cut between its send and its receipt, unsaid."""
     # A stop grace long enough that the landed epoch is recorded in it on a loaded box: the
     # push's own stop, not the grace's end, is what is shown.
+    # No room kept for an epoch: a KINT_RPC_TIMEOUT of 60 s (the held send's bound) would
+    # leave none of the bound for one, and the stop, not the bound, is what is shown.
     with machine_behind_proxy(tmp_path / "m", chain_home, KINT_RPC_TIMEOUT="60",
+                              KINT_TEST_EXIT_EPOCH_ROOM_S="0",
                               KINT_TEST_STOP_GRACE_S="30") as (sb, proxy):
         db = sb.sibyl_db
         space = sb.row(db)["space"]
@@ -159,3 +163,34 @@ def test_a_restart_during_the_exit_push_stops_it_before_its_next_epoch_said(
                     what="epoch 1 the head", **WAIT)
         left = _unanchored(sb)
         assert left["changed"] + left["deleted"] == int(line.group(4)) > 0, left
+
+
+def test_the_room_for_an_epoch_is_the_calls_own_rpc_timeout(tmp_path, chain_home):
+    """A kint-server whose KINT_RPC_TIMEOUT is 40 s writes a row and closes: one epoch of
+    its exit push may take more than the whole 900 s bound at that timeout (three tries of
+    each read, the receipt wait), so the push starts none and says why, naming the room
+    and the session's timeout; the row stays unanchored for the next push. With a room of
+    the receipt wait and 30 s whatever the timeout, it pushed an epoch that could end past
+    the supervisor's deadline for it, unseen."""
+    with machine_behind_proxy(tmp_path / "m", chain_home) as (sb, _):
+        db = sb.sibyl_db
+        closing = AgentProcess({**sb.env, "KINT_NO_WATCHER": "1",
+                                "KINT_RPC_TIMEOUT": "40"}).start()
+        try:
+            sb.wait_for(lambda: closing.call("memory_pull")["ok"],
+                        what="the server's start-up pull ended", **WAIT)
+            assert closing.call("memory_remember", category="notes", name="exit-push",
+                                body={"text": "written by the closing session"})["ok"]
+        finally:
+            closing.close()  # asks the worker for its exit push
+        log_path = sb.kint_home / "supervisor.log"
+        text = sb.wait_for(lambda: ("exit push: anchored" in (t := log_path.read_text())
+                                    or "exit push not made" in t) and t,
+                           what="the exit push's line", **WAIT)
+        assert ("exit push: anchored none of its 1 epoch(s); stopped before epoch 1: too "
+                "little is left of its bound (900 s) for another epoch, which may take 960 s "
+                "at KINT_RPC_TIMEOUT=40s; the other 1 row change(s) stay in the store, "
+                "unanchored, for the next push") in text, text[-3000:]
+        assert (sb.row(db)["head"] or {}).get("seq", 0) == 0
+        left = _unanchored(sb)
+        assert left["changed"] + left["deleted"] == 1, left

@@ -7,9 +7,10 @@ or one behind a slow endpoint, went on past the supervisor's deadline, unseen (i
 dropped late), or was cut anywhere by a stop's grace. Now one `ExitBound`, read from the
 monotonic clock once (`ExitBound.starting_now`, sessions.exit_push), is handed down: the
 wait ends at its `turn_by` (head_lock._wait_turn), and the push looks at it before each
-epoch it would sign (push._push_epochs, `cut`): none starts past `done_by`, which keeps the
-room one epoch takes (its receipt wait and a margin) before the bound, nor once the
-worker's stop began (a stop, restart, recycle or upgrade: HeadTurn.stop). Stopped there,
+epoch it would sign (push._push_epochs, `cut`): none starts once less is left of the bound
+than the room one epoch may take (`epoch_room`: its receipt wait, and each chain call it
+makes at the KINT_RPC_TIMEOUT the push's call gives, as many tries as a read gets), nor
+once the worker's stop began (a stop or restart, or a SIGTERM: HeadTurn.stop). Stopped there,
 between two epochs, nothing is lost: the epochs that landed are recorded, the store keeps
 the other rows, unanchored, for the next push (the watcher's, or the next worker's start),
 and the exit push says so once, in its log line (`cut_message`).
@@ -22,9 +23,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kint.chain.anchor_writes import RECEIPT_TIMEOUT_S
+from kint.chain.rpc import RETRY_PAUSES_S
 from kint.protocol.ops import OPS
 
 if TYPE_CHECKING:
+    from kint.chain.config import ChainConfig
     from kint.tenant_worker.space import SpaceContext
 
 # The exit push's whole bound (seconds), the supervisor's for the op.
@@ -33,10 +36,16 @@ EXIT_BOUND_S = OPS["exit_push"].max_timeout_ms / 1000
 # then makes has the other half. Waiting the whole bound, it pushed after the supervisor had
 # answered TIMEOUT, its reply dropped late.
 EXIT_TURN_S = int(EXIT_BOUND_S // 2)
-# The room the last epoch started before the bound takes to end: its receipt wait and a
-# margin for its send, its reads and the reply's way to the supervisor. An epoch is started
-# only while this much of the bound is left.
-EPOCH_ROOM_S = RECEIPT_TIMEOUT_S + 30.0
+# The chain reads one epoch makes besides the polls its receipt wait ends within: the
+# signing's five (the session key's mined nonce, the gas estimate and the two fee reads that
+# fill the transaction, the balance: SessionSender.sign), and, at the wait's end, the poll
+# begun just before its deadline and the depth read after it (AnchorWrites.wait). Each is
+# tried three times when it times out (kint.chain.rpc); the send is tried once.
+EPOCH_READS = 7
+EPOCH_SENDS = 1
+# What the room keeps besides the chain's calls: the epoch's records written, the result's
+# way back to the supervisor.
+EPOCH_MARGIN_S = 15.0
 
 
 @dataclass(frozen=True)
@@ -45,27 +54,42 @@ class ExitBound:
     the last moment it starts an epoch."""
 
     turn_by: float
-    done_by: float
+    ends: float
 
     @classmethod
     def starting_now(cls) -> "ExitBound":
         """The bound of an exit push beginning now, read once: the module's values at the
         call (a test shortens them), never bound at import."""
         now = time.monotonic()
-        return cls(turn_by=now + EXIT_TURN_S, done_by=now + EXIT_BOUND_S - EPOCH_ROOM_S)
+        return cls(turn_by=now + EXIT_TURN_S, ends=now + EXIT_BOUND_S)
 
 
-def cut(ctx: "SpaceContext", bound: ExitBound | None) -> str | None:
+def epoch_room(chain: "ChainConfig") -> float:
+    """The most one epoch may take (seconds) from its signing to its result, at the
+    push's own chain settings (`chain`: its call's KINT_RPC_TIMEOUT, whether its reads are
+    tried again): the receipt wait, every try of its calls, the pauses between, a margin.
+    A fixed room (the receipt wait and 30 s) let one epoch of a call with a long
+    KINT_RPC_TIMEOUT end past the bound: three tries of each read alone outlast it."""
+    pauses = RETRY_PAUSES_S if chain.rpc_retries else ()
+    tries = EPOCH_READS * (1 + len(pauses)) + EPOCH_SENDS
+    return (RECEIPT_TIMEOUT_S + chain.rpc_timeout_s * tries + EPOCH_READS * sum(pauses)
+            + EPOCH_MARGIN_S)
+
+
+def cut(ctx: "SpaceContext", bound: ExitBound | None, chain: "ChainConfig") -> str | None:
     """Why the exit push starts no further epoch now (None: it goes on): the worker's stop
-    began, or too little of its bound is left for one. A push that is not the exit push
-    (`bound` None) is never cut here."""
+    began, or less of its bound is left than one epoch may take at the push's `chain`
+    settings (`epoch_room`). A push that is not the exit push (`bound` None) is never cut
+    here."""
     if bound is None:
         return None
     stopped = ctx.head_ops.stopped
     if stopped is not None:
         return stopped
-    if time.monotonic() >= bound.done_by:
-        return f"too little is left of its bound ({int(EXIT_BOUND_S)} s) for another epoch"
+    room = epoch_room(chain)
+    if time.monotonic() + room >= bound.ends:
+        return (f"too little is left of its bound ({int(EXIT_BOUND_S)} s) for another epoch, "
+                f"which may take {round(room)} s at KINT_RPC_TIMEOUT={chain.rpc_timeout_s:g}s")
     return None
 
 

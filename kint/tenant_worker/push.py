@@ -83,8 +83,8 @@ def push(ctx: SpaceContext, args: dict[str, Any], bound: ExitBound | None = None
     a pull) rather than be refused BUSY: its server is gone, so nobody tries it again, and
     the rows it wrote after that op read the store waited for the watcher's next push, if
     one came before the worker idled out. It waits up to half its bound (`turn_by`),
-    then pushes what that op left, or says nothing is left, starting no epoch past the
-    bound's `done_by` (exit_bound.py). One waits at a time (head_lock._wait_turn, which
+    then pushes what that op left, or says nothing is left, starting no epoch that might
+    end past the bound (exit_bound.py). One waits at a time (head_lock._wait_turn, which
     logs the wait): of two, the one whose wait ends later waits, and the other leaves its
     rows to it (LEFT_TO_WAITING), each wait its own deadline. Every other push is refused at
     once, as its caller can try again: chosen by the caller (sessions.exit_push), not by
@@ -332,7 +332,7 @@ def _push_epochs(ctx: SpaceContext, anchor: Anchor, sender: SessionSender, owner
     seq, prev, bucket = head.seq, head.digest, (mirror.head.bucket if mirror else None) or 0
     current = mirror
     for number, chunk in enumerate(chunks, 1):
-        why = cut(ctx, bound)
+        why = cut(ctx, bound, anchor.config)
         if why is not None:
             return current, pushed, why
         ctx.progress = f"push: epoch {number} of {len(chunks)} ({len(chunk.rows)} rows)"
