@@ -96,8 +96,11 @@ def cut(ctx: "SpaceContext", bound: ExitBound | None, chain: "ChainConfig") -> s
 def cut_message(why: str, sent: int, planned: int, rows_sent: int, rows_left: int,
                 head: str) -> str:
     """The exit push's one line when it stopped between epochs: what it anchored, why it
-    stopped, and that the rest stays in the store for the next push."""
-    done = (f"anchored {rows_sent} row change(s) in {sent} of {planned} epoch(s){head}"
-            if sent else f"anchored none of its {planned} epoch(s)")
-    return (f"{done}; stopped before epoch {sent + 1}: {why}; the other {rows_left} row "
-            f"change(s) stay in the store, unanchored, for the next push")
+    stopped, and that the rest stays in the store for the next push. Its epochs are named
+    by their place (the next, the first), never by a number beside the head's seq."""
+    if sent:
+        done = (f"anchored {rows_sent} row change(s) in {sent} of {planned} epoch(s){head}; "
+                f"stopped before the next: {why}; the other")
+    else:
+        done = f"anchored none of its {planned} epoch(s); stopped before the first: {why}; the"
+    return f"{done} {rows_left} row change(s) stay in the store, unanchored, for the next push"
