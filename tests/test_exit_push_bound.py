@@ -149,6 +149,7 @@ def test_a_restart_during_the_exit_push_stops_it_before_its_next_epoch_said(
             restart = threading.Thread(target=lambda: restarted.update(
                 out=sb.kint("supervisor", "restart", space, timeout=120)))
             restart.start()
+            # The worker stops the space's turn before it logs this line (process.py).
             sb.wait_for(lambda: "stop requested (restart)" in log_path.read_text(),
                         what="the worker's stop begun", **WAIT)
         restart.join(180)
