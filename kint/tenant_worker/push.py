@@ -104,7 +104,9 @@ def push(ctx: SpaceContext, args: dict[str, Any], bound: ExitBound | None = None
         return {"pushed": 0, "message": LEFT_TO_WAITING, "epochs": []}
     except (RpcUnavailable, custody_errors.CustodyError) as err:
         raise failure_refusal(err) from None
-    if not args.get("dry_run"):
+    # An exit push cut before its first epoch anchored nothing: no push went through for
+    # the watcher's backoff to end on.
+    if not args.get("dry_run") and not (result.get("cut_short") and not result["epochs"]):
         went_through(ctx, PUSHED_BY.get(args.get("hold_reason")))
     return result
 
