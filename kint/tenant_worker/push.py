@@ -10,6 +10,8 @@ session key must be authorized (`canWrite`) (the refusals: push_refusals.py); sp
 build the plaintext, seal it under the data key with every current wrap in the header, sign
 at the machine-wide nonce, record the signed transaction in `pending-<space16>.json`, send,
 wait for confirmations, check the event's digest, record the epoch, drop the pending file.
+The exit push looks at its bound and at the worker's stop before each epoch, and stops
+between two (exit_bound.py), the rows of those not sent left in the store for the next push.
 
 A kill at any step loses nothing and forks nothing: `pending.resolve_pending` settles the
 pending file against the chain head the next time this space pushes or pulls, or when the
