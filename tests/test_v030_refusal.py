@@ -54,7 +54,7 @@ def _verify(client, db, state) -> dict:
 def _hold(db, state):
     conn = connect_ro(str(db))
     try:
-        return DriftBaseline().evaluate(conn, TENANT, state.mirror(), "tool")
+        return DriftBaseline().evaluate(conn, TENANT, state.mirror(), "tool", db=str(db))
     finally:
         conn.close()
 

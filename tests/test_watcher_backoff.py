@@ -127,11 +127,14 @@ def test_a_failed_watcher_push_waits_doubles_and_is_reset_by_a_push_and_a_config
 
         # `kint supervisor status` shows it too, from the worker's beat (no request to the
         # worker): in OP while nothing runs, on a line under the table, in --json; and the
-        # row the watcher counted before it pushed, in UNANCHORED.
+        # row the watcher counted before it pushed, in UNANCHORED. Waited for with OP empty:
+        # a beat sent while the `kint status` above ran names that op until the next beat
+        # (seen under load); a failure the beat showed as an op would never let OP empty.
         row = sb.wait_for(lambda: (r := sb.row(db))["watcher_failure"]
-                          and r["watcher_failure"]["attempts"] == 2 and r,
-                          what="the failure in the supervisor's status", **WAIT)
-        assert row["watcher_failure"]["code"] == "RPC_UNAVAILABLE" and row["op"] is None, row
+                          and r["watcher_failure"]["attempts"] == 2 and r["op"] is None
+                          and r, what="the failure in the supervisor's status, OP empty",
+                          **WAIT)
+        assert row["watcher_failure"]["code"] == "RPC_UNAVAILABLE", row
         assert row["unanchored"] == 1, row
         table = ok(sb.kint("supervisor", "status")).stdout  # exit 0: not a degraded space
         assert "push failed x2" in table, table

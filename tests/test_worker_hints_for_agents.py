@@ -92,7 +92,6 @@ PASSED_ON = {
     ("tenant_worker/connect.py", "err.hint"): "a connect step's own refusal",
     ("tenant_worker/discard.py", "err.hint"): "the discard's own refusal",
     ("tenant_worker/epoch_send.py", "hint"): "DeferredWait's: DEFERRED_FILL_HINT",
-    ("tenant_worker/status.py", "err.hint"): "StoreDenied's: DENIED_HINT (kint.store_denied)",
     ("tenant_worker/handlers.py", "hint if isinstance(hint, str) and hint else None"):
         "Sibyl's own next step: SIBYL_ERROR, always the human's",
     ("tenant_worker/rekey.py", "err.hint"): "the rekey's own refusal",

@@ -196,6 +196,10 @@ STORE_LOCKED_PUSH_HINT = "run the push again once the other writer lets go of th
 # again, never INTERNAL's "a bug in kint".
 STORE_LOCKED_PULL_HINT = "run the pull again once the other writer lets go of the store"
 STORE_LOCKED_HINT = "run it again once the other writer lets go of the store"
+# A store read that failed other than as a lock or this user's permission (damaged, an
+# archive of a shape kint does not read, an I/O error), met by any op but a push's own read
+# of the rows (state_health.store_refusal): kint never writes it, so it is the human's.
+STORE_UNREADABLE_HINT = "check the store file; kint only reads it"
 STORE_READ_FAILED_HINT = ("that is not a damaged store, so nothing is held: run the push "
                           "again; if it fails the same way, the supervisor log has the details")
 

@@ -89,8 +89,10 @@ class DriftBaseline:
                 self._leaves[canonical] = leaf
 
     def evaluate(self, conn: sqlite3.Connection, tenant: str, mirror: Mirror | None,
-                 reason: str) -> Hold | None:
-        """The hold for a server-side push now, or None. Records it for `memory_status`."""
+                 reason: str, *, db: str) -> Hold | None:
+        """The hold for a server-side push now, or None. Records it for `memory_status`.
+        `db`, the store `conn` reads, names it when its archive cannot be read: StoreLocked
+        or StoreUnreadable (store.archived_entities), never a hold over a "lost" store."""
         rows = export_rows(conn, tenant)
         current = {r.canonical_id: r for r in rows}
         anchored = mirror.rows if mirror is not None else {}
@@ -111,7 +113,7 @@ class DriftBaseline:
             if baseline is not None and baseline.get(cid, old.leaf.hex()) != leaf:
                 behind.append(label)
         hold = None
-        if behind and store_lost(mirror, rows, lambda: archived_entities(conn, tenant)):
+        if behind and store_lost(mirror, rows, lambda: archived_entities(conn, tenant, db)):
             hold = Hold(
                 f"refusing to anchor: the store holds none of the {len(anchored)} row(s) "
                 f"anchored from it (deleted, moved or replaced: another tenant's pull may "

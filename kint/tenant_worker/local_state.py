@@ -89,9 +89,11 @@ class LocalState:
 
 def _archived(ctx: SpaceContext) -> set[tuple[str, str]]:
     """The store's archived entities (store.archived_entities), read through this thread's
-    connection."""
+    connection. A lock another process holds raises StoreLocked (BUSY, state_health.guarded),
+    rather than restore rows the tenant forgot: the pull can be run again once it is let go.
+    Any other failed read raises StoreUnreadable, refused naming the store."""
     with ctx.reading() as conn:
-        return archived_entities(conn, ctx.config.tenant)
+        return archived_entities(conn, ctx.config.tenant, ctx.config.db)
 
 
 def local_state(ctx: SpaceContext, head: Head, discard: bool) -> LocalState:

@@ -27,11 +27,15 @@ from kint.tenant_worker.behind_head import behind_refusal
 from kint.tenant_worker.data_key import current_data_key
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.statefiles import Mirror
-from kint.tenant_worker.state_health import store_full
+from kint.tenant_worker.state_health import store_full, store_refusal
 from kint.store_denied import DENIED_HINT, denied_message, denied_reason
-from kint.tenant_worker.store_errors import is_damaged, is_locked
+from kint.tenant_worker.store_errors import StoreUnreadable, is_damaged, is_locked
 
 log = logging.getLogger("kint.worker")
+
+# How a refusal over the store's read ends: the rows' (`_store_rows`) and the drift check's
+# read of the archive (`rows_to_push`) alike.
+NOTHING_ANCHORED = "; nothing was anchored"
 
 # `--over-skipped` where the last pull skipped nothing (09-cli.md: honoured only then).
 OVER_SKIPPED_UNUSED = ("kint: --over-skipped not used: this machine's last pull applied every "
@@ -116,8 +120,11 @@ def rows_to_push(ctx: SpaceContext, mirror: Mirror | None,
     elif hold_reason is not None:
         from kint.tenant_worker.drift import hold_error
 
-        with ctx.reading() as conn:
-            hold = ctx.drift.evaluate(conn, cfg.tenant, mirror, hold_reason)
+        try:
+            with ctx.reading() as conn:
+                hold = ctx.drift.evaluate(conn, cfg.tenant, mirror, hold_reason, db=cfg.db)
+        except StoreUnreadable as err:  # its read of the archive (store.archived_entities)
+            raise store_refusal(err, "push", NOTHING_ANCHORED) from None
         if hold is not None:
             raise hold_error(hold)
     return rows

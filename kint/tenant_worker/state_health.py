@@ -18,9 +18,11 @@ from kint.pid_file_lock import FOREIGN_FILE_HINT, NotOwnFile
 from kint.protocol import ErrorCode, ProtocolError
 from kint.protocol.errors import DEFAULT_HINTS
 from kint.protocol.hints import (CORRUPT_FILE_HINT, DISK_FULL_PULL_TAIL, STORE_LOCKED_HINT,
-                                 STORE_LOCKED_PULL_HINT, STORE_LOCKED_PUSH_HINT)
+                                 STORE_LOCKED_PULL_HINT, STORE_LOCKED_PUSH_HINT,
+                                 STORE_UNREADABLE_HINT)
+from kint.store_denied import DENIED_HINT
 from kint.tenant_worker.statefiles import CorruptStateFile
-from kint.tenant_worker.store_errors import StoreLocked, is_locked
+from kint.tenant_worker.store_errors import StoreDenied, StoreLocked, StoreUnreadable, is_locked
 
 _DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 SQLITE_FULL = 13  # sqlite3.h: "Insertion failed because database is full"
@@ -63,6 +65,19 @@ def _locked(message: str, op: str) -> ProtocolError:
     return ProtocolError(ErrorCode.BUSY, message, hint)
 
 
+def store_refusal(err: StoreUnreadable, op: str, tail: str = "") -> ProtocolError:
+    """A read of the store that failed (store_errors.unreadable), as `op` refuses it, its
+    message ending in `tail`: a lock is BUSY (`_locked`); a store this user may not open is
+    SIBYL_ERROR with the permission's hint (nothing says it is damaged); anything else is
+    INTERNAL naming the store and SQLite's error, the file the human's to check. Never the
+    op's bare "failed inside the worker", which calls it a bug in kint and names no store."""
+    if isinstance(err, StoreLocked):
+        return _locked(f"{err}{tail}", op)
+    if isinstance(err, StoreDenied):
+        return ProtocolError(ErrorCode.SIBYL_ERROR, f"{err}{tail}", DENIED_HINT)
+    return ProtocolError(ErrorCode.INTERNAL, f"{err}{tail}", STORE_UNREADABLE_HINT)
+
+
 def disk_full(err: OSError) -> bool:
     """Whether `err` is the disk (or the user's quota) refusing a write."""
     return err.errno in _DISK_FULL
@@ -87,8 +102,8 @@ def guarded(op: str, handler: Handler) -> Handler:
             return handler(ctx, args)
         except CorruptStateFile as err:
             raise corrupt_error(err) from None
-        except StoreLocked as err:  # a count of the store's rows the lock refused, named
-            raise _locked(str(err), op) from None
+        except StoreUnreadable as err:  # a count's or the archive's read, naming the store
+            raise store_refusal(err, op) from None
         except NotOwnFile as err:  # a link where a lock of the space's goes, named
             raise ProtocolError(ErrorCode.CORRUPT_STATE, str(err), FOREIGN_FILE_HINT) from None
         except OSError as err:

@@ -15,15 +15,15 @@ import os
 import time
 from typing import Any
 
-from kint.protocol import ErrorCode, ProtocolError
-from kint.protocol.hints import STORE_LOCKED_HINT
+from kint.protocol import ProtocolError
 from kint.tenant_worker.chain_head import HeadReading
 from kint.tenant_worker.disk_space import full_disks
 from kint.tenant_worker.enrolment import Enrolment
 from kint.tenant_worker.push_settings import differing
 from kint.tenant_worker.space import SpaceContext
+from kint.tenant_worker.state_health import store_refusal
 from kint.tenant_worker.statefiles import CorruptStateFile
-from kint.tenant_worker.store_errors import StoreDenied, StoreLocked, StoreUnreadable
+from kint.tenant_worker.store_errors import StoreUnreadable
 from kint.tenant_worker.store_sharers import still_sharing
 
 
@@ -36,13 +36,8 @@ def status(ctx: SpaceContext, args: dict[str, Any], read: bool = True) -> dict[s
     cfg = ctx.config
     try:
         facts = ctx.store.facts(read)
-    except StoreLocked as err:  # the store is fine, only taken: not a file to check
-        raise ProtocolError(ErrorCode.BUSY, str(err), STORE_LOCKED_HINT) from None
-    except StoreDenied as err:  # fine as far as anyone knows, only closed to this user
-        raise ProtocolError(ErrorCode.SIBYL_ERROR, str(err), err.hint) from None
-    except StoreUnreadable as err:
-        raise ProtocolError(ErrorCode.INTERNAL, str(err),
-                            "check the store file; kint only reads it") from None
+    except StoreUnreadable as err:  # a lock BUSY, a closed store SIBYL_ERROR, else INTERNAL
+        raise store_refusal(err, "status") from None
     presence = ctx.state.presence
     files, home_device = presence.reading()  # as they are now (file_presence.py)
     same_disk = facts.device is not None and facts.device == home_device
@@ -115,7 +110,8 @@ def _chain_status(ctx: SpaceContext) -> dict[str, Any]:
     held = None
     if enrolment is not None and mirror is not None and os.path.exists(ctx.config.db):
         with ctx.reading() as conn:
-            hold = ctx.drift.evaluate(conn, ctx.config.tenant, mirror, "status")
+            hold = ctx.drift.evaluate(conn, ctx.config.tenant, mirror, "status",
+                                      db=ctx.config.db)
         held = hold.to_json() if hold is not None else None
     from kint.tenant_worker import settled_notice
     from kint.tenant_worker.lost_restore import in_progress

@@ -355,12 +355,20 @@ def rows_by_tenant(db: str) -> dict[str, int]:
             raise unreadable(db, err) from None
 
 
-def archived_entities(conn: sqlite3.Connection, tenant: str) -> set[tuple[str, str]]:
+def archived_entities(conn: sqlite3.Connection, tenant: str, db: str) -> set[tuple[str, str]]:
     """The (category, name) of every entity of `tenant` in Sibyl's archive (memory_forget
     moves an entity there): what tells a store whose rows were forgotten from a store that
-    lost them (changes.store_lost). Empty when the store has no archive table."""
+    lost them (changes.store_lost). Empty only when the store has no archive table (one
+    Sibyl has not set up). Any other failure raises what the store's other reads raise
+    (`unreadable`: StoreLocked for a lock another process holds, else StoreUnreadable):
+    read as an empty archive, a store whose rows were forgotten was taken for one that lost
+    them, and a pull restored the rows its user forgot on purpose. The table is looked up in
+    the schema, as export_rows looks up a tier's, not told from SQLite's wording of an error."""
     try:
+        if not conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = "
+                            "'archived_entities'").fetchone():
+            return set()
         return {(str(c), str(n)) for c, n in conn.execute(
             "SELECT category, name FROM archived_entities WHERE tenant_id = ?", (tenant,))}
-    except sqlite3.OperationalError:  # no such table: a store Sibyl has not set up
-        return set()
+    except sqlite3.DatabaseError as err:
+        raise unreadable(db, err) from None

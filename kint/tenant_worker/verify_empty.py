@@ -26,6 +26,7 @@ from typing import Callable
 from kint.tenant_worker.changes import store_lost
 from kint.tenant_worker.statefiles import Mirror
 from kint.tenant_worker.store import TIER_TABLES, archived_entities
+from kint.tenant_worker.store_errors import StoreUnreadable
 
 # How many other tenants the reason names, largest first (their row counts beside them).
 NAMED_TENANTS = 3
@@ -78,20 +79,22 @@ def no_rows_why(conn: sqlite3.Connection, db: str, tenant: str,
                 f"searched is mistyped, or has written nothing yet: --tenant or KINT_TENANT "
                 f"picks it)")
     if anchored is not None and anchored_rows:
-        why += _anchored_words(conn, tenant, anchored)
+        why += _anchored_words(conn, db, tenant, anchored)
     return why
 
 
-def _anchored_words(conn: sqlite3.Connection, tenant: str, mirror: Mirror) -> str:
+def _anchored_words(conn: sqlite3.Connection, db: str, tenant: str, mirror: Mirror) -> str:
     """What becomes of the tenant's anchored rows, none of which this store holds: saying
     `kint pull` restores rows the tenant forgot here would send a user to a pull that
     restores nothing, while the next push anchors their deletion. Empty when the store's
-    archive cannot be read: which of the two it is is then not known."""
+    archive cannot be read (locked by another process, damaged): which of the two it is is
+    then not known, and a locked archive read as empty said "`kint pull` restores them" of
+    rows the tenant forgot."""
     n = len(mirror.rows)
     try:
         # rows=[]: the tenant holds none in the four tiers kint anchors (counted above).
-        lost = store_lost(mirror, [], lambda: archived_entities(conn, tenant))
-    except sqlite3.DatabaseError:
+        lost = store_lost(mirror, [], lambda: archived_entities(conn, tenant, db))
+    except StoreUnreadable:
         return ""
     if lost:  # or the store is not the one meant: a space is the tenant, not the store
         return (f"; {n} row(s) anchored for this tenant are on chain (check --db or "

@@ -56,6 +56,10 @@ exists (at most HOLD_MAX_S):
   in the worker's socket, and no beat goes out until the file is gone.
 - `KINT_TEST_HOLD_ATTACH`: the `attach` op (`kint.tenant_worker.sessions.attach`), on a
   pool thread, waits for it to go before it attaches the session.
+- `KINT_TEST_HOLD_ARCHIVE`: a read of the store's archive (`archived_entities` as
+  `kint.tenant_worker.local_state`, `verify_empty` and `drift` imported it), the store's rows
+  already read, waits for it to go, having first created `<file>.reached`: a test takes
+  another process's lock of the store in that gap, as a writer that starts there would.
 
 One wrapper shortens rather than holds: while the file `KINT_TEST_RECEIPT_WAIT` names exists,
 `Anchor.wait` gives up after the seconds it holds (not kint's 60), so a test meets a receipt
@@ -126,6 +130,7 @@ BALLAST = "ballast"
 HOLD_ENV = "KINT_TEST_HOLD_SETTLE"
 HOLD_DISPATCH_ENV = "KINT_TEST_HOLD_DISPATCH"
 HOLD_ATTACH_ENV = "KINT_TEST_HOLD_ATTACH"
+HOLD_ARCHIVE_ENV = "KINT_TEST_HOLD_ARCHIVE"
 HOLD_MAX_S = 120.0
 FAIL_START_ENV = "KINT_TEST_FAIL_START"
 RECEIPT_WAIT_ENV = "KINT_TEST_RECEIPT_WAIT"
@@ -506,6 +511,10 @@ def _install() -> None:
     from kint.tenant_worker import sessions
 
     sessions.attach = _held(sessions.attach, HOLD_ATTACH_ENV)
+    from kint.tenant_worker import drift, local_state, verify_empty
+
+    for reader in (local_state, verify_empty, drift):
+        reader.archived_entities = _held(reader.archived_entities, HOLD_ARCHIVE_ENV, True)
     from sibyl_memory_client import MemoryClient
 
     MemoryClient.set_entity = _around(MemoryClient.set_entity, None,  # type: ignore

@@ -1,0 +1,269 @@
+"""A store whose anchored rows its tenant forgot (memory_forget archives an entity) is told
+from one that lost them by its archive (changes.store_lost). A read of that archive that
+another process's lock refused was taken for an empty archive: the pull restored the rows
+the tenant forgot on purpose, kint-server's push was held for a human over a "lost" store,
+and verify said "`kint pull` restores them". Now the lock is what it is: the pull and the
+server push answer BUSY, restoring and anchoring nothing, verify says nothing of the rows.
+An archive of a shape kint does not read is refused naming the store, not as a bug in kint.
+
+Real parts: real Sibyl stores, a real second process holding SQLite's exclusive lock on the
+store (support/locked_store.py), and, for the pull and the push, a machine on the session's
+devchain (real supervisor and workers). The lock is taken where a writer that starts between the
+op's two reads would take it: after the store's rows were read, before its archive is. A
+lock held from the start refuses the rows' read first, which was always answered BUSY.
+
+Why the stores are put in rollback-journal mode first: Sibyl opens every store in WAL mode,
+where an open connection (the worker's, between those two reads) keeps any other from
+taking the exclusive lock, so the gap cannot be met there; a store in rollback-journal mode
+(one Sibyl has not opened since, as a copy made by another tool can be) is read without a
+lock between statements, and a writer can take it in the gap.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import threading
+from contextlib import ExitStack, closing
+from pathlib import Path
+
+import pytest
+
+from chain_machines import kjson, new_machine
+from conftest import KINT, sibyl_client
+from conftest import write_rules as write
+from kint.protocol.hints import (STORE_LOCKED_PULL_HINT, STORE_LOCKED_PUSH_HINT,
+                                 STORE_UNREADABLE_HINT)
+from support.locked_store import locked
+
+RESTORING = "restoring them from the first epoch"
+
+
+def _forget(db: Path, tenant: str) -> None:
+    """Sibyl's memory_forget of the rule `forgotten`: moved into the archive."""
+    client = sibyl_client(db, tenant)
+    try:
+        client.archive_entity("rules", "forgotten", reason="no longer true")
+    finally:
+        client.storage.close()
+
+
+def _rollback_journal(db: Path) -> None:
+    """`db` out of WAL mode (every connection to it closed), as a copy Sibyl never opened."""
+    with closing(sqlite3.connect(db)) as conn:
+        assert conn.execute("PRAGMA journal_mode=DELETE").fetchone() == ("delete",)
+
+
+def _rules(db: Path, tenant: str) -> set[str]:
+    client = sibyl_client(db, tenant)
+    try:
+        return {e["name"] for e in client.list_entities(category="rules")}
+    finally:
+        client.storage.close()
+
+
+@pytest.fixture(scope="module")
+def machine(tmp_path_factory, chain_home):
+    """A machine whose workers hold each read of a store's archive while the file `hold`
+    exists (KINT_TEST_HOLD_ARCHIVE, tests/support/kint_test_faults.py)."""
+    root = tmp_path_factory.mktemp("archive-locked")
+    sb = new_machine(root, chain_home, KINT_TEST_HOLD_ARCHIVE=str(root / "hold-archive"))
+    sb.hold = root / "hold-archive"
+    yield sb
+    sb.shutdown()
+
+
+def _pull_under_lock(sb, db: Path, tenant: str) -> subprocess.CompletedProcess:
+    """`kint pull`, the store locked by another process from the moment the pull, its rows
+    read, reaches the archive's read until the pull ends, or says it restores the rows (the
+    lock let go then, so that its restore can go on as it would have)."""
+    reached = Path(str(sb.hold) + ".reached")
+    reached.unlink(missing_ok=True)
+    sb.hold.touch()
+    log = sb.kint_home / "supervisor.log"
+    said = log.read_text().count(RESTORING)
+    proc = subprocess.Popen([KINT, "--tenant", tenant, "--db", str(db), "pull"], env=sb.env,
+                            text=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    try:
+        sb.wait_for(reached.exists, timeout=60, what="the pull to reach the archive's read")
+        with locked(db):
+            sb.hold.unlink()
+            sb.wait_for(lambda: proc.poll() is not None
+                        or log.read_text().count(RESTORING) > said, timeout=60,
+                        what="the pull to end, or to restore")
+        out, err = proc.communicate(timeout=90)
+    finally:
+        sb.hold.unlink(missing_ok=True)
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert log.read_text().count(RESTORING) == said, \
+        "the pull took a locked archive for an empty one, the store for a lost one"
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def test_a_pull_over_a_locked_archive_is_busy_and_restores_nothing(machine, tmp_path):
+    """On the archive read as empty, the pull took the store for a lost one and restored
+    the forgotten rule from the first epoch. Now BUSY, with the pull's hint, nothing
+    restored; once the lock is let go, a pull finds the store at the chain head, the rule
+    still forgotten."""
+    sb, tenant = machine, "kint-archive-pull"
+    db = tmp_path / "forgets.db"
+    write(db, tenant, **{"forgotten": "anchored, then forgotten"})
+    kjson(sb, "--tenant", tenant, "--db", str(db), "connect", "--dev")
+    kjson(sb, "--tenant", tenant, "--db", str(db), "push")
+    _forget(db, tenant)
+    sb.shutdown()  # the workers' connections to the store closed, for the mode's change
+    _rollback_journal(db)
+    sb.start_entitled()
+
+    out = _pull_under_lock(sb, db, tenant)
+    assert out.returncode != 0 and "[BUSY]" in out.stderr, out.stdout + out.stderr
+    assert f"the store {db} is locked by another process" in out.stderr
+    assert STORE_LOCKED_PULL_HINT in out.stderr
+    assert _rules(db, tenant) == set()
+
+    pulled = kjson(sb, "--tenant", tenant, "--db", str(db), "pull")
+    assert pulled["applied"] == [] and pulled["message"].startswith("already at the chain head")
+    assert _rules(db, tenant) == set()
+
+
+def test_a_server_push_over_a_locked_archive_is_busy_not_held(machine, tmp_path):
+    """kint-server's push (a `hold_reason`, a session attached: the drift baseline live)
+    reads the archive in its drift check (drift.evaluate, from push_refusals.rows_to_push).
+    Read as empty under the lock, it took the store for a lost one and held the push for a
+    human (HELD, "`kint pull` restores them"). Now BUSY with the push's hint, ending as a
+    refusal over the push's own read of the rows ends: nothing was anchored."""
+    from kint.client import KintError
+    from kint.spaces import resolve
+
+    sb, tenant = machine, "kint-archive-push"
+    db = tmp_path / "forgets.db"
+    write(db, tenant, **{"forgotten": "anchored, then forgotten"})
+    kjson(sb, "--tenant", tenant, "--db", str(db), "connect", "--dev")
+    kjson(sb, "--tenant", tenant, "--db", str(db), "push")
+    _forget(db, tenant)
+    sb.shutdown()  # the workers' connections to the store closed, for the mode's change
+    _rollback_journal(db)
+    sb.start_entitled()
+    ref = resolve(tenant, db)
+    scope = {"tenant": ref.tenant, "db": ref.db, "space": ref.label}
+    with sb.client() as kint:  # the baseline: the store as the session found it
+        kint.call("attach", **scope, args={"session": "agent", "watcher": False},
+                  timeout_s=60)
+
+    reached = Path(str(sb.hold) + ".reached")
+    reached.unlink(missing_ok=True)
+    sb.hold.touch()
+    refused: list[KintError] = []
+
+    def push() -> None:
+        with sb.client() as kint:
+            try:
+                kint.call("push", **scope, args={"hold_reason": "tool"}, timeout_s=120)
+            except KintError as err:
+                refused.append(err)
+
+    pushing = threading.Thread(target=push, daemon=True)
+    pushing.start()
+    try:
+        sb.wait_for(reached.exists, timeout=60, what="the drift check to reach the archive")
+        with locked(db):
+            sb.hold.unlink()
+            pushing.join(timeout=90)
+            assert not pushing.is_alive(), "the push did not end"
+    finally:
+        sb.hold.unlink(missing_ok=True)
+    assert len(refused) == 1, "the push went through over a store that holds none of its rows"
+    busy = refused[0]
+    assert busy.code == "BUSY", busy
+    assert busy.message == (f"the store {db} is locked by another process (database is "
+                            f"locked); nothing was anchored"), busy.message
+    assert busy.hint == STORE_LOCKED_PUSH_HINT
+    assert "push HELD" not in (sb.kint_home / "supervisor.log").read_text()
+
+
+def test_a_pull_over_an_archive_kint_does_not_read_names_the_store(machine, tmp_path):
+    """An archive of a shape kint does not read (its `category` renamed, as another Sibyl's
+    might be) raised StoreUnreadable, which no part of the op answered: the pull said
+    "pull failed inside the worker", "a bug in kint", and named no store. Now it names the
+    store and SQLite's error, sends the user to the file, and restores nothing."""
+    sb, tenant = machine, "kint-archive-shape"
+    db = tmp_path / "forgets.db"
+    write(db, tenant, **{"forgotten": "anchored, then forgotten"})
+    kjson(sb, "--tenant", tenant, "--db", str(db), "connect", "--dev")
+    kjson(sb, "--tenant", tenant, "--db", str(db), "push")
+    _forget(db, tenant)
+    with closing(sqlite3.connect(db)) as conn:
+        conn.execute("ALTER TABLE archived_entities RENAME COLUMN category TO cat")
+    log = sb.kint_home / "supervisor.log"
+    said = log.read_text().count(RESTORING)
+
+    out = sb.kint("--tenant", tenant, "--db", str(db), "pull")
+    assert out.returncode != 0 and "[INTERNAL]" in out.stderr, out.stdout + out.stderr
+    assert (f"store {db} cannot be read: no such column: category (SQLITE_ERROR, code 1)"
+            in out.stderr), out.stderr
+    assert STORE_UNREADABLE_HINT in out.stderr and "bug in kint" not in out.stderr, out.stderr
+    assert log.read_text().count(RESTORING) == said
+    assert _rules(db, tenant) == set()
+
+
+def test_verify_over_a_locked_archive_does_not_send_the_user_to_a_pull(tmp_path):
+    """Verify's why for a tenant with no row in the store (verify_empty.no_rows_why) said
+    the forgotten rule was lost ("`kint pull` restores them") when the archive's read met
+    the lock; which of the two it is cannot be told then, and the why says neither. The
+    lock is taken as the tenant's mirror is read, between the store's counts and its
+    archive; the mirror is the one a push of the rule left."""
+    from kint.rows.export import connect_ro
+    from kint.tenant_worker import verify_empty
+    from kint.tenant_worker.mirror_file import LEAF_LEN, Mirror, MirrorRow
+
+    tenant, db = "kint-archive-verify", tmp_path / "forgets.db"
+    write(db, tenant, **{"forgotten": "anchored, then forgotten"})
+    write(db, "another", **{"theirs": "another tenant's rule"})
+    _forget(db, tenant)
+    _rollback_journal(db)
+    row = MirrorRow("entity", "rules", "forgotten", bytes(LEAF_LEN), 1)
+    mirror = Mirror(space_id="ab" * 32, rows={row.canonical_id: row})
+
+    with ExitStack() as lock, closing(connect_ro(str(db))) as conn:
+        conn.execute("PRAGMA busy_timeout = 200")  # the lock is held past any wait
+
+        def mirror_then_locked() -> Mirror:
+            lock.enter_context(locked(db))
+            return mirror
+
+        why = verify_empty.no_rows_why(conn, str(db), tenant, mirror_then_locked)
+    said = f"the store {db} holds no rows of tenant {tenant}; it holds those of 1 other"
+    assert why is not None and why.startswith(said), why
+    assert "restores them" not in why and "forgotten here" not in why, why
+    # The lock let go, the archive tells the rule was forgotten here, as before.
+    with closing(connect_ro(str(db))) as conn:
+        why = verify_empty.no_rows_why(conn, str(db), tenant, lambda: mirror)
+    assert why is not None and why.endswith(
+        "; 1 row(s) anchored for this tenant were forgotten here (the next `kint push` "
+        "anchors their deletion)"), why
+
+
+def test_only_a_store_without_an_archive_has_an_empty_one(tmp_path):
+    """Every failed read of the archive was read as "no archive": an archive of a shape
+    kint does not read (here one without `category`, as another Sibyl's might be) too.
+    Now only a store with no archive table has none; that failure is StoreUnreadable,
+    SQLite's words kept, as the store's other reads say it."""
+    from kint.rows.export import connect_ro
+    from kint.tenant_worker.store import archived_entities
+    from kint.tenant_worker.store_errors import StoreLocked, StoreUnreadable
+
+    bare, other = tmp_path / "bare.db", tmp_path / "other.db"
+    with closing(sqlite3.connect(bare)) as conn:
+        conn.execute("CREATE TABLE entities (tenant_id TEXT, category TEXT, name TEXT)")
+    with closing(sqlite3.connect(other)) as conn:
+        conn.execute("CREATE TABLE archived_entities (tenant_id TEXT, name TEXT)")
+    with closing(connect_ro(str(bare))) as conn:
+        assert archived_entities(conn, "t", str(bare)) == set()
+    with closing(connect_ro(str(other))) as conn, pytest.raises(StoreUnreadable) as failed:
+        archived_entities(conn, "t", str(other))
+    assert not isinstance(failed.value, StoreLocked)
+    assert str(failed.value) == (f"store {other} cannot be read: no such column: category "
+                                 f"(SQLITE_ERROR, code 1)"), failed.value
