@@ -32,7 +32,8 @@ and the other spaces' workers keep answering.
   `header_wraps`, `recovery_binding`, `enrolment`, `enrolled_chain`, `custody_errors`,
   `rekey`, `rekey_settle`, `join_chain` (what `kint join` reads of the chain),
   `space_chain` (the chain settings `session-key show` and `authorize` read through).
-- Push: `push`, `push_refusals`, `pending` (settling the journal written before a send),
+- Push: `push`, `push_refusals`, `push_result` (what a push answers, a cut one's too),
+  `pending` (settling the journal written before a send),
   `pending_journal` (that journal's file), `former_key` (a
   journal signed by a session key rotated away since; `former_key_wait`, the bound on its
   wait for a nonce held at another endpoint), `overtaken`, `unauthorized_journal`
