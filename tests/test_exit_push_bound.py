@@ -137,10 +137,9 @@ def test_a_restart_during_the_exit_push_stops_it_before_its_next_epoch_said(
     epoch, which the grace's end could cut between its send and its receipt, unsaid."""
     # A stop grace long enough that the landed epoch is recorded in it on a loaded box: the
     # push's own stop, not the grace's end, is what is shown.
-    # No room kept for an epoch: a KINT_RPC_TIMEOUT of 60 s (the held send's bound) would
-    # leave none of the bound for one, and the stop, not the bound, is what is shown.
+    # A KINT_RPC_TIMEOUT of 60 s, the held send's bound: the room kept for an epoch is then
+    # half the exit push's bound (exit_bound.kept_room), so its first epoch starts.
     with machine_behind_proxy(tmp_path / "m", chain_home, KINT_RPC_TIMEOUT="60",
-                              KINT_TEST_EXIT_EPOCH_ROOM_S="0",
                               KINT_TEST_STOP_GRACE_S="30") as (sb, proxy):
         db = sb.sibyl_db
         space = sb.row(db)["space"]
@@ -166,13 +165,40 @@ def test_a_restart_during_the_exit_push_stops_it_before_its_next_epoch_said(
         assert left["changed"] + left["deleted"] == int(line.group(4)) > 0, left
 
 
+def _chain(rpc_timeout_s: float):
+    """A chain's settings as a worker loads them, with the session's KINT_RPC_TIMEOUT."""
+    from kint.chain.config import ChainConfig
+
+    return ChainConfig(rpc_urls=("http://127.0.0.1:8545",), chain_id=31337,
+                       anchor="0x" + "11" * 20, confirmations=1, rpc_timeout_s=rpc_timeout_s)
+
+
 def test_the_room_for_an_epoch_is_the_calls_own_rpc_timeout(tmp_path, chain_home):
-    """A kint-server whose KINT_RPC_TIMEOUT is 40 s writes a row and closes: one epoch of
-    its exit push may take more than the whole 900 s bound at that timeout (three tries of
-    each read, the receipt wait), so the push starts none and says why, naming the room
-    and the session's timeout; the row stays unanchored for the next push. With a room of
-    the receipt wait and 30 s whatever the timeout, it pushed an epoch that could end past
-    the supervisor's deadline for it, unseen."""
+    """The room the exit push keeps for an epoch before its bound follows the push's own
+    KINT_RPC_TIMEOUT while it is under half the bound: at 10 s (a worst case of 300 s) an
+    epoch still starts with 340 s left and none with 260 s left, the line naming the room
+    and the timeout (a fixed room, or always the half, fails one of the two). And a
+    kint-server whose KINT_RPC_TIMEOUT is 40 s, where one epoch may at worst take more than
+    the whole 900 s bound, still has the first half of it: its exit push sends its epoch,
+    and no row is left. With the room uncapped, that push started none, a regression for
+    the users with slow endpoints; at the cap, the cut line says an epoch begun late may
+    end past the bound."""
+    from kint.tenant_worker.exit_bound import ExitBound, late
+
+    def left(seconds: float) -> ExitBound:
+        now = time.monotonic()
+        return ExitBound(turn_by=now, ends=now + seconds)
+
+    assert late(left(340), _chain(10)) is None
+    assert late(left(260), _chain(10)) == ("too little is left of its bound (900 s) for "
+                                          "another epoch, which may take 300 s at "
+                                          "KINT_RPC_TIMEOUT=10s")
+    assert late(left(600), _chain(40)) is None
+    assert late(left(400), _chain(40)) == (
+        "too little is left of its bound (900 s) for another epoch: half of it (450 s) is "
+        "kept for one, which may take up to 960 s at KINT_RPC_TIMEOUT=40s (every call "
+        "timing out thrice), so one begun late may end past the bound, after the "
+        "supervisor's TIMEOUT, said only here")
     with machine_behind_proxy(tmp_path / "m", chain_home) as (sb, _):
         db = sb.sibyl_db
         closing = AgentProcess({**sb.env, "KINT_NO_WATCHER": "1",
@@ -188,10 +214,9 @@ def test_the_room_for_an_epoch_is_the_calls_own_rpc_timeout(tmp_path, chain_home
         text = sb.wait_for(lambda: ("exit push: anchored" in (t := log_path.read_text())
                                     or "exit push not" in t) and t,
                            what="the exit push's line", **WAIT)
-        assert ("exit push: anchored none of its 1 epoch(s); stopped before the first: too "
-                "little is left of its bound (900 s) for another epoch, which may take 960 s "
-                "at KINT_RPC_TIMEOUT=40s; the 1 row change(s) stay in the store, "
-                "unanchored, for the next push") in text, text[-3000:]
-        assert (sb.row(db)["head"] or {}).get("seq", 0) == 0
-        left = _unanchored(sb)
-        assert left["changed"] + left["deleted"] == 1, left
+        assert "exit push: anchored 1 row change(s) in 1 epoch(s), head epoch 1" in text, \
+            text[-3000:]
+        sb.wait_for(lambda: (sb.row(db)["head"] or {}).get("seq") == 1,
+                    what="epoch 1 the head", **WAIT)
+        left_rows = _unanchored(sb)
+        assert left_rows["changed"] + left_rows["deleted"] == 0, left_rows

@@ -82,11 +82,7 @@ def _exit_push_behind_a_push(sb, proxy, push: Callable[[], object]) -> Iterator[
 
 def test_an_exit_push_behind_a_running_push_waits_for_it_then_pushes_what_is_left(
         tmp_path, chain_home):
-    # No room kept for an epoch before the exit push's bound (exit_bound.epoch_room): at the
-    # session's KINT_RPC_TIMEOUT of 60 s one epoch may take longer than the whole bound, so
-    # the exit push would start none; its wait for its turn is what is shown here.
-    with machine_behind_proxy(tmp_path / "m", chain_home, KINT_RPC_TIMEOUT="60",
-                              KINT_TEST_EXIT_EPOCH_ROOM_S="0") as (sb, proxy):
+    with machine_behind_proxy(tmp_path / "m", chain_home, KINT_RPC_TIMEOUT="60") as (sb, proxy):
         db = sb.sibyl_db
         pushed: dict = {}
         with _exit_push_behind_a_push(

@@ -8,10 +8,17 @@ dropped late), or was cut anywhere by a stop's grace. Now one `ExitBound`, read 
 monotonic clock once (`ExitBound.starting_now`, sessions.exit_push), is handed down: the
 wait ends at its `turn_by` (head_lock._wait_turn), and the push looks at it before each
 epoch it would sign (push._push_epochs, `cut`): none starts once less is left of the bound
-than the room one epoch may take (`epoch_room`: its receipt wait, and each chain call it
-makes at the KINT_RPC_TIMEOUT the push's call gives, as many tries as a read gets), nor
-once the worker's stop began (a stop or restart, or a SIGTERM: HeadTurn.stop). Stopped there,
-between two epochs, nothing is lost: the epochs that landed are recorded, the store keeps
+than the room kept for one epoch (`kept_room`), nor once the worker's stop began (a stop or
+restart, or a SIGTERM: HeadTurn.stop). The room is what one epoch may take at worst
+(`epoch_room`: its receipt wait, and each chain call it makes at the KINT_RPC_TIMEOUT the
+push's call gives, as many tries as a read gets), capped at half the bound: from a
+KINT_RPC_TIMEOUT of about 37 s that worst case outgrows the whole bound, and a room of it
+started no epoch at all, a regression for exactly the users with slow endpoints, whose exit
+push had run. So an exit push always has the first half of its bound to start epochs; what
+is then true, under a timeout past about 17 s (a worst case over half the bound), is that
+an epoch begun late may, if every one of its calls times out thrice, end past the bound: its
+result comes after the supervisor's TIMEOUT, said only in the worker's log. Stopped at its bound or
+the stop, between two epochs, nothing is lost: the epochs that landed are recorded, the store keeps
 the other rows, unanchored, for the next push (the watcher's, or the next worker's start),
 and the exit push says so once, in its log line (`cut_message`).
 """
@@ -76,21 +83,42 @@ def epoch_room(chain: "ChainConfig") -> float:
             + EPOCH_MARGIN_S)
 
 
+def kept_room(chain: "ChainConfig") -> float:
+    """The room the exit push keeps before its bound for one epoch (seconds): what one may
+    take at the push's `chain` settings (`epoch_room`), but never more than half the bound.
+    Uncapped, a KINT_RPC_TIMEOUT of about 37 s or more left no time to start any epoch, and
+    a slow endpoint's exit push, which had run, anchored nothing."""
+    return min(epoch_room(chain), EXIT_BOUND_S / 2)
+
+
+def late(bound: ExitBound, chain: "ChainConfig") -> str | None:
+    """Why no further epoch starts within `bound` now (None: one may): less of it is left
+    than the room kept for one (`kept_room`). When that room is the cap, the line says what
+    is then true: an epoch begun late may end past the bound, after the supervisor's
+    TIMEOUT, and only the worker's log says how it ended."""
+    worst, room = epoch_room(chain), kept_room(chain)
+    if time.monotonic() + room < bound.ends:
+        return None
+    timeout = f"KINT_RPC_TIMEOUT={chain.rpc_timeout_s:g}s"
+    head = f"too little is left of its bound ({int(EXIT_BOUND_S)} s) for another epoch"
+    if room >= worst:
+        return f"{head}, which may take {round(worst)} s at {timeout}"
+    return (f"{head}: half of it ({round(room)} s) is kept for one, which may take up to "
+            f"{round(worst)} s at {timeout} (every call timing out thrice), so one begun "
+            f"late may end past the bound, after the supervisor's TIMEOUT, said only here")
+
+
 def cut(ctx: "SpaceContext", bound: ExitBound | None, chain: "ChainConfig") -> str | None:
     """Why the exit push starts no further epoch now (None: it goes on): the worker's stop
-    began, or less of its bound is left than one epoch may take at the push's `chain`
-    settings (`epoch_room`). A push that is not the exit push (`bound` None) is never cut
+    began, or less of its bound is left than the room kept for one epoch at the push's
+    `chain` settings (`late`). A push that is not the exit push (`bound` None) is never cut
     here."""
     if bound is None:
         return None
     stopped = ctx.head_ops.stopped
     if stopped is not None:
         return stopped
-    room = epoch_room(chain)
-    if time.monotonic() + room >= bound.ends:
-        return (f"too little is left of its bound ({int(EXIT_BOUND_S)} s) for another epoch, "
-                f"which may take {round(room)} s at KINT_RPC_TIMEOUT={chain.rpc_timeout_s:g}s")
-    return None
+    return late(bound, chain)
 
 
 def cut_message(why: str, sent: int, planned: int, rows_sent: int, rows_left: int,

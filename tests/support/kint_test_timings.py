@@ -83,10 +83,10 @@ the worker forkserver by the test supervisor (run_supervisor.py), which also cal
   push's bound as the worker keeps it (`kint.tenant_worker.exit_bound.EXIT_BOUND_S`, 900 s),
   and the room it keeps for one epoch before it, whatever the push's chain settings
   (`exit_bound.epoch_room`, replaced by a function giving that number: about 300 s at the
-  default KINT_RPC_TIMEOUT), in the worker, so that a test sees an exit push stop between
-  two epochs at its bound within seconds, or one whose send a proxy holds for a long
-  KINT_RPC_TIMEOUT start its first epoch at all. Its wait for the turn (`EXIT_TURN_S`) and
-  the supervisor's bound stay.
+  default KINT_RPC_TIMEOUT; `kept_room` still caps it at half the bound), in the worker, so
+  that a test sees an exit push stop between two epochs at its bound within seconds, its
+  first epoch started however slowly the box brings it there. Its wait for the turn
+  (`EXIT_TURN_S`) and the supervisor's bound stay.
 - `KINT_TEST_DOCTOR_CALL_S` (set only by tests): the most `kint doctor` waits for one of
   its chain calls whatever KINT_RPC_TIMEOUT says
   (`kint.tenant_worker.doctor_chain.DOCTOR_CALL_S`, 12 s), in the worker, so that a test
