@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 import pytest
 
@@ -46,32 +47,33 @@ def _exit_push(ctx):
 
 def test_one_exit_push_waits_and_a_fifth_op_of_the_space_runs_meanwhile(
         tmp_path, monkeypatch, caplog):
-    """Four exit pushes meet a running pull on a worker of four pool threads: one waits,
-    the three later ones answer at once that they leave their rows to it (logged, no
-    failure), and a fifth op of the space runs while the pull still holds the turn."""
+    """Four exit pushes meet a running pull on a worker of four pool threads: one waits at a
+    time, the latest, and each earlier one answers once a later one waits in its place that
+    it leaves its rows to it (logged, no failure), so three have answered while the pull
+    still holds the turn, and a fifth op of the space runs meanwhile."""
+    from kint.tenant_worker import exit_bound
     from kint.tenant_worker import push as push_mod
 
-    monkeypatch.setattr(push_mod, "EXIT_TURN_S", 120)
+    monkeypatch.setattr(exit_bound, "EXIT_TURN_S", 120)
     caplog.set_level(logging.INFO, logger="kint.worker")
     worker, seen = _worker(tmp_path)
     ctx = worker.ctx
     assert worker.config.threads == 4
-    later: list = []
+    ended: list = []
     three_answered, ran = threading.Event(), threading.Event()
     holder: list = []
     try:
         with _pulling(ctx):
-            first: list = []
-            worker.pool.submit(_exit_push, ctx, then=first.append)
-            assert seen.waiting(1)  # the first waits its turn
-            for _ in range(3):
-                worker.pool.submit(_exit_push, ctx, then=_ended(later, three_answered, 3))
+            for number in range(1, 5):
+                worker.pool.submit(_exit_push, ctx, then=_ended(ended, three_answered, 3))
+                assert seen.waiting(number)  # this one waits its turn (in its place)
             worker.pool.submit(lambda: (holder.append(ctx.head_op_began), ran.set()))
             assert ran.wait(60) and three_answered.wait(60)
             # It ran while the pull still held the turn, not once the pull let go.
             assert holder[0] is not None and holder[0][0] == "pull", holder
-        assert all(r["message"] == push_mod.LEFT_TO_WAITING for r in later), later
-        assert caplog.text.count("exit push: left to the exit push already waiting") == 3
+            assert ctx.head_ops.wait_until is not None  # the fourth still waits
+        assert all(r["message"] == push_mod.LEFT_TO_WAITING for r in ended[:3]), ended
+        assert caplog.text.count("exit push: left to another exit push of the space") == 3
     finally:
         worker.close()
 
@@ -80,10 +82,11 @@ def test_a_plain_push_request_saying_exit_is_refused_busy_at_once(tmp_path, monk
     """The wait is the exit push's (sessions.exit_push), not a request's hold_reason: a
     `push` request sent with hold_reason "exit" is refused BUSY behind a running op, with
     no wait on the turn."""
+    from kint.tenant_worker import exit_bound
     from kint.tenant_worker import push as push_mod
     from kint.tenant_worker.head_lock import TurnTaken
 
-    monkeypatch.setattr(push_mod, "EXIT_TURN_S", 1)
+    monkeypatch.setattr(exit_bound, "EXIT_TURN_S", 1)
     worker, seen = _worker(tmp_path)
     try:
         with _pulling(ctx := worker.ctx):
@@ -101,9 +104,9 @@ def test_a_stop_ends_a_waiting_exit_push_logged_and_starts_no_push(
     a pull: the exit push ends refused WORKER_DOWN naming the stop, logged as not started,
     while the pull still holds the turn; one that comes after the pull ended starts no
     push in the stopping worker either."""
-    from kint.tenant_worker import push as push_mod
+    from kint.tenant_worker import exit_bound
 
-    monkeypatch.setattr(push_mod, "EXIT_TURN_S", 120)
+    monkeypatch.setattr(exit_bound, "EXIT_TURN_S", 120)
     caplog.set_level(logging.INFO, logger="kint.worker")
     worker, seen = _worker(tmp_path)
     ctx = worker.ctx
@@ -131,40 +134,75 @@ def test_a_stop_ends_a_waiting_exit_push_logged_and_starts_no_push(
 def test_the_exit_push_waits_half_its_bound_leaving_the_rest_to_its_push():
     """The supervisor times the exit push out at its op's bound: the wait for the turn is
     half of it, so a push that gets its turn late still has the other half."""
-    from kint.tenant_worker.push import EXIT_TURN_S
+    from kint.tenant_worker.exit_bound import EXIT_TURN_S
 
     assert EXIT_TURN_S * 2 <= OPS["exit_push"].max_timeout_ms // 1000
 
 
-def test_an_op_that_leaves_its_work_to_the_one_waiting_extends_that_ones_wait(tmp_path):
-    """A waits its turn (3 s) behind a pull; B, told it leaves its work to A (TurnLeft),
-    would have waited 60 s: A now waits as long as B would have, so A is still waiting
-    after its own 3 s, and takes the turn once the pull ends. A kept its own deadline, gave
-    up BUSY while the pull still ran, and B's rows, which B was told were in A's push,
-    were pushed by nobody (review33h)."""
+def _waiting(ctx, wait_s: float, outcome: dict, name: str) -> threading.Thread:
+    """An op that waits its turn up to `wait_s` from now (its own deadline) on a thread,
+    its end recorded in `outcome` under `name`."""
+    from kint.tenant_worker.head_lock import TurnLeft, head_op
+
+    def wait() -> None:
+        try:
+            with head_op(ctx, "push", lock_file=False, wait_until=time.monotonic() + wait_s):
+                outcome[name] = "held the turn"
+        except TurnLeft:
+            outcome[name] = "left its work"
+        except ProtocolError as err:
+            outcome[name] = err.message
+
+    thread = threading.Thread(target=wait)
+    thread.start()
+    return thread
+
+
+def test_each_wait_keeps_its_own_deadline_and_the_later_one_waits(tmp_path):
+    """A waits its turn (30 s) behind a pull; B comes and would wait 60 s: B waits in A's
+    place, to its own deadline, and A leaves its work to B at once (TurnLeft), so the wait
+    never outlives the deadline of the op that waits. B takes the turn once the pull ends.
+    A had B's deadline moved onto it (review33h's mend): A, whose request the supervisor
+    times out at its own bound, waited on past it for B, and then pushed unseen, its reply
+    dropped."""
+    worker, seen = _worker(tmp_path)
+    ctx = worker.ctx
+    outcome: dict = {}
+    try:
+        with _pulling(ctx):
+            a = _waiting(ctx, 30, outcome, "A")
+            assert seen.waiting(1)  # A waits its turn
+            b = _waiting(ctx, 60, outcome, "B")
+            # A leaves as B takes the wait over, at once, long before A's own 30 s (a stall
+            # of B's thread on a loaded box does not make A give up first).
+            a.join(30)
+            assert outcome == {"A": "left its work"}, outcome
+            assert not a.is_alive() and b.is_alive()
+        b.join(30)
+        assert outcome == {"A": "left its work", "B": "held the turn"}, outcome
+    finally:
+        worker.close()
+
+
+def test_a_later_op_with_a_sooner_deadline_leaves_its_work_to_the_one_waiting(tmp_path):
+    """A waits its turn (60 s) behind a pull; B would wait 1 s: B leaves its work to A at
+    once, and A's deadline is its own, unmoved; A takes the turn once the pull ends. A guard
+    against "the later op always waits in the other's place", not against the moved
+    deadline (max(A's 60 s, B's 1 s) is A's own): the test above fails on that."""
     from kint.tenant_worker.head_lock import TurnLeft, head_op
 
     worker, seen = _worker(tmp_path)
     ctx = worker.ctx
-    outcome = {}
-
-    def first() -> None:
-        try:
-            with head_op(ctx, "push", lock_file=False, wait_s=3):
-                outcome["A"] = "held the turn"
-        except ProtocolError as err:
-            outcome["A"] = err.message
-
+    outcome: dict = {}
     try:
         with _pulling(ctx):
-            a = threading.Thread(target=first)
-            a.start()
-            assert seen.waiting(1)  # A waits its turn
+            a = _waiting(ctx, 60, outcome, "A")
+            assert seen.waiting(1)
+            a_until = ctx.head_ops.wait_until
             with pytest.raises(TurnLeft):
-                with head_op(ctx, "push", lock_file=False, wait_s=60):
+                with head_op(ctx, "push", lock_file=False, wait_until=time.monotonic() + 1):
                     pass
-            a.join(6)  # past A's own 3 s: it waits on, for B's 60
-            assert a.is_alive() and "A" not in outcome, outcome
+            assert ctx.head_ops.wait_until == a_until and a.is_alive()
         a.join(30)
         assert outcome == {"A": "held the turn"}, outcome
     finally:

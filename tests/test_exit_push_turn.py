@@ -3,7 +3,7 @@ same worker (a `kint push`, the watcher's, another session's exit push) was refu
 by its own worker and never tried again: the log said "exit push not made (BUSY)", and the
 rows the closing server wrote after that push read the store waited for the watcher's next
 push, if one came before the worker idled out, and with no watcher, for good. It now waits
-for its turn (up to its own bound, push.EXIT_TURN_S) and pushes what is left.
+for its turn (up to its own bound, exit_bound.EXIT_TURN_S) and pushes what is left.
 
 Real parts: the devchain's anvil behind a loopback RPC proxy (tests/rpc_proxy.py) that
 holds the running push's transaction (sent after its rows were read), the test supervisor
@@ -114,11 +114,11 @@ def test_the_exit_push_waits_its_turn_up_to_its_bound_and_another_process_is_bus
     the head lock file is a BUSY failure, the turn free, as before. With neither, the push
     goes on past both to its own refusal (the space is not connected)."""
     from kint.tenant_worker import head_lock as head_lock_mod
-    from kint.tenant_worker import push as push_mod
+    from kint.tenant_worker import exit_bound
     from kint.tenant_worker.head_lock import MESSAGE
     from kint.tenant_worker.sessions import exit_push
 
-    monkeypatch.setattr(push_mod, "EXIT_TURN_S", 1)
+    monkeypatch.setattr(exit_bound, "EXIT_TURN_S", 1)
     monkeypatch.setattr(head_lock_mod, "WAIT_S", 0.5)  # the file lock's wait
     caplog.set_level(logging.INFO, logger="kint.worker")
     worker, seen = _worker(tmp_path)

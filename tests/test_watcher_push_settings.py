@@ -59,8 +59,9 @@ def _pushed_with(ctx: SpaceContext, monkeypatch) -> dict[str, Any]:
     seen: dict[str, Any] = {}
 
     def recorded(_ctx: SpaceContext, args: dict[str, Any], **how: Any) -> dict[str, Any]:
-        # the watcher's push, refused in a stop (head_lock._take), not waiting its turn
-        assert how == {"wait": False, "refuse_stopping": True}
+        # the watcher's push, refused in a stop (head_lock._take), not waiting its turn nor
+        # bounded as the exit push is (no `bound`)
+        assert how == {"bound": None, "refuse_stopping": True}
         seen.update({name: settings.lookup(name) for name in NEWER})
         return {"pushed": False}
 

@@ -7,7 +7,9 @@ left in the tool's result for the agent).
 
 It attaches at start (and every KEEPALIVE_S, so the worker knows a session is alive), sends
 a `note_write` cast for every write its tool path made, and on the way out casts one
-`exit_push`, which the worker runs to completion after this process is gone. Calls from
+`exit_push`, which the worker runs after this process is gone, within its bound
+(kint.tenant_worker.exit_bound: at it, or at a stop of the worker, it stops between two
+epochs and leaves the other rows in the store for the next push). Calls from
 tool threads share one lock, because a ZeroMQ socket belongs to one thread at a time; an
 exit that finds it held by a tool call still waiting on the worker (the client went away
 mid-call) casts from a socket of its own rather than wait out the call's bound.

@@ -32,7 +32,8 @@ and the other spaces' workers keep answering.
   `header_wraps`, `recovery_binding`, `enrolment`, `enrolled_chain`, `custody_errors`,
   `rekey`, `rekey_settle`, `join_chain` (what `kint join` reads of the chain),
   `space_chain` (the chain settings `session-key show` and `authorize` read through).
-- Push: `push`, `push_refusals`, `pending` (settling the journal written before a send),
+- Push: `push`, `push_refusals`, `push_result` (what a push answers, a cut one's too),
+  `pending` (settling the journal written before a send),
   `pending_journal` (that journal's file), `former_key` (a
   journal signed by a session key rotated away since; `former_key_wait`, the bound on its
   wait for a nonce held at another endpoint), `overtaken`, `unauthorized_journal`
@@ -40,7 +41,8 @@ and the other spaces' workers keep answering.
   until a command says it), `dropped_nonce` (a dropped journal's nonce),
   `reanchor` (epochs a reorganisation dropped, sent again), `landed_block` (an epoch put
   back in a later block), `epoch_send` (an epoch's send, and what each says when it goes
-  wrong), `session_sender`, `head_lock`.
+  wrong), `session_sender`, `head_lock`, `exit_bound` (the exit push's bound, read once
+  and carried with its wait and its push).
 - Pull: `pull`, `pull_plan`, `epoch_walk`, `walk_history`, `cold_start`, `local_state`,
   `replay`, `apply_journal`, `lost_restore`, `discard`.
 - State files: `statefiles`, `mirror_file`, `epoch_cache`, `state_format`, `state_health`,

@@ -60,10 +60,11 @@ class HeadTurn:
         self.changed = threading.Condition()
         self.held = False
         self.settling = False
-        # Until when (time.monotonic()) the op that waits its turn (`_wait_turn`) waits: the
-        # latest deadline of it and of the ops that left their work to it (`_wait_turn`).
-        # None while none waits: one at a time, so waiters never fill the op pool.
+        # Until when (time.monotonic()) the op that waits its turn (`_wait_turn`) waits: its
+        # own deadline. None while none waits: one at a time, so waiters never fill the op
+        # pool. `waiter` counts the waits begun; the one waiting is the latest.
         self.wait_until: float | None = None
+        self.waiter = 0
         # Why the worker stops, once it does (`stop`): a waiting op gives up, none starts.
         self.stopped: str | None = None
 
@@ -225,55 +226,66 @@ def _take(ctx: "SpaceContext", op: str, refuse_stopping: bool = False) -> None:
         _hold(ctx, op)
 
 
-def _wait_turn(ctx: "SpaceContext", op: str, wait_s: float) -> None:
+def _wait_turn(ctx: "SpaceContext", op: str, wait_until: float) -> None:
     """The turn for an op that waits for any holder, and for the next if another op takes
-    the turn first, up to `wait_s`, rather than be refused BUSY: a closing kint-server's
-    exit push (push.push), which nobody is left to try again, so a refusal left the
-    session's last rows to the watcher's next push, if one came before the worker idled
-    out. Its wait is logged once, naming the holder (the log is where a closing server's
-    exit push is read). One such op waits at a time (TurnLeft for a second): each sat on
-    a thread of the worker's op pool, so four of them filled it and every other op of the
-    space (an attach's keepalive, a verify) waited behind the holder. A second leaves its
-    work to the one waiting and moves that one's deadline to its own: told its rows were
-    in that push, it would otherwise lose them to the first's earlier give-up, where on
-    its own it would have waited longer (so the one waiting may push after its own
-    request's deadline, its reply then dropped: the push is the second's). A worker that
-    stops ends the wait refused WORKER_DOWN (HeadTurn.stop, TurnStopped)."""
+    the turn first, until `wait_until` (time.monotonic(), its own deadline, computed once by
+    its caller: exit_bound.py), rather than be refused BUSY: a closing kint-server's exit
+    push (push.push), which nobody is left to try again, so a refusal left the session's
+    last rows to the watcher's next push, if one came before the worker idled out. Its wait
+    is logged once, naming the holder (the log is where a closing server's exit push is
+    read). One such op waits at a time: each sat on a thread of the worker's op pool, so
+    four of them filled it and every other op of the space (an attach's keepalive, a
+    verify) waited behind the holder. Of two, the one whose deadline is later waits and the
+    other leaves its work to it (TurnLeft): the push it would have made reads the whole
+    store, so its rows are in the push of the one that waits, which waits at least as long
+    as it would have. No deadline is moved onto another op's wait (a later op moved the
+    waiting one's to its own, so that one waited past its own request's deadline at the
+    supervisor and pushed unseen, its reply dropped): a later one whose deadline is later
+    takes the wait over (`turn.waiter`), and the one waiting leaves. A worker that stops
+    ends the wait refused WORKER_DOWN (HeadTurn.stop, TurnStopped)."""
     turn = ctx.head_ops
     began = time.monotonic()
-    deadline = began + wait_s
     with turn.changed:
         _refuse_stopped(turn)
         if not turn.held:
             _hold(ctx, op)
             return
-        if turn.wait_until is not None:
-            turn.wait_until = max(turn.wait_until, deadline)
+        if turn.wait_until is not None and turn.wait_until >= wait_until:
             raise TurnLeft()
-        turn.wait_until = deadline
+        # None waits, or the one waiting gives up sooner: this one waits in its place.
+        turn.waiter += 1
+        me = turn.waiter
+        turn.wait_until = wait_until
+        turn.changed.notify_all()  # the one it replaces leaves now
         running = ctx.head_op_began
     try:
         # Logged out of the lock: a slow log write holds no one's turn.
         log.info("space %s: exit push waits for the %s running for this space to end "
-                 "(up to %d s)", ctx.config.space16, named(running), wait_s)
+                 "(up to %d s)", ctx.config.space16, named(running),
+                 round(wait_until - began))
     except BaseException:
         with turn.changed:
-            turn.wait_until = None
+            if turn.waiter == me:
+                turn.wait_until = None
         raise
     with turn.changed:
         try:
             while turn.held and turn.stopped is None:
-                # Set while this op waits: only it clears it (below).
-                left = (turn.wait_until or 0.0) - time.monotonic()
+                if turn.waiter != me:  # a later one waits in its place
+                    raise TurnLeft()
+                left = wait_until - time.monotonic()
                 if left <= 0:
                     raise waited_out(ctx.head_op_began, time.monotonic() - began)
                 turn.changed.wait(left)
             _refuse_stopped(turn)
+            if turn.waiter != me:
+                raise TurnLeft()
             _hold(ctx, op)
         finally:
             # In the same hold of the lock as the give-up: an op coming after it waits
             # itself, never leaves its work to one that has given up.
-            turn.wait_until = None
+            if turn.waiter == me:
+                turn.wait_until = None
 
 
 def _refuse_stopped(turn: HeadTurn) -> None:
@@ -284,7 +296,7 @@ def _refuse_stopped(turn: HeadTurn) -> None:
 def waited_out(running: tuple[str, float] | None, seconds: float) -> TurnTaken:
     """BUSY for an op that waited its whole `seconds` for the space: it says it waited,
     where `busy`'s "is already running" read as refused at once."""
-    return TurnTaken(f"waited {int(seconds)} s for the {named(running)} running for this "
+    return TurnTaken(f"waited {round(seconds)} s for the {named(running)} running for this "
                      f"space{_for(running)} to end")
 
 
@@ -307,9 +319,10 @@ def _let_go(ctx: "SpaceContext") -> None:
 
 @contextmanager
 def head_op(ctx: "SpaceContext", op: str, lock_file: bool = True,
-            wait_s: float | None = None, refuse_stopping: bool = False) -> Iterator[None]:
+            wait_until: float | None = None, refuse_stopping: bool = False) -> Iterator[None]:
     """One head-moving op of the space (`op`: push, pull, connect, rekey) at a time: BUSY
-    at once when this worker already runs one (unless it waits its turn, up to `wait_s`:
+    at once when this worker already runs one (unless it waits its turn, until
+    `wait_until`, time.monotonic():
     `_wait_turn`), BUSY when another process keeps the head lock past its wait, however it
     waited for its turn. The op and when it began go beside its progress line; both are
     cleared when it ends, however it ends. The worker's start settlement is waited for
@@ -318,10 +331,10 @@ def head_op(ctx: "SpaceContext", op: str, lock_file: bool = True,
     push's wait for its turn is refused by `_wait_turn` either way), and either one's wait
     for another process's head lock too (`_flock_unless_stopped`): once the stop began, no
     push of the worker's own starts in its grace."""
-    if wait_s is None:
+    if wait_until is None:
         _take(ctx, op, refuse_stopping)
     else:
-        _wait_turn(ctx, op, wait_s)
+        _wait_turn(ctx, op, wait_until)
     turn = ctx.head_ops
     try:
         if lock_file:

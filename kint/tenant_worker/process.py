@@ -156,9 +156,13 @@ class Worker(Heartbeat, OpReplies):
             log.warning("dropped a bad message from the supervisor: %s", err.message)
             return
         if msg["kind"] == "stop":
-            log.info("stop requested (%s)", msg.get("reason"))
             self.stopping = True
             self.stop_reason = msg.get("reason")
+            # The space's turn stopped before the line (the loop's next turn does it again,
+            # for a SIGTERM too): what reads "stop requested" finds an exit push that will
+            # start no further epoch, not one that may still start it before the loop turns.
+            self.ctx.head_ops.stop(self.stop_reason)
+            log.info("stop requested (%s)", msg.get("reason"))
             return
         internal_id = msg["id"]
         # Counted before anything else of it: this thread makes the beats, so each beat

@@ -10,6 +10,8 @@ session key must be authorized (`canWrite`) (the refusals: push_refusals.py); sp
 build the plaintext, seal it under the data key with every current wrap in the header, sign
 at the machine-wide nonce, record the signed transaction in `pending-<space16>.json`, send,
 wait for confirmations, check the event's digest, record the epoch, drop the pending file.
+The exit push looks at its bound and at the worker's stop before each epoch, and stops
+between two (exit_bound.py), the rows of those not sent left in the store for the next push.
 
 A kill at any step loses nothing and forks nothing: `pending.resolve_pending` settles the
 pending file against the chain head the next time this space pushes or pulls, or when the
@@ -41,17 +43,18 @@ from kint.paths import remove_file
 from kint.protocol import ErrorCode, ProtocolError
 from kint.protocol.errors import NOTICE_PREFIX, hint_with_notices
 from kint.protocol.hints import SNAPSHOT_TOO_LARGE_HINT
-from kint.protocol.ops import OPS
 from kint.tenant_worker.changes import Changes, diff, snapshot
 from kint.tenant_worker.connected import connected, sender_for
 from kint.tenant_worker.custody_errors import as_protocol_error
 from kint.tenant_worker.data_key import renew
 from kint.tenant_worker.epoch_send import PUSH_WORDS, send_epoch, sign_epoch
+from kint.tenant_worker.exit_bound import ExitBound, cut
 from kint.tenant_worker.head_lock import TurnLeft, head_op
 from kint.tenant_worker.landed_block import settle_head_block
 from kint.tenant_worker.pending import record_landed
 from kint.tenant_worker.pending_journal import PendingEpoch
 from kint.tenant_worker.reanchor import REANCHOR_UNUSED, reanchor
+from kint.tenant_worker.push_result import anchored, cut_short, head_after
 from kint.tenant_worker.push_refusals import (head_is_the_mirrors, key_and_wraps,
                                               refuse_behind, refuse_gap,
                                               refuse_unauthorized, rows_to_push,
@@ -71,35 +74,30 @@ PUSHED_BY = {None: "a push from the command line", "tool": "memory_push",
 # agent's memory_push ("tool"). Only they say what a settlement found and use it up
 # (settled_notice.py); the watcher's and the exit push's refusals are read by nobody.
 TOLD = frozenset({None, "tool"})
-# How long the exit push waits for its turn on the space (`push`): half the exit_push
-# op's bound, past which the supervisor takes it as timed out, so the push it then makes
-# has the other half. Waiting the whole bound, it pushed after the supervisor had answered
-# TIMEOUT, its reply dropped late. (A push that itself runs past its half can still end
-# late, as any op past its bound does.)
-EXIT_TURN_S = OPS["exit_push"].max_timeout_ms // 1000 // 2
-LEFT_TO_WAITING = ("left to the exit push already waiting for its turn: it reads the whole "
-                   "store when it runs, so this session's rows are in it")
+LEFT_TO_WAITING = ("left to another exit push of the space, which waits its turn: it reads "
+                   "the whole store when it runs, so this session's rows are in it")
 
 
-def push(ctx: SpaceContext, args: dict[str, Any], wait: bool = False,
+def push(ctx: SpaceContext, args: dict[str, Any], bound: ExitBound | None = None,
          refuse_stopping: bool = False) -> dict[str, Any]:
-    """A push; `wait` (the exit push's, sessions.exit_push: never from a request's args)
+    """A push; `bound` (the exit push's, sessions.exit_push: never from a request's args)
     waits for an op of the space this worker runs (the watcher's push, another session's,
     a pull) rather than be refused BUSY: its server is gone, so nobody tries it again, and
     the rows it wrote after that op read the store waited for the watcher's next push, if
-    one came before the worker idled out. It waits up to half its bound (EXIT_TURN_S),
-    then pushes what that op left, or says nothing is left. One waits at a time
-    (head_lock._wait_turn, which logs the wait); a later one leaves its rows to it
-    (LEFT_TO_WAITING), moving the wait's end to its own. Every other push is refused at
+    one came before the worker idled out. It waits up to half its bound (`turn_by`),
+    then pushes what that op left, or says nothing is left, starting no epoch that might
+    end past the bound (exit_bound.py). One waits at a time (head_lock._wait_turn, which
+    logs the wait): of two, the one whose wait ends later waits, and the other leaves its
+    rows to it (LEFT_TO_WAITING), each wait its own deadline. Every other push is refused at
     once, as its caller can try again: chosen by the caller (sessions.exit_push), not by
     the hold_reason a request sends. `refuse_stopping` (every push of the worker's own,
     sessions.server_push, likewise never from a request's args): refused TurnStopped
     once the worker's stop began (head_lock._take; an exit push's wait is refused so by
     head_lock._wait_turn), where a request's push runs in the stop's grace."""
     try:
-        with head_op(ctx, "push", wait_s=EXIT_TURN_S if wait else None,
+        with head_op(ctx, "push", wait_until=bound.turn_by if bound else None,
                      refuse_stopping=refuse_stopping):
-            result = _push(ctx, bool(args.get("snapshot")), args.get("hold_reason"),
+            result = _push(ctx, bool(args.get("snapshot")), args.get("hold_reason"), bound=bound,
                            over_skipped=bool(args.get("over_skipped")),
                            dry_run=bool(args.get("dry_run")),
                            confirmations=args.get("confirmations"),
@@ -108,7 +106,9 @@ def push(ctx: SpaceContext, args: dict[str, Any], wait: bool = False,
         return {"pushed": 0, "message": LEFT_TO_WAITING, "epochs": []}
     except (RpcUnavailable, custody_errors.CustodyError) as err:
         raise failure_refusal(err) from None
-    if not args.get("dry_run"):
+    # An exit push cut before its first epoch anchored nothing: no push went through for
+    # the watcher's backoff to end on.
+    if not args.get("dry_run") and not (result.get("cut_short") and not result["epochs"]):
         went_through(ctx, PUSHED_BY.get(args.get("hold_reason")))
     return result
 
@@ -148,7 +148,8 @@ def _push(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None = None, 
           over_skipped: bool = False, dry_run: bool = False,
           new_key: tuple[bytes, tuple[Any, ...]] | None = None,
           confirmations: int | None = None, again: bool = False,
-          settled: SettledSaid | None = None) -> dict[str, Any]:
+          settled: SettledSaid | None = None,
+          bound: ExitBound | None = None) -> dict[str, Any]:
     """The push itself. `hold_reason` (watcher, exit, tool) marks a server-side push: it
     passes the hold first. A push from a terminal has none and is never held.
     `over_skipped` (compact and rekey from a terminal only) chains a snapshot on the chain
@@ -161,13 +162,14 @@ def _push(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None = None, 
     hint of the refusal met after it was said: a flag given is reported either way. A
     caller that builds its own result from this one (rekey, which may still fail after
     the snapshot landed) passes `settled` and uses it up itself once its result is built;
-    a refusal here carries the notices to the caller, so it is used up then either way."""
+    a refusal here carries the notices to the caller, so it is used up then either way.
+    `bound` (the exit push's): no epoch is started past it (exit_bound.cut)."""
     said: dict[str, Any] = {}  # the override line, in the result too (09-cli.md prints it)
     saying = settled if settled is not None else SettledSaid()
     try:
         result = _push_saying(ctx, as_snapshot, hold_reason, said, saying,
                               over_skipped=over_skipped, dry_run=dry_run, new_key=new_key,
-                              confirmations=confirmations, again=again)
+                              confirmations=confirmations, again=again, bound=bound)
     except (RpcUnavailable, custody_errors.CustodyError, ProtocolError) as err:
         refused_with = err if isinstance(err, ProtocolError) else failure_refusal(err)
         refused_with.hint = hint_with_notices(refused_with.hint, said.get("notices", []))
@@ -182,7 +184,8 @@ def _push_saying(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None,
                  said: dict[str, Any], settled: SettledSaid, *, over_skipped: bool,
                  dry_run: bool,
                  new_key: tuple[bytes, tuple[Any, ...]] | None,
-                 confirmations: int | None, again: bool = False) -> dict[str, Any]:
+                 confirmations: int | None, again: bool = False,
+                 bound: ExitBound | None = None) -> dict[str, Any]:
     """`_push`, filling `said` (the override line, the notices) as it goes. Every refusal
     comes before the first transaction is signed, in the order the module's docstring
     gives; then the epochs are sent one by one. A settled notice put among the notices
@@ -241,7 +244,7 @@ def _push_saying(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None,
     if not changes and not as_snapshot:
         note_count(ctx, before, mirror, 0)
         return {**said, "pushed": 0, "message": _nothing_to_push(said), "epochs": [],
-                "changed_rows": 0, "deleted_rows": 0, **_head_after(mirror)}
+                "changed_rows": 0, "deleted_rows": 0, **head_after(mirror)}
     head = anchor.head(enrolment.owner, cfg.space_id)
     refuse_behind(anchor, head, mirror)
     head_is_the_mirrors(head, mirror, over_skipped and as_snapshot, said)
@@ -258,15 +261,21 @@ def _push_saying(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None,
              "bytes": c.measured} for i, c in enumerate(chunks, 1)],
             "message": f"would anchor {len(changes)} row change(s) in {len(chunks)} epoch(s)"}
     settle_head_block(ctx, anchor, enrolment.owner, head)  # put back in a later block
-    current, pushed = _push_epochs(ctx, anchor, sender, enrolment.owner, key, wraps, head,
-                                   mirror, chunks, as_snapshot)
+    current, pushed, why = _push_epochs(ctx, anchor, sender, enrolment.owner, key, wraps,
+                                        head, mirror, chunks, as_snapshot, bound)
+    if why is not None:  # the exit push's bound, or the worker's stop
+        if pushed and new_key is None:
+            # Its epochs went through as a whole push's do: the rows it leaves for the next
+            # push need the key as much, so its deadline is renewed as theirs would be.
+            renew(ctx, key)
+        return cut_short(ctx, said, before, current, pushed, chunks, why)
     # Everything read at `before` is anchored: the heartbeat says 0 until the store moves.
     note_count(ctx, before, current, 0)
     if new_key is None:
         renew(ctx, key)
     if ctx.drift.active and rows is not None:
         ctx.drift.reset(ctx.store_rows() or [])
-    return _anchored(said, pushed, current)
+    return anchored(said, pushed, current)
 
 
 def _journal_preview(ctx: SpaceContext, said: dict[str, Any]) -> dict[str, Any] | None:
@@ -297,18 +306,6 @@ def _nothing_to_push(said: dict[str, Any]) -> str:
             f"{again[-1]}; {NOTHING_TO_PUSH}")
 
 
-def _anchored(said: dict[str, Any], pushed: list[dict[str, Any]],
-              current: Mirror) -> dict[str, Any]:
-    """The result of a push that sent its epochs: what they carried, and the head after."""
-    changed_rows = sum(p["rows"] for p in pushed)
-    deleted_rows = sum(p["deleted"] for p in pushed)
-    total = changed_rows + deleted_rows
-    return {**said, "pushed": total, "epochs": pushed, "changed_rows": changed_rows,
-            "deleted_rows": deleted_rows, **_head_after(current),
-            "message": f"anchored {total} row change(s) in {len(pushed)} epoch(s), head "
-                       f"epoch {current.head.seq} at block {current.head.block}"}
-
-
 def _split(changes: Changes, as_snapshot: bool, mirror: Mirror | None) -> list[Chunk]:
     """The epochs to send: one snapshot, or the diff split at the size limit. A row too
     large for any epoch is named (BAD_REQUEST) before anything is sent."""
@@ -326,16 +323,22 @@ def _split(changes: Changes, as_snapshot: bool, mirror: Mirror | None) -> list[C
 
 def _push_epochs(ctx: SpaceContext, anchor: Anchor, sender: SessionSender, owner: str,
                  key: bytes, wraps: Any, head: Head, mirror: Mirror | None,
-                 chunks: list[Chunk], as_snapshot: bool) -> tuple[Mirror, list[dict[str, Any]]]:
+                 chunks: list[Chunk], as_snapshot: bool,
+                 bound: ExitBound | None = None,
+                 ) -> tuple[Mirror | None, list[dict[str, Any]], str | None]:
     """Send the epochs in order, each chained on the one before (its seq, digest and
     bucket floor read back from what `_push_epoch` recorded), and say what each cost.
-    Returns the mirror after the last (there is always one: a split yields an epoch at
-    least) and the epochs' lines."""
+    Returns the mirror after the last sent (`mirror` when none was), the epochs' lines, and
+    why the exit push (`bound`) stopped between two (exit_bound.cut; None: all were sent),
+    the reason it broke on, not one read again after (a stop begun since)."""
     state = ctx.state
     pushed: list[dict[str, Any]] = []
     seq, prev, bucket = head.seq, head.digest, (mirror.head.bucket if mirror else None) or 0
     current = mirror
     for number, chunk in enumerate(chunks, 1):
+        why = cut(ctx, bound, anchor.config)
+        if why is not None:
+            return current, pushed, why
         ctx.progress = f"push: epoch {number} of {len(chunks)} ({len(chunk.rows)} rows)"
         current = _push_epoch(ctx, anchor, sender, owner, key, wraps,
                               seq + 1, prev, bucket, chunk, as_snapshot)
@@ -348,14 +351,7 @@ def _push_epochs(ctx: SpaceContext, anchor: Anchor, sender: SessionSender, owner
                        "bucket": meta.bucket, "bytes": cost.get("bytes"),
                        "gas": cost.get("gas"), "l1_fee": cost.get("l1_fee"),
                        "cost_wei": cost.get("cost_wei")})
-    return current, pushed
-
-
-def _head_after(mirror: Mirror | None) -> dict[str, Any]:
-    """The head this machine holds after the push (v0.3.0's memory_push names it)."""
-    head = mirror.head if mirror is not None else None
-    return {"head_seq": head.seq if head else 0,
-            "head_digest": head.digest if head else "0" * 64}
+    return current, pushed, None
 
 
 def _state_after(mirror: Mirror | None) -> Any:

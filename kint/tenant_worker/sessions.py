@@ -28,6 +28,7 @@ from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.space_settings import PUSH_SETTINGS, SESSION_SETTINGS
 
 if TYPE_CHECKING:
+    from kint.tenant_worker.exit_bound import ExitBound
     from kint.tenant_worker.statefiles import Mirror
 
 log = logging.getLogger("kint.worker")
@@ -134,21 +135,23 @@ def _can_push(ctx: SpaceContext) -> bool:
         return False
 
 
-def server_push(ctx: SpaceContext, reason: str, wait: bool = False) -> dict[str, Any]:
+def server_push(ctx: SpaceContext, reason: str,
+                bound: ExitBound | None = None) -> dict[str, Any]:
     """A push under the hold, with a full disk or a corrupt state file answered as what it
     is (state_health.guarded), as a request's push is: the watcher's pushes come from no
     request, and a store read that met a full disk reached the watcher as a bare SQLite
-    error, recorded as INTERNAL with a traceback. `wait` (the exit push's) waits its turn
-    on the space (push.push); either push is refused once the worker's stop began (the
-    watcher's by head_lock._take's `refuse_stopping`, the waiting one by _wait_turn), and
-    either one's wait for another process's head lock is ended by the stop, refused the
-    same way (head_lock._flock_unless_stopped): both chosen here, never by a request's
-    args. So no push of the worker's own starts in the stop's grace, whose end could cut
-    it between its send and its receipt."""
+    error, recorded as INTERNAL with a traceback. `bound` (the exit push's) waits its turn
+    on the space and bounds its push (push.push, exit_bound.py); either push is refused
+    once the worker's stop began (the watcher's by head_lock._take's `refuse_stopping`,
+    the waiting one by _wait_turn), and either one's wait for another process's head lock
+    is ended by the stop, refused the same way (head_lock._flock_unless_stopped): both
+    chosen here, never by a request's args. So no push of the worker's own starts in the
+    stop's grace, whose end could cut it between its send and its receipt (and the exit
+    push, once started, starts no further epoch in it: exit_bound.cut)."""
     from kint.tenant_worker.push import push
     from kint.tenant_worker.state_health import guarded
 
-    return guarded("push", lambda c, a: push(c, a, wait=wait, refuse_stopping=True))(
+    return guarded("push", lambda c, a: push(c, a, bound=bound, refuse_stopping=True))(
         ctx, {"hold_reason": reason})
 
 
@@ -284,20 +287,26 @@ def note_write(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def exit_push(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
-    """One push, under the hold, for a server that is closing; it runs here to completion
-    after that server is gone. One that meets an op of the space this worker runs (the
-    watcher's push, another session's) waits for its turn, up to half its bound, rather than
-    be refused BUSY (push.push): nobody is left to try it again. Its failure is
-    logged with the KINT_RPC_TIMEOUT a timeout waited (rpc_hint.timeout_named, as
-    with_settings names it after): the log is the only place a closing server's failure
-    is read. One the worker's stop refused before it began (TurnStopped: waiting its turn,
-    or at its turn waiting for another process's head lock) is no failure: nothing was
-    sent, and its line says the rows stay in the store for the worker's next start
-    (NOT_STARTED), where `exit push not made (WORKER_DOWN)` read as one."""
+    """One push, under the hold, for a server that is closing; it runs here after that
+    server is gone, within its bound. One that meets an op of the space this worker runs
+    (the watcher's push, another session's) waits for its turn, up to half its bound,
+    rather than be refused BUSY (push.push): nobody is left to try it again. Its bound is
+    read once, here, as it begins, and carried with the work (exit_bound.py): its push
+    starts no epoch past it, nor once the worker's stop began, and its line then says
+    what it left in the store for the next push. Its failure is logged with the
+    KINT_RPC_TIMEOUT a timeout waited (rpc_hint.timeout_named, as with_settings names it
+    after): the log is the only place a closing server's failure is read. One the
+    worker's stop refused before it began (TurnStopped: waiting its turn, or at its turn
+    waiting for another process's head lock) is no failure: nothing was sent, and its
+    line says the rows stay in the store for the worker's next start (NOT_STARTED), where
+    `exit push not made (WORKER_DOWN)` read as one."""
+    from kint.tenant_worker.exit_bound import ExitBound
+
+    bound = ExitBound.starting_now()  # before anything of it: the supervisor's clock runs
     if args.get("session"):
         _end(ctx, args["session"])
     try:
-        result = server_push(ctx, "exit", wait=True)
+        result = server_push(ctx, "exit", bound)
         log.info("space %s: exit push: %s", ctx.config.space16, result.get("message"))
         return result
     except TurnStopped as err:

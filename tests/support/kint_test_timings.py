@@ -85,6 +85,14 @@ the worker forkserver by the test supervisor (run_supervisor.py), which also cal
   (`kint.supervisor.exit_hold.REASON_GRACE_S`, 0.5 s), so that a test whose reason comes
   just after the exit on purpose (KINT_TEST_LATE_FATAL's `soon`) is inside the hold even
   when its sender stalls on a loaded box.
+- `KINT_TEST_EXIT_BOUND_S` and `KINT_TEST_EXIT_EPOCH_ROOM_S` (set only by tests): the exit
+  push's bound as the worker keeps it (`kint.tenant_worker.exit_bound.EXIT_BOUND_S`, 900 s),
+  and the room it keeps for one epoch before it, whatever the push's chain settings
+  (`exit_bound.epoch_room`, replaced by a function giving that number: about 300 s at the
+  default KINT_RPC_TIMEOUT; `kept_room` still caps it at half the bound), in the worker, so
+  that a test sees an exit push stop between two epochs at its bound within seconds, its
+  first epoch started however slowly the box brings it there. Its wait for the turn
+  (`EXIT_TURN_S`) and the supervisor's bound stay.
 - `KINT_TEST_DOCTOR_CALL_S` (set only by tests): the most `kint doctor` waits for one of
   its chain calls whatever KINT_RPC_TIMEOUT says
   (`kint.tenant_worker.doctor_chain.DOCTOR_CALL_S`, 12 s), in the worker, so that a test
@@ -127,6 +135,8 @@ LAST_REPLY_GRACE_ENV = "KINT_TEST_LAST_REPLY_GRACE_S"
 REASON_GRACE_ENV = "KINT_TEST_REASON_GRACE_S"
 DOCTOR_CALL_ENV = "KINT_TEST_DOCTOR_CALL_S"
 STOP_GRACE_ENV = "KINT_TEST_STOP_GRACE_S"
+EXIT_BOUND_ENV = "KINT_TEST_EXIT_BOUND_S"
+EPOCH_ROOM_ENV = "KINT_TEST_EXIT_EPOCH_ROOM_S"
 # What the supervisor's stop grace is given over the worker's (15 s over 10 s by default).
 SUPERVISOR_STOP_GRACE_OVER_S = 5.0
 
@@ -150,6 +160,16 @@ def _lower_poll_minimum() -> None:
             lower_minimum("KINT_POLL_SECONDS", float(raw))
 
 
+def _fixed_epoch_room() -> None:
+    """`exit_bound.epoch_room` gives KINT_TEST_EXIT_EPOCH_ROOM_S whatever the chain, when
+    the test set it: the room is worked out from the push's own settings at each epoch, so
+    the function, not a module value, is what a test replaces."""
+    raw = os.environ.get(EPOCH_ROOM_ENV)
+    if raw:
+        module = importlib.import_module("kint.tenant_worker.exit_bound")
+        setattr(module, "epoch_room", lambda chain: float(raw))
+
+
 def _install_worker() -> None:
     _set_from_env(RECOUNT_ENV, "kint.tenant_worker.unanchored", "RECOUNT_MIN_INTERVAL_S")
     _set_from_env(QUIET_ENV, "kint.tenant_worker.own_memory", "QUIET_SECONDS")
@@ -162,6 +182,8 @@ def _install_worker() -> None:
     _set_from_env(SHARING_LOOK_ENV, "kint.tenant_worker.store_sharers", "LOOK_EVERY_S")
     _set_from_env(DOCTOR_CALL_ENV, "kint.tenant_worker.doctor_chain", "DOCTOR_CALL_S")
     _set_from_env(STOP_GRACE_ENV, "kint.tenant_worker.stop_grace", "STOP_GRACE_SECONDS")
+    _set_from_env(EXIT_BOUND_ENV, "kint.tenant_worker.exit_bound", "EXIT_BOUND_S")
+    _fixed_epoch_room()
     _lower_poll_minimum()
 
 

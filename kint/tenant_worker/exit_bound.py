@@ -1,0 +1,134 @@
+"""The exit push's bound: computed once as the exit push begins, carried with its work.
+
+The supervisor answers an exit push TIMEOUT at its op's bound (OPS["exit_push"], 900 s from
+when it routed the request). The worker bounded only the exit push's wait for the space's
+turn (half of it); the push it then made had no bound of its own, so a push of many epochs,
+or one behind a slow endpoint, went on past the supervisor's deadline, unseen (its reply
+dropped late), or was cut anywhere by a stop's grace. Now one `ExitBound`, read from the
+monotonic clock once (`ExitBound.starting_now`, sessions.exit_push), is handed down: the
+wait ends at its `turn_by` (head_lock._wait_turn), and the push looks at it before each
+epoch it would sign (push._push_epochs, `cut`): none starts once less is left of the bound
+than the room kept for one epoch (`kept_room`), nor once the worker's stop began (a stop or
+restart, or a SIGTERM: HeadTurn.stop). The room is what one epoch may take at worst
+(`epoch_room`: its receipt wait, and each chain call it makes at the KINT_RPC_TIMEOUT the
+push's call gives, as many tries as a read gets), capped at half the bound: from a
+KINT_RPC_TIMEOUT of about 37 s that worst case outgrows the whole bound, and a room of it
+started no epoch at all, a regression for exactly the users with slow endpoints, whose exit
+push had run. So an exit push always has the first half of its bound to start epochs; what
+is then true, under a timeout past about 17 s (a worst case over half the bound), is that
+an epoch begun late may, if every one of its calls times out thrice, end past the bound: its
+result comes after the supervisor's TIMEOUT, said only in the worker's log. Stopped at its bound or
+the stop, between two epochs, nothing is lost: the epochs that landed are recorded, the store keeps
+the other rows, unanchored, for the next push (the watcher's, or the next worker's start),
+and the exit push says so once, in its log line (`cut_message`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from kint.chain.anchor_writes import RECEIPT_TIMEOUT_S
+from kint.chain.rpc import RETRY_PAUSES_S
+from kint.protocol.ops import OPS
+
+if TYPE_CHECKING:
+    from kint.chain.config import ChainConfig
+    from kint.tenant_worker.space import SpaceContext
+
+# The exit push's whole bound (seconds), the supervisor's for the op.
+EXIT_BOUND_S = OPS["exit_push"].max_timeout_ms / 1000
+# How long the exit push waits for its turn on the space: half its bound, so the push it
+# then makes has the other half. Waiting the whole bound, it pushed after the supervisor had
+# answered TIMEOUT, its reply dropped late.
+EXIT_TURN_S = int(EXIT_BOUND_S // 2)
+# The chain reads one epoch makes besides the polls its receipt wait ends within: the
+# signing's five (the session key's mined nonce, the gas estimate and the two fee reads that
+# fill the transaction, the balance: SessionSender.sign), and, at the wait's end, the poll
+# begun just before its deadline and the depth read after it (AnchorWrites.wait). Each is
+# tried three times when it times out (kint.chain.rpc); the send is tried once.
+EPOCH_READS = 7
+EPOCH_SENDS = 1
+# What the room keeps besides the chain's calls: the epoch's records written, the result's
+# way back to the supervisor.
+EPOCH_MARGIN_S = 15.0
+
+
+@dataclass(frozen=True)
+class ExitBound:
+    """One exit push's deadlines (time.monotonic()): the end of its wait for the turn, and
+    the last moment it starts an epoch."""
+
+    turn_by: float
+    ends: float
+
+    @classmethod
+    def starting_now(cls) -> "ExitBound":
+        """The bound of an exit push beginning now, read once: the module's values at the
+        call (a test shortens them), never bound at import."""
+        now = time.monotonic()
+        return cls(turn_by=now + EXIT_TURN_S, ends=now + EXIT_BOUND_S)
+
+
+def epoch_room(chain: "ChainConfig") -> float:
+    """The most one epoch may take (seconds) from its signing to its result, at the
+    push's own chain settings (`chain`: its call's KINT_RPC_TIMEOUT, whether its reads are
+    tried again): the receipt wait, every try of its calls, the pauses between, a margin.
+    A fixed room (the receipt wait and 30 s) let one epoch of a call with a long
+    KINT_RPC_TIMEOUT end past the bound: three tries of each read alone outlast it."""
+    pauses = RETRY_PAUSES_S if chain.rpc_retries else ()
+    tries = EPOCH_READS * (1 + len(pauses)) + EPOCH_SENDS
+    return (RECEIPT_TIMEOUT_S + chain.rpc_timeout_s * tries + EPOCH_READS * sum(pauses)
+            + EPOCH_MARGIN_S)
+
+
+def kept_room(chain: "ChainConfig") -> float:
+    """The room the exit push keeps before its bound for one epoch (seconds): what one may
+    take at the push's `chain` settings (`epoch_room`), but never more than half the bound.
+    Uncapped, a KINT_RPC_TIMEOUT of about 37 s or more left no time to start any epoch, and
+    a slow endpoint's exit push, which had run, anchored nothing."""
+    return min(epoch_room(chain), EXIT_BOUND_S / 2)
+
+
+def late(bound: ExitBound, chain: "ChainConfig") -> str | None:
+    """Why no further epoch starts within `bound` now (None: one may): less of it is left
+    than the room kept for one (`kept_room`). When that room is the cap, the line says what
+    is then true: an epoch begun late may end past the bound, after the supervisor's
+    TIMEOUT, and only the worker's log says how it ended."""
+    worst, room = epoch_room(chain), kept_room(chain)
+    if time.monotonic() + room < bound.ends:
+        return None
+    timeout = f"KINT_RPC_TIMEOUT={chain.rpc_timeout_s:g}s"
+    head = f"too little is left of its bound ({int(EXIT_BOUND_S)} s) for another epoch"
+    if room >= worst:
+        return f"{head}, which may take {round(worst)} s at {timeout}"
+    return (f"{head}: half of it ({round(room)} s) is kept for one, which may take up to "
+            f"{round(worst)} s at {timeout} (every call timing out thrice), so one begun "
+            f"late may end past the bound, after the supervisor's TIMEOUT, said only here")
+
+
+def cut(ctx: "SpaceContext", bound: ExitBound | None, chain: "ChainConfig") -> str | None:
+    """Why the exit push starts no further epoch now (None: it goes on): the worker's stop
+    began, or less of its bound is left than the room kept for one epoch at the push's
+    `chain` settings (`late`). A push that is not the exit push (`bound` None) is never cut
+    here."""
+    if bound is None:
+        return None
+    stopped = ctx.head_ops.stopped
+    if stopped is not None:
+        return stopped
+    return late(bound, chain)
+
+
+def cut_message(why: str, sent: int, planned: int, rows_sent: int, rows_left: int,
+                head: str) -> str:
+    """The exit push's one line when it stopped between epochs: what it anchored, why it
+    stopped, and that the rest stays in the store for the next push. Its epochs are named
+    by their place (the next, the first), never by a number beside the head's seq."""
+    if sent:
+        done = (f"anchored {rows_sent} row change(s) in {sent} of {planned} epoch(s){head}; "
+                f"stopped before the next: {why}; the other")
+    else:
+        done = f"anchored none of its {planned} epoch(s); stopped before the first: {why}; the"
+    return f"{done} {rows_left} row change(s) stay in the store, unanchored, for the next push"

@@ -1,0 +1,50 @@
+"""What a push that sent epochs answers (push.py): what they carried and the head after,
+and, for an exit push that stopped between two epochs (exit_bound.py), what it left in the
+store for the next push. A module of its own so push.py keeps to the steps of a push."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kint.epochs.split import Chunk
+from kint.tenant_worker.exit_bound import cut_message
+from kint.tenant_worker.space import SpaceContext
+from kint.tenant_worker.statefiles import Mirror
+from kint.tenant_worker.unanchored import note_count
+
+
+def anchored(said: dict[str, Any], pushed: list[dict[str, Any]],
+             current: Mirror) -> dict[str, Any]:
+    """The result of a push that sent its epochs: what they carried, and the head after."""
+    changed_rows = sum(p["rows"] for p in pushed)
+    deleted_rows = sum(p["deleted"] for p in pushed)
+    total = changed_rows + deleted_rows
+    return {**said, "pushed": total, "epochs": pushed, "changed_rows": changed_rows,
+            "deleted_rows": deleted_rows, **head_after(current),
+            "message": f"anchored {total} row change(s) in {len(pushed)} epoch(s), head "
+                       f"epoch {current.head.seq} at block {current.head.block}"}
+
+
+def cut_short(ctx: SpaceContext, said: dict[str, Any], before: Any, current: Mirror | None,
+              pushed: list[dict[str, Any]], chunks: list[Chunk], why: str) -> dict[str, Any]:
+    """The exit push's result when it stopped between epochs (`why`, the reason it stopped
+    on): what landed, and the rows of the epochs not sent, left in the store (counted) for
+    the next push, said once."""
+    left = chunks[len(pushed):]
+    rows_left = sum(len(c.rows) + len(c.deleted) for c in left)
+    note_count(ctx, before, current, rows_left)
+    result = anchored(said, pushed, current) if current is not None and pushed else {
+        **said, "pushed": 0, "epochs": [], **head_after(current)}
+    head = (f", head epoch {current.head.seq} at block {current.head.block}"
+            if current is not None and pushed else "")
+    result["message"] = cut_message(why, len(pushed), len(chunks), result["pushed"],
+                                    rows_left, head)
+    result["cut_short"] = {"epochs_left": len(left), "rows_left": rows_left}
+    return result
+
+
+def head_after(mirror: Mirror | None) -> dict[str, Any]:
+    """The head this machine holds after the push (v0.3.0's memory_push names it)."""
+    head = mirror.head if mirror is not None else None
+    return {"head_seq": head.seq if head else 0,
+            "head_digest": head.digest if head else "0" * 64}
