@@ -39,7 +39,8 @@ from kint.protocol.hints import (ARCHIVE_HINT, ASIDE_FIRST, ASIDE_THEN, CHECKSUM
                                  SESSION_KEY_LOCKED_HINT, SESSION_KEY_MISSING_HINT,
                                  SNAPSHOT_TOO_LARGE_HINT, STALE_JOURNAL_HINT, STORE_LOCKED_HINT,
                                  STORE_LOCKED_PULL_HINT, STORE_LOCKED_PUSH_HINT,
-                                 STORE_READ_FAILED_HINT, UNAUTHORIZED_HINT, UNAUTHORIZED_KEPT_HINT,
+                                 STORE_READ_FAILED_HINT, STORE_UNREADABLE_HINT,
+                                 UNAUTHORIZED_HINT, UNAUTHORIZED_KEPT_HINT,
                                  UNAUTHORIZED_PUSH_HINT, UNREAD_GAP_HINT, WRAPS_ROTATED_HINT)
 from kint.sibyl_client import LOCKED_HINT, UNREADABLE_HINT
 from kint.seconds_text import seconds_text
@@ -240,6 +241,11 @@ _AGENT_HINTS = {
                        "way, stop and tell the human what the endpoint said (the endpoint is "
                        "KINT_RPC_URL, or those given to `kint connect --rpc-urls`)",
     UNREADABLE_HINT: "stop and tell the human: `kint doctor` says what is wrong with the store",
+    # A store read that failed other than as a lock (state_health.store_refusal): the file
+    # is the human's to look at, as Sibyl's own unreadable store is.
+    STORE_UNREADABLE_HINT: "stop and tell the human: the store file cannot be read as kint "
+                           "reads it (kint only reads it); `kint doctor` says what is wrong "
+                           "with the store",
     STORE_HINT: "stop and tell the human: SIBYL_MEMORY_DB in kint-server's MCP configuration "
                 "must name Sibyl's store file (`kint doctor` checks it)",
     # A pull's walk meets it, and a pull is what heals it, whichever tool met it.
