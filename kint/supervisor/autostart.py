@@ -24,8 +24,7 @@ import threading
 import time
 from pathlib import Path
 
-from kint.front_closed import (FrontClosed, clear_left_behind, kill_hint, read_note,
-                               stopped_hint, stopped_note)
+from kint.front_closed import FrontClosed, clear_left_behind
 from kint.logs import setup_file_logging
 from kint.open_files import (FDS_PER_WORKER, RAISE_SOFT_TO, START_FDS, START_ROOM_HINT, open_files,
                              out_of_files, raise_soft_limit)
@@ -35,10 +34,12 @@ from kint.pid_file_lock import flock_by, open_own_file
 from kint.paths import HOME_REFUSAL_CODE, UnsafePathError, ensure_private_dir, log_path, run_dir
 from kint.protocol import ErrorCode
 from kint.seconds_text import seconds_text
-from kint.socket_paths import front_address, socket_dir
+from kint.socket_paths import socket_dir
 from kint.supervisor.pidlock import (PID_FILE, AlreadyRunning, hold_pid_lock, holder,
                                      let_go_starting, mark_serving, named_holder)
 from kint.supervisor.settings import STOP_BOUND_S
+from kint.supervisor.start_refusals import (SupervisorNotReachable, note_refused,
+                                            silent_supervisor, stop_not_ended, stop_noted)
 
 log = logging.getLogger("kint.supervisor")
 
@@ -48,14 +49,6 @@ BESIDE_RUNNING_HINT = ("that one serves this KINT_HOME (`kint supervisor status`
                        "(a systemd unit or launchd agent does so itself on its next restart)")
 # The daemon's umask, inherited by the worker forkserver and every worker.
 PRIVATE_UMASK = 0o077
-
-
-class SupervisorNotReachable(TimeoutError):
-    """No supervisor answers, and waiting longer would not help. Carries what to do."""
-
-    def __init__(self, message: str, hint: str) -> None:
-        super().__init__(message)
-        self.hint = hint
 
 
 # `kint supervisor start --foreground` beside a running supervisor: a service manager
@@ -316,7 +309,7 @@ def _wait_for_supervisor(home: Path, ping, deadline: float, wait_s: float,
         elif found.serving:
             silent_since = silent_since if silent_since is not None else now
             if ((stop_note is None or stop_note.pid != found.pid)
-                    and (noted := _stop_noted(home, found.pid)) is not None):
+                    and (noted := stop_noted(home, found.pid)) is not None):
                 stop_seen_at, stop_note = now, noted
             # One that is ending its stop is no silent one: it lets go of the home within
             # its stop's own bound (its workers' 10 s grace for an op in flight, SIGKILL at
@@ -334,8 +327,8 @@ def _wait_for_supervisor(home: Path, ping, deadline: float, wait_s: float,
                     # stop, which still ends by itself (its note's refusal, as seen).
                     seen_s = now - stop_seen_at
                     if not stopped and seen_s >= STOP_BOUND_S:
-                        raise _stop_not_ended(home, found.pid, seen_s)
-                    raise _note_refused(stop_note)
+                        raise stop_not_ended(home, found.pid, seen_s)
+                    raise note_refused(stop_note)
         if now >= deadline:
             raise SupervisorNotReachable(
                 f"the supervisor did not answer within {seconds_text(wait_s)}",
@@ -344,67 +337,10 @@ def _wait_for_supervisor(home: Path, ping, deadline: float, wait_s: float,
         time.sleep(RETRY_EVERY_S)
 
 
-def _stop_noted(home: Path, pid: int) -> FrontClosed | None:
-    """The note of the supervisor `pid`, which holds `home` and does not answer, when it is
-    stopping: its door closed as its stop began (kint/front_closed.py). Read at the looks
-    while it is silent, until it is seen stopping: a stat where its socket file is there
-    (one that is merely slow), the note's few bytes where it is not."""
-    closed = read_note(socket_dir(home), pid)
-    return closed if closed is not None and closed.stopping else None
-
-
-def _stop_not_ended(home: Path, pid: int, seen_s: float) -> SupervisorNotReachable:
-    """The refusal of a wait that ran out on the supervisor `pid`, seen stopping and not
-    stopped (SIGSTOP: `silent_supervisor`'s) for `seen_s`, past STOP_BOUND_S, the most a
-    stop takes. Not "run it again once it has stopped", which would wait on a stop that
-    may never end, nor `kill PID`: it is stopping already, and a SIGTERM changes nothing.
-    The span said is the one it was seen stopping, not the whole wait: one silent for
-    another reason first may have begun its stop late."""
-    return SupervisorNotReachable(
-        f"the supervisor (pid {pid}) is stopping and has not stopped within "
-        f"{seconds_text(seen_s)}: it takes no new clients",
-        f"see {log_path(home)} for what its stop waits on; {kill_hint(pid)}")
-
-
 def _look_s(deadline: float) -> float:
     """How long the next look may wait for an answer: PING_S, or what is left before
     `deadline` (none once it passed: the look then asks without waiting)."""
     return max(0.0, min(PING_S, deadline - time.monotonic()))
-
-
-def silent_supervisor(home: Path, pid: int) -> SupervisorNotReachable:
-    """The refusal of a call to `home`'s supervisor `pid`, which holds the pid lock and
-    says it serves, but does not answer: stopped (SIGSTOP, a debugger) or stuck. Never
-    "no supervisor is running", which would send the user to start one beside it. One that
-    closed its socket to new clients for want of open files, or as it stops, says so
-    (kint/front_closed.py), and, stopped as well, how to resume it."""
-    closed = read_note(socket_dir(home), pid)
-    if closed is not None:  # stopped too: said so, and how to resume it (its `refusal`)
-        return _note_refused(closed)
-    # Stopped, its SIGTERM would pend until it is continued: `kill -CONT`, or `-KILL`.
-    stopped = stopped_note(pid)
-    hint = stopped_hint(pid) if stopped else (
-        f"see {log_path(home)}; `kill {pid}` lets the next command start a new one")
-    return SupervisorNotReachable(
-        f"the supervisor (pid {pid}) runs but does not answer on {front_address(home)}"
-        f"{stopped}", hint)
-
-
-def _note_refused(closed: FrontClosed) -> SupervisorNotReachable:
-    """The refusal of a supervisor whose closed door's note says why (FrontClosed.refusal):
-    a silent one's (`silent_supervisor`), and a stopping one's the start waited for."""
-    said = closed.refusal()
-    return SupervisorNotReachable(said.message, said.hint)
-
-
-def unanswering_supervisor(home: Path) -> SupervisorNotReachable | None:
-    """For a caller whose ping went unanswered: the refusal `silent_supervisor` gives when
-    a supervisor holds `home`'s pid lock and serves, else None (none runs, or one is still
-    starting)."""
-    found = holder(home)
-    if found is None or not found.serving:
-        return None
-    return silent_supervisor(home, found.pid)
 
 
 def _last_words(home: Path) -> str:
