@@ -23,6 +23,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 from kint.front_closed import FrontClosed, clear_left_behind
 from kint.logs import setup_file_logging
@@ -36,7 +37,7 @@ from kint.protocol import ErrorCode
 from kint.seconds_text import seconds_text
 from kint.socket_paths import socket_dir
 from kint.supervisor.pidlock import (PID_FILE, AlreadyRunning, hold_pid_lock, holder,
-                                     let_go_starting, mark_serving, named_holder)
+                                     let_go_starting, mark_serving, mark_stopped, named_holder)
 from kint.supervisor.settings import STOP_BOUND_S
 from kint.supervisor.start_refusals import (SupervisorNotReachable, note_refused,
                                             silent_supervisor, stop_not_ended, stop_noted)
@@ -47,6 +48,8 @@ START_LOCK = "supervisor.lock"
 BESIDE_RUNNING_HINT = ("that one serves this KINT_HOME (`kint supervisor status` shows it); to "
                        "run it here instead, `kint supervisor stop` it, then start this again "
                        "(a systemd unit or launchd agent does so itself on its next restart)")
+# What stops a supervisor (a service manager's stop, a Ctrl-C, a closed terminal).
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 # The daemon's umask, inherited by the worker forkserver and every worker.
 PRIVATE_UMASK = 0o077
 
@@ -97,6 +100,13 @@ def run_foreground(home: Path, extra_preload: tuple[str, ...] = (), *,
         print(f"kint: a supervisor is already running for {home}{who}; this one exits",
               file=sys.stderr)
         return 0
+    # Until `_serve` hands the stop signals to the supervisor: marked `stopped`. One this
+    # process ignores (`nohup`, a background job's SIGINT) stays ignored until then.
+    stopped = _stopped_starting(pid_fd)
+    before = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+    for sig, handler in before.items():
+        if handler is not signal.SIG_IGN:
+            signal.signal(sig, stopped)
     try:
         files = open_files()
         if files is not None and files.too_few_to_start():
@@ -108,7 +118,29 @@ def run_foreground(home: Path, extra_preload: tuple[str, ...] = (), *,
             raise
         return _out_of_files(str(err))
     finally:
+        for sig, handler in before.items():  # never left to write a closed descriptor
+            if signal.getsignal(sig) is stopped:
+                signal.signal(sig, signal.SIG_DFL if handler is None else handler)
         os.close(pid_fd)
+
+
+def _stopped_starting(pid_fd: int) -> Callable[[int, object], None]:
+    """The handler of a stop signal between taking the pid lock (`pid_fd`) and serving:
+    the pid file says `stopped`, then the process ends as the signal's default action
+    ends it. A file naming the pid alone reads as "died starting" to a start that lost the
+    lock to this one, which starts again (let_go_starting): a service manager's stop, or
+    a Ctrl-C, of a `--foreground` start would be followed by a daemon serving the home
+    outside the unit. A signal in the instant between the lock taken and the pid written
+    (pid_file_lock.hold_pid_file) is ended by the default action alone."""
+    def stopped(sig: int, _frame: object) -> None:
+        try:
+            mark_stopped(pid_fd)
+        except OSError:
+            pass  # the signal's end is what matters; a lost mark is the old behaviour
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+
+    return stopped
 
 
 def _clear_left_behind(home: Path) -> None:
@@ -148,7 +180,7 @@ def _serve(home: Path, pid_fd: int, extra_preload: tuple[str, ...]) -> int:
     # Files an older kint or a loose umask left open to others are reused as they are:
     # made private again, now that this supervisor alone holds the home.
     tighten_home(home, sup.bindings.stores())
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    for sig in STOP_SIGNALS:
         signal.signal(sig, sup.request_stop)
     try:
         sup.bind()
@@ -304,7 +336,8 @@ def _wait_for_supervisor(home: Path, ping, deadline: float, wait_s: float,
                         "to watch it start")
                 # It lost the pid lock to one that takes no start lock (`--foreground`, a
                 # service manager's) and died starting, which no `kint supervisor stop`
-                # ends: said to be running where none was. Started again, once.
+                # ends, nor a stop signal (its file says `stopped`): said to be running
+                # where none was. Started again, once.
                 started, started_again = spawn_daemon(home, on_demand=on_demand), True
         elif found.serving:
             silent_since = silent_since if silent_since is not None else now
