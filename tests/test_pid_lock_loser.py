@@ -7,8 +7,11 @@ stop` let the winner go, and the home the user had just stopped was served again
 The first two tests wait for the starting supervisor to be inside its retry: its pid file
 open and the process asleep (the retry's pause; no other step between the open and the
 flock sleeps), with its retry lengthened through the test launcher's knob
-(tests/support/kint_test_timings.py) so that a loaded box never ends it first. The last two
-hold the lock as a winner does before it names itself, and check whom the loser names."""
+(tests/support/kint_test_timings.py) so that a loaded box never ends it first. The next two
+hold the lock as a winner does before it names itself, and check whom the loser names.
+The last (one test for each way the other start ends) is a client's start whose daemon
+lost the lock to a start that takes no start lock, and what it does once that one is gone:
+it starts again only after one that died starting."""
 
 from __future__ import annotations
 
@@ -242,7 +245,12 @@ def test_a_start_that_lost_to_one_that_died_starting_starts_again(sandbox, tmp_p
     again, and the start says why it has none, as before. `stopped`: having said
     `stopped`, as one a stop signal ended in its start does (a service manager's stop, a
     Ctrl-C; tests/test_pid_lock_stopped.py): that stop wins as well, where it was read as
-    died starting and undone."""
+    died starting and undone.
+    The daemon's own retry through the look is the real PID_LOCK_RETRY_S (3 s: `python -m
+    kint.supervisor` installs no test timings), and it is frozen within milliseconds of its
+    exec, most often before it reaches the lock. Were it ever not frozen within those 3 s,
+    it would exit refused and the SIGSTOP or the wait for it fail: the test errors, and
+    never passes without what it checks."""
     home = sandbox.kint_home
     run_dir(home).mkdir(parents=True, mode=0o700)
     home.chmod(0o700)
