@@ -191,7 +191,8 @@ class LivenessChecks(ClosedDoorChecks):
         where waiting out the request's whole deadline (up to 100 s for an agent's tool
         call) said only that no answer came."""
         from kint.proc_stat import process_stopped
-        from kint.supervisor.autostart import UNREACHABLE_AFTER_S, silent_supervisor
+        from kint.supervisor.autostart import UNREACHABLE_AFTER_S
+        from kint.supervisor.start_refusals import silent_supervisor
 
         if not process_stopped(pid):
             self._stopped_since = None

@@ -273,17 +273,17 @@ def test_a_stop_seen_whose_note_is_gone_at_the_end_of_the_wait_is_still_said_sto
     note is removed right after the wait's look that sees it (that look wrapped), as the
     stop's end would, so the moment is there every run; the stand-in supervisor and the
     wait's looks are the test above's."""
-    noted = autostart._stop_noted
+    noted = autostart.stop_noted
     me = os.getpid()
     with _waiting_beside_stand_in(tmp_path, monkeypatch) as (home, folder, client):
 
-        def seen_then_removed(at, pid: int):  # noqa: ANN202 - what `_stop_noted` returns
+        def seen_then_removed(at, pid: int):  # noqa: ANN202 - what `stop_noted` returns
             seen = noted(at, pid)
             if seen:
                 remove_note(folder)  # the stop's end, between the look and the wait's end
             return seen
 
-        monkeypatch.setattr(autostart, "_stop_noted", seen_then_removed)
+        monkeypatch.setattr(autostart, "stop_noted", seen_then_removed)
         with pytest.raises(autostart.SupervisorNotReachable) as said:
             autostart.ensure_running(home, client.ping, wait_s=0.6)
         assert read_note(folder, me) is None  # the premise: the note was gone at the end

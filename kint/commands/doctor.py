@@ -169,7 +169,7 @@ def doctor_cmd(obj: Ctx, owner: str | None, as_json: bool) -> None:
     if reachable:
         checks.append(_reachable(client))
     else:
-        from kint.supervisor.autostart import unanswering_supervisor
+        from kint.supervisor.start_refusals import unanswering_supervisor
 
         silent = unanswering_supervisor(home)  # one runs (stopped, stuck): no start helps
         checks.append(check("supervisor reachable", False,

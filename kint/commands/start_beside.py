@@ -55,6 +55,7 @@ def answering_pid(home: Path, say: Callable[[str], None]) -> int | None:
     stops is left to the start's own wait (None), a line through `say` saying how long
     that waits for it. `say` may drop the line (--json keeps stderr quiet)."""
     from kint.supervisor import autostart
+    from kint.supervisor.start_refusals import unanswering_supervisor
 
     wait_s = autostart.UNREACHABLE_AFTER_S
     began = time.monotonic()
@@ -82,7 +83,7 @@ def answering_pid(home: Path, say: Callable[[str], None]) -> int | None:
                 f"{stopped_note(pid)}; it is said stuck if it has not "
                 f"within {seconds_text(wait_s)}")
             answer = client.ping_answer(_left(began, wait_s))
-            silent = autostart.unanswering_supervisor(home) if answer is None else None
+            silent = unanswering_supervisor(home) if answer is None else None
             if silent is not None:
                 raise SupervisorUnavailable(str(silent), silent.hint)
     return int(answer["pid"]) if answer and "pid" in answer else None

@@ -94,7 +94,7 @@ def run(*, as_json: bool = False, watch: bool = False, debug: bool = False) -> i
                 return ERROR
             from kint.front_closed import read_note
             from kint.socket_paths import socket_dir
-            from kint.supervisor.autostart import unanswering_supervisor
+            from kint.supervisor.start_refusals import unanswering_supervisor
 
             serving = client.serving_pid()
             closed = (read_note(socket_dir(home), serving) if serving is not None

@@ -357,7 +357,7 @@ def _stopping_meanwhile(home: Path, pid: int | None) -> bool:
 def refuse_if_silent(obj: Ctx) -> None:
     """Refuse (exit 2) when a supervisor holds KINT_HOME's pid lock and serves but did not
     answer: stopped or stuck, it is no "no supervisor is running"."""
-    from kint.supervisor.autostart import unanswering_supervisor
+    from kint.supervisor.start_refusals import unanswering_supervisor
 
     silent = unanswering_supervisor(kint_home())
     if silent is not None:

@@ -28,6 +28,8 @@ answering whatever one space is doing.
 - `commands`: the supervisor's own ops (ping, status, spaces, stop, reload, restart).
 - `status`: the rows of `kint supervisor status`, from what the supervisor already holds.
 - `autostart`: how a client starts a supervisor on demand, exactly once.
+- `start_refusals`: what a client is told of a supervisor that holds the home and does not
+  answer (stopped, stuck, or not ending its stop).
 - `pidlock`: the pid lock a running supervisor holds, and who holds it.
 - `ownership`: the pid lock and socket files a supervisor owns, so it never breaks another.
 - `outbox`: replies a client's pipe cannot take yet, kept instead of dropped.

@@ -23,9 +23,9 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
-from kint.front_closed import (FrontClosed, clear_left_behind, kill_hint, read_note,
-                               stopped_hint, stopped_note)
+from kint.front_closed import FrontClosed, clear_left_behind
 from kint.logs import setup_file_logging
 from kint.open_files import (FDS_PER_WORKER, RAISE_SOFT_TO, START_FDS, START_ROOM_HINT, open_files,
                              out_of_files, raise_soft_limit)
@@ -35,10 +35,12 @@ from kint.pid_file_lock import flock_by, open_own_file
 from kint.paths import HOME_REFUSAL_CODE, UnsafePathError, ensure_private_dir, log_path, run_dir
 from kint.protocol import ErrorCode
 from kint.seconds_text import seconds_text
-from kint.socket_paths import front_address, socket_dir
+from kint.socket_paths import socket_dir
 from kint.supervisor.pidlock import (PID_FILE, AlreadyRunning, hold_pid_lock, holder,
-                                     let_go_starting, mark_serving, named_holder)
+                                     let_go_starting, mark_serving, mark_stopped, named_holder)
 from kint.supervisor.settings import STOP_BOUND_S
+from kint.supervisor.start_refusals import (SupervisorNotReachable, note_refused,
+                                            silent_supervisor, stop_not_ended, stop_noted)
 
 log = logging.getLogger("kint.supervisor")
 
@@ -46,16 +48,10 @@ START_LOCK = "supervisor.lock"
 BESIDE_RUNNING_HINT = ("that one serves this KINT_HOME (`kint supervisor status` shows it); to "
                        "run it here instead, `kint supervisor stop` it, then start this again "
                        "(a systemd unit or launchd agent does so itself on its next restart)")
+# What stops a supervisor (a service manager's stop, a Ctrl-C, a closed terminal).
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 # The daemon's umask, inherited by the worker forkserver and every worker.
 PRIVATE_UMASK = 0o077
-
-
-class SupervisorNotReachable(TimeoutError):
-    """No supervisor answers, and waiting longer would not help. Carries what to do."""
-
-    def __init__(self, message: str, hint: str) -> None:
-        super().__init__(message)
-        self.hint = hint
 
 
 # `kint supervisor start --foreground` beside a running supervisor: a service manager
@@ -104,6 +100,13 @@ def run_foreground(home: Path, extra_preload: tuple[str, ...] = (), *,
         print(f"kint: a supervisor is already running for {home}{who}; this one exits",
               file=sys.stderr)
         return 0
+    # Until `_serve` hands the stop signals to the supervisor: marked `stopped`. One this
+    # process ignores (`nohup`, a background job's SIGINT) stays ignored until then.
+    stopped = _stopped_starting(pid_fd)
+    before = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+    for sig, handler in before.items():
+        if handler is not signal.SIG_IGN:
+            signal.signal(sig, stopped)
     try:
         files = open_files()
         if files is not None and files.too_few_to_start():
@@ -115,7 +118,29 @@ def run_foreground(home: Path, extra_preload: tuple[str, ...] = (), *,
             raise
         return _out_of_files(str(err))
     finally:
+        for sig, handler in before.items():  # never left to write a closed descriptor
+            if signal.getsignal(sig) is stopped:
+                signal.signal(sig, signal.SIG_DFL if handler is None else handler)
         os.close(pid_fd)
+
+
+def _stopped_starting(pid_fd: int) -> Callable[[int, object], None]:
+    """The handler of a stop signal between taking the pid lock (`pid_fd`) and serving:
+    the pid file says `stopped`, then the process ends as the signal's default action
+    ends it. A file naming the pid alone reads as "died starting" to a start that lost the
+    lock to this one, which starts again (let_go_starting): a service manager's stop, or
+    a Ctrl-C, of a `--foreground` start would be followed by a daemon serving the home
+    outside the unit. A signal in the instant between the lock taken and the pid written
+    (pid_file_lock.hold_pid_file) is ended by the default action alone."""
+    def stopped(sig: int, _frame: object) -> None:
+        try:
+            mark_stopped(pid_fd)
+        except OSError:
+            pass  # the signal's end is what matters; a lost mark is the old behaviour
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+
+    return stopped
 
 
 def _clear_left_behind(home: Path) -> None:
@@ -155,7 +180,7 @@ def _serve(home: Path, pid_fd: int, extra_preload: tuple[str, ...]) -> int:
     # Files an older kint or a loose umask left open to others are reused as they are:
     # made private again, now that this supervisor alone holds the home.
     tighten_home(home, sup.bindings.stores())
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    for sig in STOP_SIGNALS:
         signal.signal(sig, sup.request_stop)
     try:
         sup.bind()
@@ -311,12 +336,13 @@ def _wait_for_supervisor(home: Path, ping, deadline: float, wait_s: float,
                         "to watch it start")
                 # It lost the pid lock to one that takes no start lock (`--foreground`, a
                 # service manager's) and died starting, which no `kint supervisor stop`
-                # ends: said to be running where none was. Started again, once.
+                # ends, nor a stop signal (its file says `stopped`): said to be running
+                # where none was. Started again, once.
                 started, started_again = spawn_daemon(home, on_demand=on_demand), True
         elif found.serving:
             silent_since = silent_since if silent_since is not None else now
             if ((stop_note is None or stop_note.pid != found.pid)
-                    and (noted := _stop_noted(home, found.pid)) is not None):
+                    and (noted := stop_noted(home, found.pid)) is not None):
                 stop_seen_at, stop_note = now, noted
             # One that is ending its stop is no silent one: it lets go of the home within
             # its stop's own bound (its workers' 10 s grace for an op in flight, SIGKILL at
@@ -334,8 +360,8 @@ def _wait_for_supervisor(home: Path, ping, deadline: float, wait_s: float,
                     # stop, which still ends by itself (its note's refusal, as seen).
                     seen_s = now - stop_seen_at
                     if not stopped and seen_s >= STOP_BOUND_S:
-                        raise _stop_not_ended(home, found.pid, seen_s)
-                    raise _note_refused(stop_note)
+                        raise stop_not_ended(home, found.pid, seen_s)
+                    raise note_refused(stop_note)
         if now >= deadline:
             raise SupervisorNotReachable(
                 f"the supervisor did not answer within {seconds_text(wait_s)}",
@@ -344,67 +370,10 @@ def _wait_for_supervisor(home: Path, ping, deadline: float, wait_s: float,
         time.sleep(RETRY_EVERY_S)
 
 
-def _stop_noted(home: Path, pid: int) -> FrontClosed | None:
-    """The note of the supervisor `pid`, which holds `home` and does not answer, when it is
-    stopping: its door closed as its stop began (kint/front_closed.py). Read at the looks
-    while it is silent, until it is seen stopping: a stat where its socket file is there
-    (one that is merely slow), the note's few bytes where it is not."""
-    closed = read_note(socket_dir(home), pid)
-    return closed if closed is not None and closed.stopping else None
-
-
-def _stop_not_ended(home: Path, pid: int, seen_s: float) -> SupervisorNotReachable:
-    """The refusal of a wait that ran out on the supervisor `pid`, seen stopping and not
-    stopped (SIGSTOP: `silent_supervisor`'s) for `seen_s`, past STOP_BOUND_S, the most a
-    stop takes. Not "run it again once it has stopped", which would wait on a stop that
-    may never end, nor `kill PID`: it is stopping already, and a SIGTERM changes nothing.
-    The span said is the one it was seen stopping, not the whole wait: one silent for
-    another reason first may have begun its stop late."""
-    return SupervisorNotReachable(
-        f"the supervisor (pid {pid}) is stopping and has not stopped within "
-        f"{seconds_text(seen_s)}: it takes no new clients",
-        f"see {log_path(home)} for what its stop waits on; {kill_hint(pid)}")
-
-
 def _look_s(deadline: float) -> float:
     """How long the next look may wait for an answer: PING_S, or what is left before
     `deadline` (none once it passed: the look then asks without waiting)."""
     return max(0.0, min(PING_S, deadline - time.monotonic()))
-
-
-def silent_supervisor(home: Path, pid: int) -> SupervisorNotReachable:
-    """The refusal of a call to `home`'s supervisor `pid`, which holds the pid lock and
-    says it serves, but does not answer: stopped (SIGSTOP, a debugger) or stuck. Never
-    "no supervisor is running", which would send the user to start one beside it. One that
-    closed its socket to new clients for want of open files, or as it stops, says so
-    (kint/front_closed.py), and, stopped as well, how to resume it."""
-    closed = read_note(socket_dir(home), pid)
-    if closed is not None:  # stopped too: said so, and how to resume it (its `refusal`)
-        return _note_refused(closed)
-    # Stopped, its SIGTERM would pend until it is continued: `kill -CONT`, or `-KILL`.
-    stopped = stopped_note(pid)
-    hint = stopped_hint(pid) if stopped else (
-        f"see {log_path(home)}; `kill {pid}` lets the next command start a new one")
-    return SupervisorNotReachable(
-        f"the supervisor (pid {pid}) runs but does not answer on {front_address(home)}"
-        f"{stopped}", hint)
-
-
-def _note_refused(closed: FrontClosed) -> SupervisorNotReachable:
-    """The refusal of a supervisor whose closed door's note says why (FrontClosed.refusal):
-    a silent one's (`silent_supervisor`), and a stopping one's the start waited for."""
-    said = closed.refusal()
-    return SupervisorNotReachable(said.message, said.hint)
-
-
-def unanswering_supervisor(home: Path) -> SupervisorNotReachable | None:
-    """For a caller whose ping went unanswered: the refusal `silent_supervisor` gives when
-    a supervisor holds `home`'s pid lock and serves, else None (none runs, or one is still
-    starting)."""
-    found = holder(home)
-    if found is None or not found.serving:
-        return None
-    return silent_supervisor(home, found.pid)
 
 
 def _last_words(home: Path) -> str:

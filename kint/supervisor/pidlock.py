@@ -2,7 +2,8 @@
 anyone reads who holds it.
 
 It reads `PID` while the supervisor starts and `PID serving` once its sockets are bound,
-so a client can tell a supervisor still starting from one that should answer and does not.
+so a client can tell a supervisor still starting from one that should answer and does not;
+`PID stopped` when a signal (a service manager's stop, a Ctrl-C) ended it before then.
 A second supervisor that finds it held exits at once: it tries again only while clients'
 shared looks hold it, never while another supervisor does, so that it never takes the
 home from under a `kint supervisor stop` of the one that held it.
@@ -24,6 +25,7 @@ from kint.paths import run_dir
 
 PID_FILE = "supervisor.pid"
 SERVING = "serving"
+STOPPED = "stopped"
 
 # A client checking whether a supervisor runs holds a shared lock on the pid file for an
 # instant; a starting supervisor retries through such looks this long at most. Another
@@ -82,10 +84,11 @@ def named_holder(home: Path) -> int | None:
 
 def let_go_starting(home: Path) -> bool:
     """Whether nobody holds `home`'s pid lock and its file names a supervisor that let go
-    of it before it bound its sockets (its pid, never `serving`; or nothing): one that
-    died starting (a setting it could not load, out of files) or was killed then. Never
-    one `kint supervisor stop` ended: that asks only a supervisor that answers, which
-    has said `serving` by then."""
+    of it before it bound its sockets and was not stopped (its pid alone, or nothing): one
+    that died starting (a setting it could not load, out of files) or was SIGKILLed then.
+    Never one `kint supervisor stop` ended: that asks only a supervisor that answers,
+    which has said `serving` by then; nor one a SIGTERM, SIGINT or SIGHUP ended before it
+    served (`PID stopped`, autostart.run_foreground), whose stop a new start would undo."""
     try:
         fd = os.open(run_dir(home) / PID_FILE, os.O_RDONLY)
     except FileNotFoundError:
@@ -96,7 +99,7 @@ def let_go_starting(home: Path) -> bool:
         except OSError:
             return False  # held: by a supervisor, or one of the same race starting
         try:
-            return SERVING not in _words(os.pread(fd, 64, 0))[1:]
+            return not _words(os.pread(fd, 64, 0))[1:]
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
@@ -107,6 +110,12 @@ def mark_serving(pid_fd: int) -> None:
     """Say in the held pid file that the sockets are bound: from now on a supervisor that
     does not answer is stuck or stopped, not starting."""
     os.pwrite(pid_fd, f"{os.getpid()} {SERVING}\n".encode(), 0)
+
+
+def mark_stopped(pid_fd: int) -> None:
+    """Say in the held pid file that a signal ends this supervisor before it served: a
+    start that lost the lock to it then starts none in its place (let_go_starting)."""
+    os.pwrite(pid_fd, f"{os.getpid()} {STOPPED}\n".encode(), 0)
 
 
 class Holder(NamedTuple):

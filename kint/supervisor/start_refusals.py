@@ -1,0 +1,81 @@
+"""The refusals of a client that finds no supervisor answering although one holds
+KINT_HOME: stopped (SIGSTOP), stuck, or stopping and not ending its stop, each with what to
+do. A start's wait (`autostart`) gives them, and so do the commands that start nothing
+(`kint supervisor status`, `stop`, `doctor`) and a client whose call is held: kept apart
+so that those load only the words, never what starting a supervisor needs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kint.front_closed import FrontClosed, kill_hint, read_note, stopped_hint, stopped_note
+from kint.paths import log_path
+from kint.seconds_text import seconds_text
+from kint.socket_paths import front_address, socket_dir
+from kint.supervisor.pidlock import holder
+
+
+class SupervisorNotReachable(TimeoutError):
+    """No supervisor answers, and waiting longer would not help. Carries what to do."""
+
+    def __init__(self, message: str, hint: str) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+
+def stop_noted(home: Path, pid: int) -> FrontClosed | None:
+    """The note of the supervisor `pid`, which holds `home` and does not answer, when it is
+    stopping: its door closed as its stop began (kint/front_closed.py). Read at the looks
+    while it is silent, until it is seen stopping: a stat where its socket file is there
+    (one that is merely slow), the note's few bytes where it is not."""
+    closed = read_note(socket_dir(home), pid)
+    return closed if closed is not None and closed.stopping else None
+
+
+def stop_not_ended(home: Path, pid: int, seen_s: float) -> SupervisorNotReachable:
+    """The refusal of a wait that ran out on the supervisor `pid`, seen stopping and not
+    stopped (SIGSTOP: `silent_supervisor`'s) for `seen_s`, past STOP_BOUND_S, the most a
+    stop takes. Not "run it again once it has stopped", which would wait on a stop that
+    may never end, nor `kill PID`: it is stopping already, and a SIGTERM changes nothing.
+    The span said is the one it was seen stopping, not the whole wait: one silent for
+    another reason first may have begun its stop late."""
+    return SupervisorNotReachable(
+        f"the supervisor (pid {pid}) is stopping and has not stopped within "
+        f"{seconds_text(seen_s)}: it takes no new clients",
+        f"see {log_path(home)} for what its stop waits on; {kill_hint(pid)}")
+
+
+def silent_supervisor(home: Path, pid: int) -> SupervisorNotReachable:
+    """The refusal of a call to `home`'s supervisor `pid`, which holds the pid lock and
+    says it serves, but does not answer: stopped (SIGSTOP, a debugger) or stuck. Never
+    "no supervisor is running", which would send the user to start one beside it. One that
+    closed its socket to new clients for want of open files, or as it stops, says so
+    (kint/front_closed.py), and, stopped as well, how to resume it."""
+    closed = read_note(socket_dir(home), pid)
+    if closed is not None:  # stopped too: said so, and how to resume it (its `refusal`)
+        return note_refused(closed)
+    # Stopped, its SIGTERM would pend until it is continued: `kill -CONT`, or `-KILL`.
+    stopped = stopped_note(pid)
+    hint = stopped_hint(pid) if stopped else (
+        f"see {log_path(home)}; `kill {pid}` lets the next command start a new one")
+    return SupervisorNotReachable(
+        f"the supervisor (pid {pid}) runs but does not answer on {front_address(home)}"
+        f"{stopped}", hint)
+
+
+def note_refused(closed: FrontClosed) -> SupervisorNotReachable:
+    """The refusal of a supervisor whose closed door's note says why (FrontClosed.refusal):
+    a silent one's (`silent_supervisor`), and a stopping one's the start waited for."""
+    said = closed.refusal()
+    return SupervisorNotReachable(said.message, said.hint)
+
+
+def unanswering_supervisor(home: Path) -> SupervisorNotReachable | None:
+    """For a caller whose ping went unanswered: the refusal `silent_supervisor` gives when
+    a supervisor holds `home`'s pid lock and serves, else None (none runs, or one is still
+    starting)."""
+    found = holder(home)
+    if found is None or not found.serving:
+        return None
+    return silent_supervisor(home, found.pid)
