@@ -1,7 +1,7 @@
 """Dev-only powers over the devchain: deploying contracts from anvil's first dev account,
-funding with `anvil_setBalance`, acting as an owner with `anvil_impersonateAccount`. They live
-here and nowhere else: on a real chain the owner's wallet authorizes a machine's session key
-itself.
+funding with `anvil_setBalance` or a transfer from that account, acting as an owner with
+`anvil_impersonateAccount`. They live here and nowhere else: on a real chain the owner's
+wallet authorizes a machine's session key itself, and a wallet funds it.
 """
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ from web3 import Web3
 from web3.exceptions import Web3RPCError
 
 from kint.chain.artifact import test_smart_account_artifact
+from kint.chain.devchain.anvil import CHAIN_ID
 from kint.chain.devchain.errors import DevchainError
+from kint.protocol import ErrorCode
 from kint.settings.urls import redact_url
 
 # anvil's first dev account: a published test key, funded by anvil at genesis.
@@ -109,3 +111,41 @@ def send_as(url: str, sender: str, to: str, data: str, timeout_s: float = 30.0) 
         raise DevchainError(f"no receipt for {tx_hash}")
     finally:
         dev_rpc(url, "anvil_stopImpersonatingAccount", [sender])
+
+
+# `kint devchain fund`: what it gives when --eth is not said. A push costs the devchain a few
+# thousandths of an ETH, so one ETH is hundreds of pushes.
+FUND_DEFAULT_WEI = 10**18
+
+
+def transfer_from_dev_account(url: str, address: str, wei: int,
+                              timeout_s: float = 30.0) -> dict[str, Any]:
+    """Send `wei` to `address` from anvil's first dev account (unlocked by anvil, so no key
+    is sent), as `cast send --unlocked` would: a transaction of its own, seen by every
+    machine that reads the devchain, where `fund`'s `anvil_setBalance` is a dev power whose
+    amount replaces the balance. Refused before anything is sent when `url` is not the
+    devchain's chain id: anvil's accounts are unlocked only there. Its sender, transaction,
+    block and the balance it left."""
+    chain = int(dev_rpc(url, "eth_chainId", []), 16)
+    if chain != CHAIN_ID:
+        raise DevchainError(f"{redact_url(url)} answers for chain {chain}, not the devchain's "
+                            f"{CHAIN_ID}; nothing was sent",
+                            hint="`kint devchain status` says where the devchain runs",
+                            code=ErrorCode.CONFIG_INVALID)
+    sender = Account.from_key(DEV_DEPLOYER_KEY).address
+    tx_hash = dev_rpc(url, "eth_sendTransaction",
+                      [{"from": sender, "to": address, "value": hex(wei)}])
+    deadline = time.monotonic() + timeout_s
+    while True:
+        receipt = dev_rpc(url, "eth_getTransactionReceipt", [tx_hash])
+        if receipt is not None:
+            break
+        if time.monotonic() > deadline:
+            raise DevchainError(f"no receipt for {tx_hash} within {timeout_s:g}s",
+                                hint="`kint devchain status` says whether the devchain runs")
+        time.sleep(0.1)
+    if int(receipt["status"], 16) != 1:
+        raise DevchainError(f"the transfer {tx_hash} from {sender} reverted")
+    balance = int(dev_rpc(url, "eth_getBalance", [address, "latest"]), 16)
+    return {"from": sender, "tx": tx_hash, "block": int(receipt["blockNumber"], 16),
+            "balance_wei": balance}
