@@ -1,9 +1,12 @@
 """What session 36's dogfood lane found, walking two machines on one devchain.
 
 - After `kint join` on a second machine, the `next:` line said to put a few cents of ETH on
-  the new session key: on the devchain no wallet holds its ETH and no kint command gave
-  any. `kint devchain fund ADDRESS` now sends devchain ETH from anvil's first dev account
-  (refused off the devchain).
+  the new session key, and then `kint authorize page` or `payload`/`submit`: on the
+  devchain no wallet holds its ETH and no kint command gave any, and both lanes ask for a
+  wallet the devchain's throwaway owner is not in. `kint devchain fund ADDRESS` now sends
+  devchain ETH from anvil's first dev account (refused off the devchain), and the line
+  names it and `kint authorize direct` with the owner key `kint connect --dev` keeps.
+  Following that line word for word makes B's writes on.
 """
 
 from __future__ import annotations
@@ -13,9 +16,10 @@ import re
 
 import pytest
 
-from chain_machines import RULE_1, join_devchain, kjson, make_session_key
+from chain_machines import RULE_1, join_devchain, kjson, make_session_key, ok
 from conftest import make_sandbox, sibyl_client
 from machines_together import running_together
+from kint.tenant_worker.dev_owner import owner_key_path
 
 ADDRESS = re.compile(r"0x[0-9a-fA-F]{40}")
 
@@ -41,6 +45,58 @@ def machines(tmp_path_factory, chain_home):
         owner = kjson(a, "connect", "--dev")["owner"]
         kjson(a, "push")
         yield {**made, "owner": owner}
+
+
+def test_a_joiner_follows_the_next_line_on_the_devchain_and_writes(machines):
+    a, b, owner = machines["a"], machines["b"], machines["owner"]
+    code = next(a.kint_home.glob("RECOVERY-*.txt")).read_text().strip().splitlines()[-1]
+    out = b.kint("join", "--owner", owner, "--recovery-code-stdin", "--no-setup",
+                 input=code + "\n", timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    key = next(l for l in out.stdout.splitlines() if l.startswith("session key: ")).split()[2]
+    nxt = out.stdout.splitlines()[-1]
+    key_file = f"KINT_HOME/devchain/owner-{owner.lower()}.key"
+    # Was: "put a few cents of ETH on 0x… (the devchain), then kint authorize page, or kint
+    # authorize payload then submit": no kint command funds, no wallet holds devchain ETH.
+    assert nxt == (f"next: kint devchain fund {key}, then KINT_OWNER_KEY=<the owner's key> "
+                   f"kint authorize direct (kint connect --dev keeps it in {key_file} on the "
+                   f"machine that ran it; docs/quickstart.md)"), nxt
+
+    # doctor's warning names the same command.
+    check = next(c for c in kjson(b, "doctor")["checks"] if c["name"] == "session key")
+    assert check["warn"] and check["hint"] == (
+        f"fund it (kint devchain fund {key}) and authorize it (kint authorize) before pushing; "
+        f"pulls and reads need neither"), check
+
+    # The line's two steps, the authorization first (the owner pays for it, so either order
+    # works): it says, as the key holds nothing yet, which command funds it. The owner's
+    # key (from A, where `connect --dev` kept it) in the environment only.
+    owner_key = owner_key_path(a.kint_home, owner).read_text().strip()
+    said = ok(b.kint("authorize", "direct", env={"KINT_OWNER_KEY": owner_key}))
+    assert owner_key.removeprefix("0x") not in said.stdout + said.stderr
+    assert said.stderr == (f"the session key {key} holds no ETH yet: `kint devchain fund "
+                           f"{key}` gives it devchain ETH before it pushes\n"), said.stderr
+    # Then the fund command, word for word as the line names it.
+    funded = ok(b.kint(*nxt.removeprefix("next: kint ").split(",")[0].split()))
+    assert re.fullmatch(rf"funded {key} with 1 ETH from anvil's dev account 0x[0-9a-fA-F]{{40}}: "
+                        rf"tx 0x[0-9a-f]{{64}} block \d+; it holds 1 ETH\n", funded.stdout), \
+        funded.stdout
+
+    # B writes, anchors; A pulls and both verify B's row.
+    client = sibyl_client(b.sibyl_db, b.tenant)
+    try:
+        client.set_entity("rules", "deploy-window", {"rule": "deploy only before noon"})
+    finally:
+        client.storage.close()
+    ok(b.kint("push", timeout=300))
+    ok(a.kint("pull", timeout=300))
+    for sb in (a, b):
+        assert kjson(sb, "verify", "deploy window")["decision"] == "proceed"
+
+    # A join again: writes on.
+    again = b.kint("join", "--owner", owner, "--recovery-code-stdin", "--no-setup",
+                   input=code + "\n", timeout=300)
+    assert again.stdout.splitlines()[-1] == "writes: on", again.stdout + again.stderr
 
 
 def test_devchain_fund_json_adds_to_the_balance(machines):

@@ -176,15 +176,30 @@ def writes_step(obj: Ctx, devchain: bool, owner: str, address: str, base_account
     if authorized and funded:
         said.step("writes", {"on": True, **shown, "next": None}, "writes: on")
         return
-    chain = "the devchain" if devchain else "Base"
-    how = ("kint authorize page" if base_account else
-           "kint authorize page, or kint authorize payload then submit (docs/authorize.md)")
     held = facts["balance_eth"]
+    how = _authorize_how(devchain, base_account, owner)
+    # On the devchain no wallet holds its ETH: `kint devchain fund` gives it, where "put a
+    # few cents of ETH on" sent the user looking for a wallet, and no kint command did it.
+    fund = (f"kint devchain fund {address}" if devchain else
+            f"put a few cents of ETH on {address} (Base)")
     if not funded and not authorized:
-        nxt = f"put a few cents of ETH on {address} ({chain}), then {how}"
+        nxt = f"{fund}, then {how}"
     elif not funded:
-        nxt = (f"put a few cents of ETH on {address} ({chain}; it holds {held} "
-               f"ETH and is authorized until {render.utc_time(facts.get('expiry') or 0)})")
+        nxt = (f"{fund} (it holds {held} ETH and is authorized until "
+               f"{render.utc_time(facts.get('expiry') or 0)})")
     else:
         nxt = f"{how} (the key holds {held} ETH)"
     said.step("writes", {"on": False, **shown, "next": nxt}, WRITES_OFF, f"next: {nxt}")
+
+
+def _authorize_how(devchain: bool, base_account: bool, owner: str) -> str:
+    """The authorize lane the `next:` line names. On the devchain an EOA owner's key is at
+    hand (`kint connect --dev` keeps it under the KINT_HOME that ran it), so `direct` is
+    the lane: the page and payload lanes ask for a wallet that holds no devchain account."""
+    if base_account:
+        return "kint authorize page"
+    if devchain:
+        return (f"KINT_OWNER_KEY=<the owner's key> kint authorize direct (kint connect --dev "
+                f"keeps it in KINT_HOME/devchain/owner-{owner.lower()}.key on the machine "
+                f"that ran it; docs/quickstart.md)")
+    return "kint authorize page, or kint authorize payload then submit (docs/authorize.md)"
