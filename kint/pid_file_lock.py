@@ -5,12 +5,14 @@ Both open the file 0600 without following a link (the file lives in a 0700 folde
 KINT_HOME, and a link there is not one kint made), take an exclusive flock without
 blocking, and write the pid once the lock is theirs, so whoever finds it held can name the
 holder. They differ only in how long a held lock is tried: a starting supervisor retries
-for a few seconds (a client's status check holds a shared lock on the same file for an
-instant), where a second setup refuses at once rather than wait behind harness commands
-that may take minutes. One module keeps the two from drifting apart (one wrote a newline
+for a few seconds while only shared locks hold it (a client's status check holds one on
+the same file for an instant), and never past another's exclusive one (`flock_past_looks`),
+where a second setup refuses at once rather than wait behind harness commands that may
+take minutes. One module keeps the two from drifting apart (one wrote a newline
 after the pid and followed links, the other did neither). `flock_by`, the wait for the
-flock, is also how the supervisor's start lock (supervisor/autostart.py) and a space's
-head lock (tenant_worker/head_lock.py) are taken within their deadlines, and
+flock whoever holds it, is how the supervisor's start lock (supervisor/autostart.py) and a
+space's head lock (tenant_worker/head_lock.py) are taken within their deadlines, and a
+space's worker lock (tenant_worker/worker_lock.py) is tried, and
 `open_own_file` how every lock file of KINT_HOME is opened (those two, these two, the
 nonce book's, the devchain's and custody's), and the supervisor's stderr: never through a
 link, and only a regular file of this user.
@@ -107,13 +109,42 @@ def flock_by(fd: int, deadline: float, every_s: float) -> bool:
             time.sleep(every_s)
 
 
+def flock_past_looks(fd: int, deadline: float, every_s: float) -> bool:
+    """Take the exclusive flock of the file open on `fd`, trying again every `every_s`
+    until `deadline` (monotonic) only while shared locks alone keep it (readers' looks,
+    each held for an instant): False at once when another process holds it exclusively.
+    That holder runs (a supervisor holds its pid file for its whole life), and waiting for
+    it to let go would take its place the moment it stops: a second supervisor started
+    beside a running one, retrying through its whole wait, took KINT_HOME from under a
+    `kint supervisor stop` of the first. flock's shared lock is refused exactly while an
+    exclusive one is held, so one non-blocking try of it tells the two apart."""
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except OSError as err:
+            if err.errno not in _HELD:
+                raise
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError as err:
+            if err.errno not in _HELD:
+                raise
+            return False  # held exclusively: by a process that holds it as its own
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(every_s)
+
+
 def hold_pid_file(path: Path, wait_s: float = 0.0,
                   before_named: Callable[[], None] | None = None) -> int:
     """Open `path` (created 0600, never through a link), take its exclusive flock, trying
-    again for up to `wait_s` while another process holds it, and write this process's pid
-    in it. Returns the open file, which holds the lock until it is closed. Raises
-    PidFileHeld when the lock stays held, NotOwnFile for a link or a file that is not
-    this user's, OSError when the file cannot be opened.
+    again for up to `wait_s` while only readers' shared looks hold it (flock_past_looks),
+    and write this process's pid in it. Returns the open file, which holds the lock until
+    it is closed. Raises PidFileHeld when another process holds the lock as its own, or
+    the looks outlast `wait_s`; NotOwnFile for a link or a file that is not this user's,
+    OSError when the file cannot be opened.
 
     `before_named` runs once the lock is taken and before the pid is written: whatever a
     dead holder left that readers would take for the new holder's once the file names it
@@ -121,7 +152,7 @@ def hold_pid_file(path: Path, wait_s: float = 0.0,
     caller's: the lock is let go)."""
     fd = open_own_file(path)
     try:
-        taken = flock_by(fd, time.monotonic() + wait_s, _RETRY_EVERY_S)
+        taken = flock_past_looks(fd, time.monotonic() + wait_s, _RETRY_EVERY_S)
     except OSError:
         os.close(fd)
         raise

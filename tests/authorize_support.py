@@ -16,7 +16,7 @@ from chain_machines import join_devchain, make_session_key
 from conftest import KINT, Sandbox, make_sandbox
 from kint.chain import devchain
 from kint.chain.anchor import Anchor
-from kint.chain.config import ChainConfig
+from kint.chain.config import ChainConfig, devchain_record
 from kint.chain.rpc import RpcTracker
 
 ADDRESS = re.compile(r"0x[0-9a-fA-F]{40}")
@@ -57,7 +57,7 @@ class Machine:
 def new_machine(root: Path, chain_home: Path, create_key: bool = True) -> Machine:
     sb = make_sandbox(root)
     join_devchain(chain_home, sb)
-    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    record = json.loads(devchain_record(chain_home).read_text())
     config = ChainConfig(rpc_urls=(record["rpc_url"],), chain_id=devchain.CHAIN_ID,
                          anchor=record["anchor"], confirmations=1, rpc_timeout_s=10.0,
                          devchain=True)

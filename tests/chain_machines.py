@@ -18,6 +18,8 @@ from eth_account.signers.local import LocalAccount
 
 from conftest import Sandbox, make_sandbox, write_rules
 from rpc_proxy import RpcProxy
+from kint.chain.config import devchain_record
+from kint.paths import devchain_dir
 
 RULE_1 = "never ship on a Friday; every release needs a green deadlift test and a second reviewer"
 
@@ -41,10 +43,9 @@ def join_devchain(chain_home: Path, machine: Sandbox, *,
     the machine's supervisor starts, which takes the value for the requests that carry none."""
     if head_s is not None:
         machine.env.setdefault("KINT_VERIFY_HEAD_SECONDS", head_s)
-    target = machine.kint_home / "devchain"
-    target.mkdir(parents=True, exist_ok=True, mode=0o700)
+    devchain_dir(machine.kint_home).mkdir(parents=True, exist_ok=True, mode=0o700)
     machine.kint_home.chmod(0o700)
-    shutil.copy(chain_home / "devchain" / "devchain.json", target / "devchain.json")
+    shutil.copy(devchain_record(chain_home), devchain_record(machine.kint_home))
 
 
 # The scrypt cost of the session keystores `make_session_key` writes. kint's production cost
@@ -112,7 +113,7 @@ def behind_proxy(machine: Sandbox, chain_home: Path, *,
     values, as a command sends its environment's): a machine whose supervisor runs with a
     short KINT_RPC_TIMEOUT connects under a sane one, which a slow anvil answer on a loaded
     box does not fail."""
-    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    record = json.loads(devchain_record(chain_home).read_text())
     proxy = RpcProxy(record["rpc_url"], max_hang_s=30).start()
     args: dict[str, object] = {"dev": True, "rpc_urls": proxy.url}
     if connect_settings:
@@ -226,7 +227,7 @@ def deploy_second_anchor(chain_home: Path) -> str:
     from kint.chain.artifact import epoch_anchor_artifact
     from kint.chain.devchain.powers import deploy_artifact
 
-    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    record = json.loads(devchain_record(chain_home).read_text())
     w3 = Web3(Web3.HTTPProvider(record["rpc_url"], request_kwargs={"timeout": 10}))
     address = deploy_artifact(w3, epoch_anchor_artifact())
     assert address.lower() != record["anchor"].lower()
@@ -244,7 +245,7 @@ def devchain_web3(chain_home: Path):  # noqa: ANN201 - web3.Web3
     mempool, a block): no retries, so a refusal is seen as the endpoint gave it."""
     from web3 import Web3
 
-    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    record = json.loads(devchain_record(chain_home).read_text())
     return Web3(Web3.HTTPProvider(record["rpc_url"], request_kwargs={"timeout": 10},
                                   exception_retry_configuration=None))
 

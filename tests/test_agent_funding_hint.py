@@ -15,6 +15,7 @@ import json
 
 from chain_machines import kjson, new_machine
 from conftest import write_rules
+from kint.chain.config import devchain_record
 from kint.chain.devchain.powers import fund
 from kint.custody.session_key import session_address
 from mcp_session import AgentProcess
@@ -29,7 +30,7 @@ def test_memory_push_with_a_session_key_short_of_eth_hands_its_funding_to_the_hu
         kjson(m, "connect", "--dev")
         kjson(m, "push")
         key = session_address(m.kint_home)
-        record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+        record = json.loads(devchain_record(chain_home).read_text())
         fund(record["rpc_url"], key, 0)
         write_rules(m.sibyl_db, m.tenant, deploy="every deploy waits for the green build")
         agent = AgentProcess(m.env).start()

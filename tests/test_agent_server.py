@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from chain_machines import anchored, connect_with_code, kjson, ok, recovery_code
+from kint.chain.config import devchain_record
 from kint.commands.exit_codes import PUSH_PULL_REFUSED
+from kint.paths import devchain_dir, run_dir
 from machines_together import new_machines, side_by_side
 
 from mcp_session import AgentProcess
@@ -278,7 +280,7 @@ def test_with_the_rpc_hung_the_tools_are_listed_within_the_bootstrap_budget(
         machines, chain_home):
     from rpc_proxy import RpcProxy
 
-    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    record = json.loads(devchain_record(chain_home).read_text())
     proxy = RpcProxy(record["rpc_url"], max_hang_s=60).start()
     sb = machines["hung"]
     try:
@@ -567,7 +569,7 @@ def _files_of(home: Path, db: Path) -> dict[str, bytes]:
     are no state of a space's."""
     files = {str(p): p.read_bytes() for p in db.parent.glob(db.name + "*") if p.is_file()}
     for path in home.rglob("*"):
-        ours = path.relative_to(home).parts[0] not in ("run", "devchain")
+        ours = path.relative_to(home).parts[0] not in (run_dir(home).name, devchain_dir(home).name)
         if ours and path.is_file() and not path.name.endswith((".lock", ".log")):
             files[str(path)] = path.read_bytes()
     assert [p for p in files if "mirror-" in p], sorted(files)

@@ -22,6 +22,7 @@ from chain_machines import make_session_key
 from conftest import TENANT, kint_loading, make_sandbox
 from machines_together import side_by_side
 from table_runs import running_ahead
+from kint.chain.config import devchain_record
 from kint.protocol import ErrorCode
 from kint.protocol.hints import SESSION_KEY_MISSING_HINT
 from kint.spaces import space_id
@@ -415,7 +416,7 @@ def test_every_lane_on_an_endpoint_of_another_chain_names_both_chain_ids(tmp_pat
     signed or sent. `session-key show` says which chain and endpoint it read, and warns
     rather than show another chain's balance and authorization as this one's."""
     m = new_machine(tmp_path / "machine", chain_home)
-    record = m.sb.kint_home / "devchain" / "devchain.json"
+    record = devchain_record(m.sb.kint_home)
     anchor_address = json.loads(record.read_text())["anchor"]
     record.unlink()
     owner = m.owner()

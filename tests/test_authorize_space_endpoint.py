@@ -28,6 +28,8 @@ from eth_account import Account
 
 from chain_machines import deploy_second_anchor, devchain_anchor, kjson, ok, owner_account
 from machines_together import machines_started, side_by_side
+from kint.chain.config import devchain_record
+
 
 DEAD = "http://127.0.0.1:1"  # nothing listens on port 1
 
@@ -99,12 +101,11 @@ def test_direct_sends_through_the_space_s_endpoint(machine, caller_env):
 def test_with_no_space_connected_authorize_names_the_endpoint_it_reads(fresh, chain_home):
     out = page(fresh, Account.create().address)
     assert out.returncode == 2 and "[TIMEOUT]" in out.stderr, (out.stdout, out.stderr)
-    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    record = json.loads(devchain_record(chain_home).read_text())
     said = [x for x in out.stderr.splitlines() if x.startswith("kint: no space")]
     assert len(said) == 1, out.stderr
     assert said[0].endswith(f"the chain is read through {record['rpc_url']} (chain 31337, "
-                            f"from devchain record ({fresh.kint_home}/devchain/"
-                            f"devchain.json))"), said
+                            f"from devchain record ({devchain_record(fresh.kint_home)}))"), said
 
 
 def test_page_for_an_owner_not_connected_here_names_a_base_account_by_its_code(

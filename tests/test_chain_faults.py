@@ -32,6 +32,7 @@ from conftest import write_rules as write
 from machines_together import new_machines
 from rpc_proxy import CIPHERTEXT_OFFSET, RpcProxy, live_proxy_threads, push_ciphertext
 from kint.chain.artifact import load_artifact
+from kint.chain.config import devchain_record
 from kint.commands.exit_codes import FRESHNESS, PUSH_PULL_REFUSED
 from kint.custody.recovery_code import decode_recovery_code
 from kint.epochs.envelope import parse_header
@@ -61,7 +62,7 @@ assert VERIFY_HEAD_S + MARGIN_S < PROXY_HANG_S and 3 * RPC_TIMEOUT_S + MARGIN_S 
 
 @pytest.fixture(scope="module")
 def chain(chain_home):
-    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    record = json.loads(devchain_record(chain_home).read_text())
     w3 = Web3(Web3.HTTPProvider(record["rpc_url"], request_kwargs={"timeout": 10},
                                 exception_retry_configuration=None))
     contract = w3.eth.contract(address=Web3.to_checksum_address(record["anchor"]),

@@ -10,14 +10,15 @@ a closed port for one that does not answer.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler
 from typing import Iterator
 
 import pytest
 
 from rpc_proxy import LoopbackServer, answer_json, closed_port_url
-from kint.chain.chain_id import other_chain
-from kint.chain.config import ChainConfig
+from kint.chain.chain_id import answered_chain_id, on_other_chain, other_chain
+from kint.chain.config import SPACE_URLS_SOURCE, ChainConfig
 from kint.chain.rpc import RpcTracker, RpcUnavailable
 
 
@@ -63,3 +64,15 @@ def test_only_the_two_endpoints_kint_asks_are_looked_at(endpoint):
     silent = closed_port_url()
     config = _chain(silent, silent, endpoint)
     assert other_chain(config, RpcTracker(), len(config.rpc_urls), skip_silent=True) is None
+
+
+def test_a_kept_second_endpoint_of_another_chain_is_named_the_second(endpoint):
+    """doctor's `rpc secondary` check of a space's kept endpoints (`kint connect --rpc-urls`),
+    the second on another chain: the todo said to pass the connect "an endpoint" of the
+    chain, as if the primary were wrong; it names the second one."""
+    kept = replace(_chain(closed_port_url(), endpoint), rpc_source=SPACE_URLS_SOURCE)
+    alone = on_other_chain(kept, {1: answered_chain_id(kept, RpcTracker(), 1)})
+    assert alone is not None
+    assert alone[0].startswith(f"{endpoint} (`kint connect --rpc-urls`) answers for chain 1")
+    assert alone[1].startswith("pass `kint connect --rpc-urls` a second endpoint of chain "
+                               "8453; "), alone

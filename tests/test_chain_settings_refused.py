@@ -21,6 +21,8 @@ import pytest
 from chain_machines import devchain_anchor, kjson, new_machine, ok
 from conftest import sibyl_client
 from machines_together import side_by_side
+from kint.chain.config import devchain_record
+
 
 # Reads the devchain's newest block as unchanged by a refused command: alone on it.
 pytestmark = pytest.mark.chain_exclusive
@@ -145,7 +147,7 @@ def test_a_bad_contract_in_config_toml(machine, chain_home):
         refused(machine.kint("verify", "rule"), 2, line)
         # A good contract in a file refused for another key is not in force either: the
         # last good configuration (none here: the default) must not stand in for it.
-        anchor = json.loads((chain_home / "devchain" / "devchain.json").read_text())["anchor"]
+        anchor = json.loads(devchain_record(chain_home).read_text())["anchor"]
         path.write_text(f'contract = "{anchor}"\nquiet_seconds = "later"\n')
         refused(machine.kint("push"), 5, f"kint: error: KINT_CONTRACT in {path} (contract): "
                 f"{anchor} is not in force: the file is refused ({path}: quiet_seconds: "
@@ -190,7 +192,7 @@ def test_a_bad_contract_in_the_supervisors_environment(machine, chain_home):
         refused(machine.kint("push"), 5, line, hint)
         refused(machine.kint("verify", "rule"), 2, line)
         # A good value in the command's environment does not stand in for the space's.
-        anchor = json.loads((chain_home / "devchain" / "devchain.json").read_text())["anchor"]
+        anchor = json.loads(devchain_record(chain_home).read_text())["anchor"]
         refused(machine.kint("push", env={"KINT_CONTRACT": anchor}), 5, line,
                 f"kint: KINT_CONTRACT={anchor} in this environment is not used: space "
                 f"{machine.label(machine.sibyl_db)} has its own refused (KINT_CONTRACT='0x123' "

@@ -21,7 +21,7 @@ from chain_machines import (RULE_1, connect_with_code, kjson, new_machine, ok,
                             recovery_code)
 from conftest import Sandbox, sibyl_client
 from rpc_proxy import RpcProxy
-from kint.chain.config import BASE_CHAIN_ID
+from kint.chain.config import BASE_CHAIN_ID, devchain_record
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +32,7 @@ def source(tmp_path_factory, chain_home):
     sb.owner, sb.space16 = connected["owner"], connected["space"]
     sibyl_client(sb.sibyl_db, sb.tenant).set_entity("rules", "release-gate", {"rule": RULE_1})
     ok(sb.kint("push"))
-    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    record = json.loads(devchain_record(chain_home).read_text())
     sb.devchain_url, sb.anchor = record["rpc_url"], record["anchor"]
     yield sb
     sb.shutdown()

@@ -35,7 +35,7 @@ from kint.chain.anchor import ZERO_DIGEST, Anchor, CalldataRefused, EpochLog, He
 from kint.chain.anchor_abi import EPOCH_TOPIC, PUSH_SELECTOR, authorization_typed_data
 from kint.chain.calls import ChainRefused
 from kint.chain.artifact import epoch_anchor_artifact, load_artifact
-from kint.chain.config import ChainConfig
+from kint.chain.config import ChainConfig, devchain_record
 from kint.chain.rpc import RpcTracker
 from kint.epochs.envelope import Header
 from kint.protocol import ErrorCode, ProtocolError
@@ -214,7 +214,7 @@ class Dev:
 
 @pytest.fixture(scope="module")
 def dev(chain_home) -> Dev:
-    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    record = json.loads(devchain_record(chain_home).read_text())
     config = ChainConfig(rpc_urls=(record["rpc_url"],), chain_id=CHAIN_ID, anchor=record["anchor"],
                          confirmations=1, rpc_timeout_s=10.0, devchain=True)
     anchor = Anchor(config, RpcTracker())

@@ -26,6 +26,9 @@ import requests
 from chain_machines import make_session_key
 from conftest import KINT, kint_loading, make_sandbox, pid_alive, wait_until
 from kint.chain import devchain
+from kint.chain.config import devchain_record
+from kint.chain.devchain.records import anchor_file, state_path
+from kint.paths import devchain_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -92,11 +95,11 @@ def _kint_in(sb, group: subprocess.Popen | None, *args: str) -> subprocess.Compl
 
 
 def _record(sb) -> Path:
-    return sb.kint_home / "devchain" / "devchain.json"
+    return devchain_record(sb.kint_home)
 
 
 def _write_record(sb, record: dict) -> None:
-    folder = sb.kint_home / "devchain"
+    folder = devchain_dir(sb.kint_home)
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     sb.kint_home.chmod(0o700)
     _record(sb).write_bytes(orjson.dumps(record))
@@ -254,7 +257,7 @@ def test_a_corrupt_record_is_refused_with_a_code_and_under_json_as_json(tmp_path
     """`kint devchain status` over a record that does not parse: what happened with its code
     and what to do; under --json the JSON error object on stdout, for a script."""
     sb = make_sandbox(tmp_path / "machine")
-    folder = sb.kint_home / "devchain"
+    folder = devchain_dir(sb.kint_home)
     folder.mkdir(parents=True, mode=0o700)
     sb.kint_home.chmod(0o700)
     _record(sb).write_text("{not json")
@@ -287,7 +290,7 @@ def _start_fake(sb, fake_anvil: Path, home: Path | None = None) -> tuple[subproc
     start would have written for it."""
     home = home or sb.kint_home
     port = devchain.lifecycle.free_port()
-    state = home / "devchain" / "state.json"
+    state = state_path(home)
     argv = [str(fake_anvil), "--host", "127.0.0.1", "--port", str(port), "--chain-id", "31337",
             "--state", str(state), "--state-interval", "1", "--preserve-historical-states"]
     proc = subprocess.Popen(argv, env=sb.env, start_new_session=True, stdin=subprocess.DEVNULL)
@@ -350,7 +353,7 @@ def test_stop_twice_stops_the_anvil_once_and_the_callers_group_survives(
         assert first.returncode == 0 and first.stdout.strip() == "devchain stopped", first.stderr
         assert proc.wait(timeout=5) == -signal.SIGTERM  # asked to stop, and it did
         assert not _record(sb).exists(), "the record outlived its anvil"
-        kept = orjson.loads((sb.kint_home / "devchain" / "anchor.json").read_bytes())
+        kept = orjson.loads(anchor_file(sb.kint_home).read_bytes())
         assert kept["anchor"] == record["anchor"]  # for the next start
 
         second = _kint_in(sb, sentinel, "devchain", "stop")
@@ -369,21 +372,21 @@ def test_a_record_with_no_real_pid_is_never_signalled(tmp_path, monkeypatch, pid
     """A record saying pid 0 (what an old `stop` left), a negative or a garbled pid: status
     says not running, stop says so and removes the record; os.kill is never called."""
     home = tmp_path / "kint"
-    (home / "devchain").mkdir(parents=True)
+    devchain_dir(home).mkdir(parents=True)
     home.chmod(0o700)
-    (home / "devchain").chmod(0o700)
+    devchain_dir(home).chmod(0o700)
     anchor = "0x5FbDB2315678afecb367f032d93F642f64180aa3"
     record = {"pid": pid, "rpc_url": "http://127.0.0.1:9", "chain_id": 31337, "anchor": anchor,
               "stopped": True}
     killed = []
     monkeypatch.setattr(os, "kill", lambda *a: killed.append(a))
     for action in (devchain.status, devchain.stop):
-        (home / "devchain" / "devchain.json").write_bytes(orjson.dumps(record))
+        devchain_record(home).write_bytes(orjson.dumps(record))
         result = action(home)
         assert result in (None, "not running")
-        assert not (home / "devchain" / "devchain.json").exists()
+        assert not devchain_record(home).exists()
     assert killed == []
-    assert orjson.loads((home / "devchain" / "anchor.json").read_bytes())["anchor"] == anchor
+    assert orjson.loads(anchor_file(home).read_bytes())["anchor"] == anchor
 
 
 def test_the_old_stopped_record_with_pid_0_through_the_cli(tmp_path, sentinel):
@@ -448,7 +451,7 @@ def test_a_copied_record_never_stops_another_homes_anvil(tmp_path, chain_home):
     """A second machine joins the session's devchain with a copy of its record: its status
     sees the chain, its stop leaves that anvil (and the record) alone. Neither loads web3 or
     eth_account, which only `start`'s deployment uses."""
-    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    record = json.loads(devchain_record(chain_home).read_text())
     sb = make_sandbox(tmp_path / "machine-b")
     _write_record(sb, record)
     out, loaded = kint_loading(sb.env, "devchain", "stop")
@@ -479,7 +482,7 @@ def test_status_removes_the_record_of_an_anvil_that_died(tmp_path, fake_anvil):
     out = sb.kint("devchain", "status")
     assert out.returncode == 3 and "no devchain is running" in out.stderr
     assert not _record(sb).exists()
-    assert (sb.kint_home / "devchain" / "anchor.json").exists()
+    assert anchor_file(sb.kint_home).exists()
 
 
 def test_process_identity_of_nothing_is_none():
@@ -503,7 +506,7 @@ def test_start_never_runs_a_second_anvil_beside_a_hung_one(tmp_path, fake_anvil)
         identity = wait_until(lambda: (i := devchain.process_identity(hung.pid))
                               and i["cmdline"] == ["sleep", "300"] and i)
         assert identity, identity
-        state = sb.kint_home / "devchain" / "state.json"
+        state = state_path(sb.kint_home)
         _write_record(sb, {"pid": hung.pid, "rpc_url": "http://127.0.0.1:9", "chain_id": 31337,
                            "anchor": "0x5FbDB2315678afecb367f032d93F642f64180aa3", "port": 9,
                            "state": str(state), "identity": identity})
@@ -524,7 +527,7 @@ def test_connect_dev_keeps_a_devchain_errors_own_code(tmp_path, chain_home):
     from chain_machines import new_machine
     from rpc_proxy import RpcProxy
 
-    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    record = json.loads(devchain_record(chain_home).read_text())
     sb = new_machine(tmp_path / "machine", chain_home)
     try:
         with RpcProxy(record["rpc_url"]) as proxy:

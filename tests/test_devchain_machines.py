@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from chain_machines import LOADED_BOX_HEAD_S, join_devchain, new_machine
 from conftest import make_sandbox
+from kint.chain.config import devchain_record
+
 
 HEAD = "KINT_VERIFY_HEAD_SECONDS"
 
@@ -29,4 +31,4 @@ def test_a_tests_own_head_budget_is_kept_and_none_leaves_it_unset(tmp_path, chai
     unset = make_sandbox(tmp_path / "unset")
     join_devchain(chain_home, unset, head_s=None)
     assert HEAD not in unset.env
-    assert (unset.kint_home / "devchain" / "devchain.json").is_file()
+    assert devchain_record(unset.kint_home).is_file()

@@ -17,7 +17,7 @@ import pytest
 
 from chain_machines import RULE_1, connect_with_code, kjson, ok, recovery_code
 from conftest import Sandbox, sibyl_client
-from kint.chain.config import BASE_CHAIN_ID
+from kint.chain.config import BASE_CHAIN_ID, devchain_record
 from kint.commands.doctor import RECOVERY_HINT
 from machines_together import new_machines, side_by_side
 from rpc_proxy import RpcProxy, closed_port_url
@@ -37,7 +37,7 @@ def story(tmp_path_factory, chain_home):
     a, b, moves = new_machines([tmp_path_factory.mktemp("doctor-a"),
                                 tmp_path_factory.mktemp("doctor-b"),
                                 tmp_path_factory.mktemp("doctor-moves")], chain_home)
-    devchain = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    devchain = json.loads(devchain_record(chain_home).read_text())
     box = {"a": a, "b": b, "moves": moves, "devchain": devchain}
     try:
         client = sibyl_client(a.sibyl_db, a.tenant)

@@ -49,6 +49,7 @@ import pytest
 
 from chain_machines import anchored, new_machine, ok
 from conftest import let_go_on, make_sandbox, write_rules
+from kint.chain.config import devchain_record
 from kint.client import KintError
 from kint.supervisor.pidlock import running_pid
 
@@ -69,7 +70,7 @@ def machine(tmp_path_factory, chain_home):
 def devchain_down(sb) -> Iterator[None]:
     """The machine's devchain record pointed at a port nothing listens on (the discard
     port), as when the devchain it names has stopped; the record is put back after."""
-    record = sb.kint_home / "devchain" / "devchain.json"
+    record = devchain_record(sb.kint_home)
     kept = record.read_text()
     data = json.loads(kept)
     record.write_text(json.dumps({**data, "rpc_url": "http://127.0.0.1:9"}))
@@ -245,7 +246,7 @@ def test_a_push_whose_send_times_out_says_the_epoch_may_still_land(machine, chai
     from conftest import sibyl_client
     from rpc_proxy import RpcProxy
 
-    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    record = json.loads(devchain_record(chain_home).read_text())
     store, tenant = machine.home / "slow" / "memory.db", "dogfood20-slow"
     on_store = ("--db", str(store), "--tenant", tenant)
     proxy = RpcProxy(record["rpc_url"], max_hang_s=30).start()

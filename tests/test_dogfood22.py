@@ -33,7 +33,7 @@ from chain_machines import (connect_with_code, join_devchain, kjson, make_sessio
 from conftest import make_sandbox, sibyl_client, write_store
 from machines_together import running_together
 from rpc_proxy import RpcProxy
-from kint.chain.config import BASE_CHAIN_ID
+from kint.chain.config import BASE_CHAIN_ID, devchain_record
 from kint.client import KintError
 from kint.envsettings import pid_alive
 from kint.protocol import ProtocolError
@@ -154,7 +154,7 @@ def test_a_second_opinion_out_of_reach_leaves_the_primary_read(machines, chain_h
         sibyl_client(source.sibyl_db, source.tenant).set_entity("rules", "release-gate",
                                                                 {"rule": "never on Friday"})
         ok(source.kint("push"))
-        record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+        record = json.loads(devchain_record(chain_home).read_text())
         with RpcProxy(record["rpc_url"]) as proxy:
             # Off the devchain's own endpoint the space is configured as on Base: a cold
             # start asks a second endpoint, here one nothing listens on.

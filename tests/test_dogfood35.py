@@ -21,6 +21,8 @@ import json
 import pytest
 
 from conftest import make_sandbox, sibyl_client, write_store
+from kint.chain.devchain.records import state_path
+from kint.paths import devchain_dir
 from kint.spaces import space_id
 from kint.tenant_worker.mirror_file import LEAF_LEN, Mirror, MirrorRow
 
@@ -224,9 +226,9 @@ def test_the_devchains_anvil_state_is_not_counted_against_the_cap(machine):
     --preserve-historical-states, a block's state kept per epoch): the cap counts kint's
     state, which it is not. Anvil itself is not run here: the machine's devchain folder
     only holds the file it would have written, with no record naming a running chain."""
-    folder = machine.kint_home / "devchain"
+    folder = devchain_dir(machine.kint_home)
     folder.mkdir(mode=0o700, exist_ok=True)
-    state = folder / "state.json"
+    state = state_path(machine.kint_home)
     state.write_bytes(b"{" + b" " * 6_000_000 + b"}")
     state.chmod(0o600)
     try:

@@ -29,7 +29,7 @@ from eth_account import Account
 
 from chain_machines import authorize_machine, connect_with_wallet, new_machine, ok
 from conftest import KINT, make_sandbox, wait_until, write_rules, write_store
-from kint.paths import ensure_private_dir, run_dir
+from kint.paths import devchain_dir, ensure_private_dir, run_dir
 from kint.pid_file_lock import open_own_file
 from kint.settings.loader import refusal, resolve
 from kint.settings.reload import ConfigWatch
@@ -63,7 +63,7 @@ def files_under(root: Path) -> set[str]:
 
 
 def test_a_refused_dev_connect_leaves_no_owner_key(machine):
-    devchain = machine.kint_home / "devchain"
+    devchain = devchain_dir(machine.kint_home)
     before = files_under(devchain)
     assert not [name for name in before if name.startswith("owner-")], before
     refused = machine.kint("connect", "--dev")

@@ -26,7 +26,7 @@ from eth_hash.auto import keccak
 from anchoring import resealed
 from kint.chain import devchain
 from kint.chain.anchor import ZERO_DIGEST, Anchor, Head
-from kint.chain.config import ChainConfig
+from kint.chain.config import ChainConfig, devchain_record
 from kint.chain.rpc import RpcTracker
 from kint.custody.data_key import dek_id
 from kint.custody.wraps import Wrap
@@ -52,7 +52,7 @@ HELD = {dek_id(DEK): DEK}
 
 @pytest.fixture(scope="module")
 def anchor(chain_home) -> Anchor:
-    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    record = json.loads(devchain_record(chain_home).read_text())
     config = ChainConfig(rpc_urls=(record["rpc_url"],), chain_id=devchain.CHAIN_ID,
                          anchor=record["anchor"], confirmations=1, rpc_timeout_s=10.0,
                          devchain=True)

@@ -98,7 +98,7 @@ def test_a_plain_push_request_saying_exit_is_refused_busy_at_once(tmp_path, monk
 def test_a_stop_ends_a_waiting_exit_push_logged_and_starts_no_push(
         tmp_path, monkeypatch, caplog):
     """The worker stops (HeadTurn.stop, as its loop calls it) while an exit push waits for
-    a pull: the exit push ends refused WORKER_DOWN naming the stop, logged as not made,
+    a pull: the exit push ends refused WORKER_DOWN naming the stop, logged as not started,
     while the pull still holds the turn; one that comes after the pull ended starts no
     push in the stopping worker either."""
     from kint.tenant_worker import push as push_mod
@@ -119,8 +119,9 @@ def test_a_stop_ends_a_waiting_exit_push_logged_and_starts_no_push(
         assert isinstance(got[0], ProtocolError), got
         assert got[0].code is ErrorCode.WORKER_DOWN
         assert got[0].message == "the worker is stopping (restart)"
-        assert (f"space {space16}: exit push not made (WORKER_DOWN): the worker is stopping "
-                f"(restart)") in caplog.text, caplog.text
+        assert (f"space {space16}: exit push not started: the worker is stopping (restart); "
+                f"any rows it would push stay in the store for the worker's next start"
+                ) in caplog.text, caplog.text
         after = _exit_push(ctx)
         assert isinstance(after, ProtocolError) and after.code is ErrorCode.WORKER_DOWN, after
     finally:

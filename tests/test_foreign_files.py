@@ -10,8 +10,9 @@ import json
 import pytest
 
 from conftest import make_sandbox, write_store
+from kint.chain.config import devchain_record
 from kint.chain.nonces import NonceBook
-from kint.paths import space_files
+from kint.paths import devchain_dir, space_files
 from kint.pid_file_lock import NotOwnFile, open_own_file
 from kint.spaces import space_id
 
@@ -110,7 +111,7 @@ def test_a_link_at_setups_lock_is_named_with_what_to_do(tmp_path):
 
 def test_a_link_at_anvils_log_refuses_the_devchain_start_before_anvil_runs(tmp_path):
     sb = make_sandbox(tmp_path / "m")
-    folder = sb.kint_home / "devchain"
+    folder = devchain_dir(sb.kint_home)
     folder.mkdir(mode=0o700, parents=True)
     sb.kint_home.chmod(0o700)
     elsewhere = sb.home / "elsewhere"
@@ -118,7 +119,7 @@ def test_a_link_at_anvils_log_refuses_the_devchain_start_before_anvil_runs(tmp_p
     out = sb.kint("devchain", "start")
     assert out.returncode == 2, out.stdout + out.stderr
     assert f"{folder / 'anvil.log'} is a symlink [CORRUPT_STATE]" in out.stderr, out.stderr
-    assert not elsewhere.exists() and not (folder / "devchain.json").exists()  # no anvil ran
+    assert not elsewhere.exists() and not devchain_record(sb.kint_home).exists()  # no anvil ran
 
 
 def test_a_supervisors_last_words_are_kept_through_the_next_start(tmp_path):

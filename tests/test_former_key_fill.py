@@ -30,7 +30,7 @@ import pytest
 from eth_account import Account
 
 from kint.chain.anchor import Anchor
-from kint.chain.config import load_chain_config
+from kint.chain.config import devchain_record, load_chain_config
 from kint.chain.rpc import RpcTracker
 from kint.protocol import ProtocolError
 from kint.tenant_worker.former_key import FormerKey, Look
@@ -41,7 +41,7 @@ from rpc_proxy import RpcProxy
 def proxy(chain_home):
     import json
 
-    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    record = json.loads(devchain_record(chain_home).read_text())
     made = RpcProxy(record["rpc_url"]).start()
     try:
         yield made

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from chain_machines import new_machine, ok
 from rpc_proxy import LoopbackServer, answer_json, post_json
 from conftest import write_store
+from kint.chain.config import devchain_record
 from kint.tenant_worker.config import WorkerConfig
 
 VERIFIES = 12
@@ -61,7 +62,7 @@ class KeepAliveCounter(LoopbackServer):
 
 
 def test_a_run_of_verifies_reads_the_head_over_kept_connections(tmp_path, chain_home):
-    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    record = json.loads(devchain_record(chain_home).read_text())
     sb = new_machine(tmp_path / "machine", chain_home)
     try:
         write_store(sb.sibyl_db, {"release-gate": {"rule": "never ship on a Friday"}})

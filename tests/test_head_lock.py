@@ -6,6 +6,7 @@ holder here is a real second process.
 
 from __future__ import annotations
 
+import logging
 import re
 import subprocess
 import sys
@@ -268,3 +269,106 @@ def test_once_the_workers_stop_began_the_watchers_push_is_refused_and_a_users_op
             if thread.is_alive():
                 thread.join(30)
         worker.close()
+
+
+@pytest.mark.parametrize("holder_then", ["keeps it", "lets go"])
+@pytest.mark.parametrize("pusher", ["watcher", "exit"])
+def test_a_workers_own_push_waiting_for_another_processs_head_lock_ends_at_the_stop(
+        tmp_path, monkeypatch, caplog, pusher, holder_then):
+    """The worker's own pushes (refuse_stopping, as sessions.server_push asks: the store
+    watcher's, and the exit push's once it holds its turn) passed the stop's gate at the
+    space's turn, then waited up to WAIT_S for the head lock another process held: a stop
+    begun meanwhile neither ended that wait (the worker's stop waited for it, head_op_began
+    set, to the grace's end) nor refused the push once the holder let go, which then
+    started its chain push in the stop's grace, what the gate is for. Now the wait ends
+    refused TurnStopped as the stop begins, whether the holder keeps the lock ("keeps it":
+    it ended BUSY at WAIT_S) or lets go just after ("lets go": the push ran). The exit push
+    (the real sessions.exit_push, its turn free) logs that it was not started and that
+    its rows stay in the store for the worker's next start, no failure. The holder is a
+    real second process; the watcher's push body past the file lock is the test's."""
+    from kint.tenant_worker import head_lock as head_lock_mod
+    from kint.tenant_worker.head_lock import TurnStopped, head_op
+    from kint.tenant_worker.sessions import exit_push
+
+    # Without the stop's wake the wait ends BUSY at WAIT_S: shortened from 30 s.
+    monkeypatch.setattr(head_lock_mod, "WAIT_S", 5.0)
+    caplog.set_level(logging.INFO, logger="kint.worker")
+    worker, seen = _worker(tmp_path)
+    ctx = worker.ctx
+    path = ctx.state.files["head_lock"]
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    outcome: list[object] = []
+
+    def push() -> None:
+        try:
+            if pusher == "exit":
+                outcome.append(exit_push(ctx, {}))
+                return
+            with head_op(ctx, "push", refuse_stopping=True):
+                outcome.append("pushed")
+        except Exception as err:  # noqa: BLE001 - the outcome is the assertion
+            outcome.append(err)
+
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    pusher_thread = threading.Thread(target=push)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        pusher_thread.start()
+        # The push waits for the file on the turn's Condition (its one wait there: the turn
+        # is free), so the stop below ends that wait rather than meet the gate before it.
+        assert seen.waiting(1)
+        assert ctx.head_op_began is not None and ctx.head_op_began[0] == "push"
+        ctx.head_ops.stop("restart")  # as process.py begins the worker's stop
+        if holder_then == "lets go":
+            holder.stdin.close()
+            holder.wait(timeout=30)
+        pusher_thread.join(30)
+        assert not pusher_thread.is_alive()
+    finally:
+        if not holder.stdin.closed:
+            holder.stdin.close()
+        holder.wait(timeout=30)
+        pusher_thread.join(30)
+        worker.close()
+    assert len(outcome) == 1 and isinstance(outcome[0], TurnStopped), outcome
+    assert outcome[0].message == "the worker is stopping (restart)"
+    assert not ctx.head_ops.held and ctx.head_op_began is None
+    if pusher == "exit":
+        assert (f"space {ctx.config.space16}: exit push not started: the worker is stopping "
+                f"(restart); any rows it would push stay in the store for the worker's next "
+                f"start") in caplog.text, caplog.text
+        assert "exit push not made" not in caplog.text, caplog.text
+
+
+def test_a_stop_just_after_the_last_try_for_the_file_is_refused_as_a_stop_not_busy(
+        tmp_path, monkeypatch):
+    """A stop that lands between the last failed try for another process's head lock and
+    the wait's deadline was BUSY (HeadLockBusy), so the watcher logged the backoff's failure
+    line rather than its `not started` one: it is TurnStopped, as a stop at any other
+    moment of the wait. The last try is the real flock_by, against a real second process,
+    wrapped so the stop begins just after it (a deadline of 0: that try is the last)."""
+    from kint.tenant_worker import head_lock as head_lock_mod
+    from kint.tenant_worker.head_lock import HeadTurn, TurnStopped
+
+    path = space_files(tmp_path / "kint", SPACE16)["head_lock"]
+    path.parent.mkdir(mode=0o700)
+    turn = HeadTurn()
+    real_flock_by = head_lock_mod.flock_by
+
+    def tried_then_stopped(fd: int, deadline: float, every_s: float) -> bool:
+        took = real_flock_by(fd, deadline, every_s)
+        turn.stop("restart")
+        return took
+
+    monkeypatch.setattr(head_lock_mod, "flock_by", tried_then_stopped)
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        with pytest.raises(TurnStopped, match=r"^the worker is stopping \(restart\)$"):
+            with head_lock(path, wait_s=0, turn=turn):
+                pytest.fail("took the head lock another process holds")
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)

@@ -18,6 +18,7 @@ from chain_machines import (RULE_1, authorize_machine, devchain_anchor, join_dev
                             make_session_key, ok, owner_account, wallet_signature)
 from conftest import kint_loading, make_sandbox, sibyl_client, write_store
 from machines_together import running_together, side_by_side
+from kint.chain.config import devchain_record
 from kint.custody.vault_message import canonical_payload
 from kint.protocol.errors import SPACE_RPC_HINT
 from kint.rows.export import connect_ro, export_rows
@@ -277,7 +278,7 @@ def test_a_rerun_reads_the_chain_through_the_spaces_own_endpoints(vault, machine
     b = machine_b
     enrol = b.kint_home / f"enrol-{space_id(b.tenant)[:16]}.json"
     kept = enrol.read_text()
-    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    record = json.loads(devchain_record(chain_home).read_text())
     with RpcProxy(record["rpc_url"]) as proxy:
         enrol.write_text(json.dumps({**json.loads(kept), "rpc_urls": [proxy.url]}))
         try:
@@ -530,7 +531,7 @@ def test_a_garbled_devchain_record_stops_join_with_its_own_code(tmp_path):
     with no hint): a garbled devchain record is CORRUPT_STATE, with `kint devchain`'s own
     way out."""
     sb = make_sandbox(tmp_path / "machine")
-    record = sb.kint_home / "devchain" / "devchain.json"
+    record = devchain_record(sb.kint_home)
     record.parent.mkdir(parents=True, mode=0o700)
     sb.kint_home.chmod(0o700)
     record.write_text("not a record")

@@ -26,6 +26,7 @@ from chain_machines import (authorize_machine, jdb, kdb, new_machine, ok, owner_
                             wallet_signature)
 from conftest import write_rules as write
 from kint.chain.artifact import load_artifact
+from kint.chain.config import devchain_record
 from kint.commands.exit_codes import PUSH_PULL_REFUSED
 from kint.custody.data_key import dek_id
 from kint.custody.recovery_code import decode_recovery_code
@@ -39,7 +40,7 @@ RULE = "release rule: tag before shipping"
 
 @pytest.fixture(scope="module")
 def chain(chain_home):
-    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    record = json.loads(devchain_record(chain_home).read_text())
     w3 = Web3(Web3.HTTPProvider(record["rpc_url"], request_kwargs={"timeout": 10}))
     contract = w3.eth.contract(address=Web3.to_checksum_address(record["anchor"]),
                                abi=load_artifact()["abi"])

@@ -22,10 +22,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import RUN_LOCK, _remove_abandoned_runs, make_sandbox, write_store
+from conftest import RUN_LOCK, _remove_abandoned_runs, make_sandbox, wait_until, write_store
 from kint.supervisor.pidlock import running_pid
-from support.left_supervisors import (alive, group_alive, group_members, stop_left_under,
-                                      stop_supervisor)
+from support.basetemp_lock import CODE
+from support.left_supervisors import (alive, group_alive, group_members, left_under,
+                                      stop_left_under, stop_supervisor)
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc"), reason="the sweep reads /proc")
 
@@ -96,11 +97,15 @@ time.sleep(300)
 """
 
 
-def _lock_holder(home: Path, named: bool) -> tuple[subprocess.Popen[str], int]:
-    """The holder of `home`'s pid lock (`_HOLDER`) and its child's pid, once it holds it."""
+def _lock_holder(home: Path, named: bool | list[str], cwd: Path | None = None,
+                 env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], int]:
+    """The holder of `home`'s pid lock (`_HOLDER`) and its child's pid, once it holds it:
+    `home` on its command line when `named` (a list: those words, as given), run in
+    `cwd` with `env` added to this process's environment."""
     (home / "run").mkdir(parents=True, mode=0o700)
+    said = named if isinstance(named, list) else [str(home)] if named else []
     holder = subprocess.Popen(
-        [sys.executable, "-c", _HOLDER, *([str(home)] if named else [])],
+        [sys.executable, "-c", _HOLDER, *said], cwd=cwd, env={**os.environ, **(env or {})},
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True)
     holder.stdin.write(f"{home}\n")
     holder.stdin.close()
@@ -144,6 +149,106 @@ def test_a_pid_file_naming_a_process_not_the_homes_is_never_signalled(tmp_path):
         assert running_pid(home) == holder.pid
     finally:
         _end(holder)
+
+
+@pytest.mark.parametrize("how", ["--home", "--home=", "KINT_HOME"])
+def test_a_supervisor_naming_its_home_relative_to_its_folder_is_its_homes(tmp_path, how):
+    """A supervisor started in its machine's folder with its home given relative to it
+    (tests/support/run_supervisor.py takes `--home kint`; an environment's KINT_HOME=kint)
+    names that home as surely as one given the whole path: read against the process's own
+    folder (/proc/PID/cwd), the sweep finds it and a sandbox's stop kills it with its group
+    when it answers nothing. Compared as written, it was no home's: left running, held."""
+    root = tmp_path / "swept"
+    home = root / "kint"
+    named = {"--home": ["--home", "kint"], "--home=": ["--home=kint"], "KINT_HOME": False}[how]
+    env = {"KINT_HOME": "kint"} if how == "KINT_HOME" else {"KINT_HOME": str(tmp_path / "x")}
+    holder, child = _lock_holder(home, named=named, cwd=root, env=env)
+    try:
+        assert [found for found, _pid in left_under(root)] == [home]
+        stop_supervisor(home, call_s=2, let_go_s=2)  # bounds meant to run out
+        assert not alive(holder.pid) and not alive(child)
+        assert running_pid(home) is None
+    finally:
+        _end(holder)
+
+
+def test_a_relative_word_of_another_folder_names_no_home(tmp_path):
+    """The same relative word, said by a process in another folder, is that folder's: a
+    holder of the home's lock run elsewhere with `kint` on its command line is never
+    signalled."""
+    home = tmp_path / "swept" / "kint"
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "kint").mkdir(parents=True)
+    holder, child = _lock_holder(home, named=["--home", "kint"], cwd=elsewhere,
+                                 env={"KINT_HOME": str(elsewhere / "kint")})
+    try:
+        assert left_under(tmp_path / "swept") == []
+        stop_supervisor(home, call_s=2, let_go_s=2)
+        assert alive(holder.pid) and alive(child)
+    finally:
+        _end(holder)
+
+
+# A run's one test: it says it runs, then waits for the test beside it to let it end.
+_WAITING_RUN = """import os, time
+from pathlib import Path
+
+def test_waits(tmp_path):
+    gate = Path(os.environ["KINT_TEST_BASETEMP_GATE"])
+    (gate / "running").touch()
+    deadline = time.monotonic() + 120
+    while not (gate / "go").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert (gate / "go").exists()
+"""
+
+
+def _inner_run(tmp_path: Path, *args: str) -> list[str]:
+    """A pytest session of its own on `_WAITING_RUN`, with the suite's conftest loaded as a
+    plugin (as test_checkout_watch.py runs one), its folders under tmp_path/tmp."""
+    return [sys.executable, "-m", "pytest", "-p", "conftest", "-p", "no:cacheprovider",
+            "-c", str(tmp_path / "pytest.ini"), "--rootdir", str(tmp_path), "-q", *args,
+            str(tmp_path / "test_waiting.py")]
+
+
+def test_a_run_given_the_basetemp_of_a_running_run_is_refused(tmp_path):
+    """Two runs given one --basetemp: the second is refused as it starts (collecting only
+    is enough to be refused), with a code and a hint, before it could empty the folder or
+    sweep the first run's supervisors under it at its end; the first goes on and passes.
+    Real parts: two pytest sessions with the suite's conftest. Without the lock the second
+    ran (and its sweep, over the folder, would have stopped every supervisor of the
+    first)."""
+    (tmp_path / "test_waiting.py").write_text(_WAITING_RUN)
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    gate, runs_tmp, shared = tmp_path / "gate", tmp_path / "tmp", tmp_path / "shared"
+    gate.mkdir()
+    runs_tmp.mkdir()
+    tests = Path(__file__).resolve().parent
+    env = {name: value for name, value in os.environ.items()
+           if name != "KINT_TESTS_RUN_ROOT" and not name.startswith("PYTEST_")}
+    env.update(KINT_TEST_BASETEMP_GATE=str(gate), TMPDIR=str(runs_tmp),
+               PYTHONPATH=os.pathsep.join([str(tests), env.get("PYTHONPATH", "")]))
+    first = subprocess.Popen(_inner_run(tmp_path, "--basetemp", str(shared)), env=env,
+                             cwd=tmp_path, text=True, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        assert wait_until(lambda: (gate / "running").exists() or first.poll() is not None,
+                          timeout=120)
+        assert first.poll() is None, first.communicate()[0]
+        second = subprocess.run(_inner_run(tmp_path, "--collect-only", "--basetemp",
+                                           str(shared)), env=env,
+                                cwd=tmp_path, text=True, capture_output=True, timeout=120,
+                                stdin=subprocess.DEVNULL)
+        said = second.stdout + second.stderr
+        assert second.returncode == pytest.ExitCode.USAGE_ERROR, said
+        assert f"[{CODE}] another test run (pid {first.pid}) is running with --basetemp " \
+            f"{shared}:" in said, said
+        assert "hint: give each run a --basetemp of its own" in said, said
+    finally:
+        (gate / "go").touch()
+        out = first.communicate(timeout=120)[0]
+    assert first.returncode == 0 and "1 passed" in out, out
+    assert not list(runs_tmp.glob("kt-*")), list(runs_tmp.iterdir())  # neither run's folder left
 
 
 def _looped_home(folder: Path) -> None:

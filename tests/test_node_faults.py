@@ -22,6 +22,7 @@ from web3 import Web3
 from chain_machines import behind_proxy, kjson, ok
 from conftest import write_rules as write
 from machines_together import MachinePool
+from kint.chain.config import devchain_record
 from kint.commands.exit_codes import PUSH_PULL_REFUSED
 
 ALL_READS = ["eth_call", "eth_getLogs", "eth_blockNumber", "eth_getTransactionCount",
@@ -212,7 +213,7 @@ def test_a_chain_that_lost_the_last_block_is_said_as_a_reorganisation(machine, c
     and asking for a second endpoint's word (they said a stale endpoint, to wait for it to
     catch up, which would never help); verify refuses. Nothing is changed here."""
     m, _, epoch = machine
-    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    record = json.loads(devchain_record(chain_home).read_text())
     w3 = Web3(Web3.HTTPProvider(record["rpc_url"], request_kwargs={"timeout": 10}))
     assert w3.eth.block_number == epoch["block"], "the push's block is not the last"
     answer = w3.provider.make_request("anvil_reorg", [1, []])

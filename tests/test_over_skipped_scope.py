@@ -25,6 +25,7 @@ from chain_machines import connect_with_wallet, kjson, owner_account
 from conftest import write_rules as write
 from machines_together import new_machines
 from rpc_proxy import RpcProxy
+from kint.chain.config import devchain_record
 from kint.commands.exit_codes import PUSH_PULL_REFUSED
 
 
@@ -36,7 +37,7 @@ def machines(tmp_path, chain_home):
         write(a.sibyl_db, a.tenant, **{"release-gate": "ship on green only"})
         connected = kjson(a, "connect", "--dev")
         kjson(a, "push")
-        record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+        record = json.loads(devchain_record(chain_home).read_text())
         with RpcProxy(record["rpc_url"]) as proxy:
             try:
                 connect_with_wallet(b, owner_account(a, connected["owner"]), "--rpc-urls",

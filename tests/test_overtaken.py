@@ -29,6 +29,7 @@ from chain_machines import (authorize_machine, jdb, kdb, new_machine, ok, owner_
 from conftest import sibyl_client, write_rules as write
 from rpc_proxy import RpcProxy
 from kint.chain.artifact import load_artifact
+from kint.chain.config import devchain_record
 from kint.commands.exit_codes import CHAIN_MOVED as CHAIN_MOVED_EXIT
 from kint.commands.exit_codes import PUSH_PULL_REFUSED
 from kint.custody.session_key import session_address, unlock_session_key
@@ -44,7 +45,7 @@ from kint.tenant_worker.overtaken import PULLED_SINCE
 def box(tmp_path_factory, chain_home):
     root = tmp_path_factory.mktemp("overtaken")
     flag, hold = root / "crash.flag", root / "hold-settlement"
-    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    record = json.loads(devchain_record(chain_home).read_text())
     proxy = RpcProxy(record["rpc_url"], max_hang_s=30).start()
     w3 = Web3(Web3.HTTPProvider(record["rpc_url"], request_kwargs={"timeout": 10}))
     contract = w3.eth.contract(address=Web3.to_checksum_address(record["anchor"]),

@@ -25,6 +25,7 @@ from web3 import Web3
 from chain_machines import (authorize_machine, devchain_anchor, jdb, kdb, new_machine,
                             owner_account, wallet_signature)
 from kint.chain.artifact import load_artifact
+from kint.chain.config import devchain_record
 from kint.client import KintError
 from kint.commands.exit_codes import PUSH_PULL_REFUSED
 from kint.custody.vault_message import canonical_payload
@@ -38,7 +39,7 @@ from test_pending_rotated import Space
 def box(tmp_path_factory, chain_home):
     root = tmp_path_factory.mktemp("resend-settled")
     flag, hold, wait = root / "crash.flag", root / "hold-settlement", root / "receipt-wait"
-    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    record = json.loads(devchain_record(chain_home).read_text())
     w3 = Web3(Web3.HTTPProvider(record["rpc_url"], request_kwargs={"timeout": 10}))
     contract = w3.eth.contract(address=Web3.to_checksum_address(record["anchor"]),
                                abi=load_artifact()["abi"])
@@ -280,7 +281,7 @@ def test_an_agent_told_of_a_journal_kept_unsettled_is_sent_to_memory_pull(box, c
     space was connected with `--rpc-urls`: the terminal's hint and the agent's name those
     endpoints, where both sent the human to KINT_RPC_URL and KINT_RPC_URL_2, which are
     not in force for it."""
-    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    record = json.loads(devchain_record(chain_home).read_text())
     proxy = RpcProxy(record["rpc_url"]).start()
     agent = None
     s = Space(box, "unsettled-agent", "--rpc-urls", proxy.url)

@@ -30,6 +30,7 @@ from chain_machines import (SESSION_SCRYPT_N, authorize_machine, devchain_anchor
                             new_machine, owner_account, wallet_signature)
 from conftest import write_rules as write
 from kint.chain.artifact import load_artifact
+from kint.chain.config import devchain_record
 from kint.commands.exit_codes import CHAIN_MOVED as CHAIN_MOVED_EXIT
 from kint.commands.exit_codes import PUSH_PULL_REFUSED
 from kint.custody.session_key import rotate_session_key, session_address, unlock_session_key
@@ -47,7 +48,7 @@ def make_box(tmp_path: Path, chain_home: Path, retry_s: str = "1", **env: str):
     its crash points and hold, and the chain read directly; B is made by the test that
     needs it, and both are stopped."""
     flag, hold = tmp_path / "crash.flag", tmp_path / "hold-settlement"
-    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    record = json.loads(devchain_record(chain_home).read_text())
     w3 = Web3(Web3.HTTPProvider(record["rpc_url"], request_kwargs={"timeout": 10}))
     contract = w3.eth.contract(address=Web3.to_checksum_address(record["anchor"]),
                                abi=load_artifact()["abi"])

@@ -33,6 +33,7 @@ import test_pending_rotated
 from chain_machines import kdb
 from test_pending_rotated import Space
 
+from kint.chain.config import devchain_record
 from kint.tenant_worker.head_lock import SETTLEMENT
 
 # KINT_NONCE_RETRY_SECONDS for machine A in the bound's tests: the fill waits for a nonce at
@@ -100,7 +101,7 @@ def node(chain_home):
     from kint.chain.devchain import anvil_binary
     from kint.chain.devchain.lifecycle import free_port
 
-    upstream = json.loads((chain_home / "devchain" / "devchain.json").read_text())["rpc_url"]
+    upstream = json.loads(devchain_record(chain_home).read_text())["rpc_url"]
     url = f"http://127.0.0.1:{free_port()}"
     proc = subprocess.Popen([str(anvil_binary()), "--fork-url", upstream, "--host",
                              "127.0.0.1", "--port", url.rsplit(":", 1)[1], "--no-mining",

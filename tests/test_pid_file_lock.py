@@ -1,9 +1,11 @@
 """kint.pid_file_lock: the one way the supervisor's `run/supervisor.pid` and setup's
 `setup.lock` are taken (a 0600 file, never through a link, an exclusive flock, the holder's
-pid written in it). A starting supervisor tries a held lock for a few seconds; a second
-setup refuses at once, naming the holder's pid; the supervisor's start lock and a space's
-head lock wait for their flock the same way (flock_by). Those refusals, as users see them, are in
-test_supervisor_lifecycle.py and test_setup_failures.py."""
+pid written in it). A starting supervisor tries a lock a reader's look holds for a few
+seconds, and refuses one another process holds as its own at once; a second setup refuses
+at once, naming the holder's pid; the supervisor's start lock and a space's head lock wait
+for their flock, whoever holds it, until their deadline (flock_by). Those refusals, as users
+see them, are in test_supervisor_lifecycle.py, test_pid_lock_loser.py and
+test_setup_failures.py."""
 
 from __future__ import annotations
 
@@ -11,9 +13,11 @@ import fcntl
 import os
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 
+from kint import pid_file_lock
 from kint.harnesses.failures import SetupError
 from kint.harnesses.setup_lock import LOCK_NAME, setup_lock
 from kint.paths import run_dir
@@ -30,17 +34,35 @@ def held_by_another(path, pid: bytes = b"4242\n") -> int:
     return fd
 
 
-def test_a_held_lock_is_refused_at_once_with_its_holders_pid_or_waited_for(tmp_path):
+def test_a_held_lock_is_refused_at_once_with_its_holders_pid_or_a_look_waited_for(
+        tmp_path, monkeypatch):
+    """Held as another's own (exclusive), the lock is refused at once, with a wait too: a
+    starting supervisor that waited for a running one to let go took the home from a
+    `kint supervisor stop` of it (test_pid_lock_loser.py). Held by a reader's look
+    (shared, as a client's status check holds the pid file), it is waited for."""
     path = tmp_path / "x.lock"
     other = held_by_another(path)
+
+    def no_pause(seconds: float) -> None:
+        raise AssertionError("waited for a holder that holds the lock as its own")
+
+    try:  # the module's clock kept, its pause refused: a wait would be a retry
+        monkeypatch.setattr(pid_file_lock, "time",
+                            SimpleNamespace(monotonic=time.monotonic, sleep=no_pause))
+        for wait_s in (0.0, 60.0):
+            with pytest.raises(PidFileHeld) as held:
+                hold_pid_file(path, wait_s=wait_s)
+            assert held.value.pid == 4242
+        monkeypatch.undo()
+    finally:
+        os.close(other)
+    other = os.open(path, os.O_RDONLY)
+    fcntl.flock(other, fcntl.LOCK_SH | fcntl.LOCK_NB)  # a look, held
     try:
-        with pytest.raises(PidFileHeld) as held:
-            hold_pid_file(path)
-        assert held.value.pid == 4242
         got: list[int] = []
         waiter = threading.Thread(target=lambda: got.append(hold_pid_file(path, wait_s=60)))
         waiter.start()
-        assert waiter.is_alive()  # still trying: the other holds it
+        assert waiter.is_alive()  # still trying: the look holds it
     finally:
         os.close(other)
     waiter.join(timeout=60)

@@ -28,7 +28,7 @@ from chain_machines import RULE_1, connect_with_code, kjson, new_machine, ok, re
 from conftest import Sandbox, sibyl_client
 from machines_together import MachinePool
 from rpc_proxy import RpcProxy
-from kint.chain.config import BASE_CHAIN_ID
+from kint.chain.config import BASE_CHAIN_ID, devchain_record
 from kint.commands.exit_codes import PUSH_PULL_REFUSED
 
 ARCHIVE = "give the space an archive endpoint"
@@ -54,7 +54,7 @@ def source(tmp_path_factory, chain_home):
         ok(sb.kint("push"))
     finally:
         client.storage.close()
-    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    record = json.loads(devchain_record(chain_home).read_text())
     sb.devchain_url, sb.anchor = record["rpc_url"], record["anchor"]
     epochs = sb.kint_home / "epochs" / sb.space16
     sb.blocks = {seq: json.loads((epochs / f"{seq:08d}.meta.json").read_text())["block"]

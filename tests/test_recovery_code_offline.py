@@ -23,6 +23,7 @@ import pytest
 
 from chain_machines import kjson, machine_behind_proxy, new_machine, recovery_code
 from conftest import sibyl_client
+from kint.chain.config import devchain_record
 from kint.custody.recovery_code import encode_recovery_code
 from rpc_proxy import RpcProxy
 
@@ -92,7 +93,7 @@ def test_the_code_is_checked_against_what_the_machine_holds_in_order(machine_a):
 
 
 def test_a_machine_that_never_connected_is_told_the_chain_is_the_reason(tmp_path, chain_home):
-    record = json.loads((chain_home / "devchain" / "devchain.json").read_text())
+    record = json.loads(devchain_record(chain_home).read_text())
     proxy = RpcProxy(record["rpc_url"], max_hang_s=30).start()
     sb = new_machine(tmp_path / "c", chain_home)
     try:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from conftest import (_DEVCHAIN_KINT_HOME, _hold_run_lock, _remove_abandoned_runs,
                       make_sandbox, pid_alive, wait_until)
+from kint.chain.config import devchain_record
 from kint.chain.devchain.identity import recorded_anvil_runs
 
 
@@ -31,7 +32,7 @@ def _abandoned_run(parent: Path) -> tuple[Path, dict]:
     assert chain.kint_home == folder / _DEVCHAIN_KINT_HOME
     out = chain.kint("devchain", "start")
     assert out.returncode == 0, out.stdout + out.stderr
-    record = json.loads((chain.kint_home / "devchain" / "devchain.json").read_text())
+    record = json.loads(devchain_record(chain.kint_home).read_text())
     assert recorded_anvil_runs(record)
     return folder, record
 
@@ -61,7 +62,7 @@ def test_a_pid_that_is_no_longer_the_anvil_is_left_alone(tmp_path):
     folder, record = _abandoned_run(tmp_path)
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     try:
-        path = folder / _DEVCHAIN_KINT_HOME / "devchain" / "devchain.json"
+        path = devchain_record(folder / _DEVCHAIN_KINT_HOME)
         path.write_text(json.dumps({**record, "pid": other.pid}))
         _remove_abandoned_runs(tmp_path / "kt-this-run")
         assert not folder.exists()

@@ -17,7 +17,7 @@ from chain_machines import RULE_1, connect_with_code, kjson, new_machine, ok, re
 from conftest import sibyl_client
 from mcp_session import AgentProcess
 from rpc_proxy import RpcProxy
-from kint.chain.config import BASE_CHAIN_ID
+from kint.chain.config import BASE_CHAIN_ID, devchain_record
 
 OFFLINE_LINE = ("kint: chain head unavailable (KINT_OFFLINE=1); verifying against the local "
                 "mirror only")
@@ -33,8 +33,7 @@ def machine(tmp_path_factory, chain_home):
     sb.owner, sb.space16 = connected["owner"], connected["space"]
     sibyl_client(sb.sibyl_db, sb.tenant).set_entity("rules", "release-gate", {"rule": RULE_1})
     ok(sb.kint("push"))
-    sb.devchain_url = json.loads((chain_home / "devchain" / "devchain.json").read_text())[
-        "rpc_url"]
+    sb.devchain_url = json.loads(devchain_record(chain_home).read_text())["rpc_url"]
     yield sb
     sb.shutdown()
 
@@ -109,7 +108,7 @@ def test_a_conflicting_chain_setting_is_reported_or_applied(machine):
     # Under --json the lines are the object's `notices`, and stderr stays quiet of them.
     assert not [line for line in stderr.splitlines() if line.startswith("kint: KINT_")]
     lines = [line for line in result.get("notices", []) if line.startswith("kint: KINT_")]
-    record = machine.kint_home / "devchain" / "devchain.json"
+    record = devchain_record(machine.kint_home)
     label, path = machine.label(machine.sibyl_db), machine.kint_home / "config.toml"
     assert lines == [
         f"kint: KINT_CONTRACT={contract} in this environment is not used: space {label} "
@@ -197,7 +196,7 @@ def test_allow_single_rpc_is_the_pulling_commands_own_as_in_v030(machine, tmp_pa
     # Its second endpoint that disagrees is asked again after half a second, not 3 s
     # (KINT_TEST_SECOND_OPINION_S, tests/support/kint_test_timings.py).
     fresh = new_machine(tmp_path / "cold", chain_home, KINT_TEST_SECOND_OPINION_S="0.5")
-    anchor = json.loads((chain_home / "devchain" / "devchain.json").read_text())["anchor"]
+    anchor = json.loads(devchain_record(chain_home).read_text())["anchor"]
     try:
         with RpcProxy(machine.devchain_url) as proxy:
             # Off the devchain's own endpoint the space is configured as on Base, where a

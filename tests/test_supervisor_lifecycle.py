@@ -186,11 +186,6 @@ def test_an_idle_worker_exits_without_counting_as_a_crash_and_comes_back(tmp_pat
         sb.shutdown()
 
 
-# How long the second supervisor tries for the held pid lock before it says one is running,
-# here (3 s for a user): through the test launcher's knob (tests/support/kint_test_timings.py).
-PID_LOCK_RETRY_S = 0.5
-
-
 def test_a_supervisor_started_twice_keeps_one(sandbox):
     """`start --foreground` beside a running supervisor exits 2 naming it, never 0: under
     a service manager 0 is a clean end, so the unit was neither restarted once the other
@@ -202,7 +197,7 @@ def test_a_supervisor_started_twice_keeps_one(sandbox):
     assert fresh.stdout == f"supervisor started, pid {first} ({sandbox.kint_home})\n"
     out = subprocess.run([sys.executable, str(SUPPORT / "run_kint.py"), "supervisor", "start",
                           "--foreground"],
-                         env={**sandbox.env, "KINT_TEST_PID_LOCK_RETRY_S": str(PID_LOCK_RETRY_S)},
+                         env=sandbox.env,  # refused at once: tests/test_pid_lock_loser.py
                          text=True, capture_output=True, timeout=30)
     assert out.returncode == 2, out.stderr
     refused, hint = out.stderr.splitlines()

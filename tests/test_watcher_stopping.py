@@ -249,7 +249,8 @@ def test_a_stop_that_meets_the_watchers_start_count_is_said_once_and_starts_no_t
     a real store file; stand-ins: the count (rows left, and for "count" a wait where the
     test stops the watcher), and for "after" the watcher's own `_start_count` wrapped so
     that the stop comes as it returns."""
-    from kint.tenant_worker.watcher import ROWS_LEFT, Watcher
+    from kint.tenant_worker.watcher import Watcher
+    from kint.tenant_worker.watcher_push import ROWS_LEFT
 
     caplog.set_level(logging.INFO, logger="kint.worker")
     why = "the worker is stopping (restart)"
@@ -302,7 +303,8 @@ def test_a_stop_that_meets_a_tick_on_its_way_to_a_push_is_said_once(
     (`met` "push": the stop's gate refuses the push, which says it; the stop says nothing).
     Either way one line, and no push, no failure."""
     from kint.tenant_worker.head_lock import head_op
-    from kint.tenant_worker.watcher import ROWS_LEFT, Watcher
+    from kint.tenant_worker.watcher import Watcher
+    from kint.tenant_worker.watcher_push import ROWS_LEFT
 
     monkeypatch.setenv("KINT_QUIET_SECONDS", "0")
     monkeypatch.setenv("KINT_POLL_SECONDS", "15")
@@ -363,7 +365,8 @@ def test_an_idle_stop_of_a_store_no_next_start_pushes_says_no_rows_are_left_for_
     the test; the count is a stand-in for the two answers (a real space without a data key
     or with a damaged store would say the same through sessions._changes_to_push)."""
     from kint.tenant_worker.unanchored import CountFailed
-    from kint.tenant_worker.watcher import ROWS_LEFT, Watcher
+    from kint.tenant_worker.watcher import Watcher
+    from kint.tenant_worker.watcher_push import ROWS_LEFT
 
     monkeypatch.setenv("KINT_QUIET_SECONDS", "0")
     caplog.set_level(logging.INFO, logger="kint.worker")

@@ -30,6 +30,8 @@ from sibyl_memory_client import testing as sibyl_testing
 
 from conftest import SUPPORT, pid_alive, sibyl_client, wheel_build
 from kint.chain import devchain
+from kint.chain.config import devchain_record
+from kint.chain.devchain.records import state_path
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -136,7 +138,7 @@ def test_installed_devchain_start_status_stop_twice(tmp_path, venv):
     assert f"npm install -g @foundry-rs/anvil@{devchain.ANVIL_VERSION}" in out.stderr
     assert "foundryup" in out.stderr and "KINT_ANVIL" in out.stderr
     kint_home = Path(bare["KINT_HOME"])
-    assert not (kint_home / "devchain" / "devchain.json").exists()
+    assert not devchain_record(kint_home).exists()
 
     npm_bin = ROOT / "node_modules" / ".bin"
     assert (npm_bin / "anvil").exists(), "run `make node`"
@@ -153,7 +155,7 @@ def test_installed_devchain_start_status_stop_twice(tmp_path, venv):
         binary = ROOT / "node_modules" / "@foundry-rs" / package / "bin" / "anvil"
         assert record["anvil"] == str(binary)  # the binary itself, not node running the shim
         assert record["identity"]["cmdline"][0] == str(binary)
-        assert record["state"] == str(kint_home / "devchain" / "state.json")
+        assert record["state"] == str(state_path(kint_home))
 
         first = _kint(venv, env, cwd, "devchain", "stop", group=sentinel)
         assert first.returncode == 0 and first.stdout.strip() == "devchain stopped", first.stderr
@@ -161,7 +163,7 @@ def test_installed_devchain_start_status_stop_twice(tmp_path, venv):
         while pid_alive(record["pid"]) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not pid_alive(record["pid"])
-        assert not (kint_home / "devchain" / "devchain.json").exists()
+        assert not devchain_record(kint_home).exists()
         second = _kint(venv, env, cwd, "devchain", "stop", group=sentinel)
         assert second.returncode == 0, second.stderr
         assert second.stdout.strip() == "no devchain was running"
@@ -244,7 +246,7 @@ def test_installed_kint_connects_pushes_and_verifies_on_its_own_devchain(tmp_pat
         second = _kint(venv, env, cwd, "devchain", "stop", group=sentinel)
         assert second.returncode == 0 and second.stdout.strip() == "no devchain was running"
         assert sentinel.poll() is None, "kint devchain stop killed its caller's process group"
-        assert not (kint_home / "devchain" / "devchain.json").exists()
+        assert not devchain_record(kint_home).exists()
     finally:
         sentinel.kill()
         sentinel.wait()

@@ -123,7 +123,8 @@ def _built_at_run_time() -> dict[tuple[str, str], Callable[[], Iterator[tuple[st
     builds it, with sample values."""
     from kint.agent_server.tools import DEV_TOOL_REFUSALS
     from kint.chain.calls import INSUFFICIENT_FUNDS, ChainRefused
-    from kint.chain.chain_id import ENDPOINT_NAMES, on_other_chain
+    from kint.chain.chain_id import (ENDPOINT_NAMES, no_second_hint, on_other_chain,
+                                     silent_second_hint)
     from kint.protocol.hints import FUND_SESSION_KEY_HINT
     from kint.tenant_worker.former_key import FormerKey
     from kint.custody.errors import WrongSigner
@@ -246,6 +247,10 @@ def _built_at_run_time() -> dict[tuple[str, str], Callable[[], Iterator[tuple[st
                                             "_connect_again(seen, f'the contract at {now}')"):
             other_chains,
         ("tenant_worker/cold_start.py", "found[1]"): wrong_chain,
+        ("tenant_worker/cold_start.py", "no_second_hint(chain)"): lambda: (
+            ("STALE_RPC", no_second_hint(chain)) for chain in _chains()),
+        ("tenant_worker/cold_start.py", "silent_second_hint(chain)"): lambda: (
+            ("STALE_RPC", silent_second_hint(chain)) for chain in _chains()),
         ("tenant_worker/connect.py", "found[1]"): wrong_chain_at_connect,
         ("tenant_worker/connect_key.py", "hint"): not_rekeys,
         ("tenant_worker/custody_errors.py", "wrong_signer_hint(err)"): lambda: iter([(

@@ -3,7 +3,7 @@ tests/test_wheel.py from the moment a session has collected it.
 
 Building the wheel and installing it with its dependencies into a fresh venv is ~8 s of
 pip's work (~7 s of it CPU), all of it before test_wheel's first test, which runs last of
-the suite's files. Started when collection ends (conftest's `pytest_collection_finish`),
+the suite's files. Started when collection ends (support/run_hooks.py's `pytest_collection_finish`),
 under `nice`, it runs in the time the other tests spend waiting for their processes, and
 yields the cores to them when they want them; test_wheel's fixtures wait for what is not
 finished yet. What is built is what test_wheel built itself before: the same commands on a

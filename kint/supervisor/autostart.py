@@ -37,7 +37,7 @@ from kint.protocol import ErrorCode
 from kint.seconds_text import seconds_text
 from kint.socket_paths import front_address, socket_dir
 from kint.supervisor.pidlock import (PID_FILE, AlreadyRunning, hold_pid_lock, holder,
-                                     mark_serving)
+                                     let_go_starting, mark_serving, named_holder)
 from kint.supervisor.settings import STOP_BOUND_S
 
 log = logging.getLogger("kint.supervisor")
@@ -92,9 +92,10 @@ def run_foreground(home: Path, extra_preload: tuple[str, ...] = (), *,
         pid_fd = hold_pid_lock(home, before_named=lambda: _clear_left_behind(home))
     except AlreadyRunning:
         # Named by its pid, so that a second one started by hand (or a service manager
-        # beside an on-demand start) says which process serves the home.
-        found = holder(home)
-        who = f" (pid {found.pid})" if found is not None and found.pid > 0 else ""
+        # beside an on-demand start) says which process serves the home: a live one's
+        # only, the winner of a start at once given a moment to write its (named_holder).
+        named = named_holder(home)
+        who = f" (pid {named})" if named is not None else ""
         if refuse_beside_running:
             print(f"kint: error: a supervisor is already running for {home}{who}; this one "
                   f"exits [{ErrorCode.BUSY.value}]\nhint: {BESIDE_RUNNING_HINT}",
@@ -283,6 +284,7 @@ def _wait_for_supervisor(home: Path, ping, deadline: float, wait_s: float,
     (never spinning) until one answers or waiting cannot help. Returns the pid of the one
     started here, None when one answered without (another process started it)."""
     started: subprocess.Popen[bytes] | None = None
+    started_again = False
     silent_since: float | None = None
     # The note of the holder that said it stops (its pid, `stop_note.pid`, is the
     # holder's: read_note): its stop's end removes the note a moment before it lets go of
@@ -301,11 +303,16 @@ def _wait_for_supervisor(home: Path, ping, deadline: float, wait_s: float,
             if started is None:
                 started = spawn_daemon(home, on_demand=on_demand)
             elif started.poll() is not None:
-                raise SupervisorNotReachable(
-                    f"the supervisor exited with code {started.returncode} before it "
-                    f"answered{_last_words(home)}",
-                    f"see {log_path(home)}, or run `kint supervisor start --foreground` "
-                    "to watch it start")
+                if started_again or started.returncode != 0 or not let_go_starting(home):
+                    raise SupervisorNotReachable(
+                        f"the supervisor exited with code {started.returncode} before it "
+                        f"answered{_last_words(home)}",
+                        f"see {log_path(home)}, or run `kint supervisor start --foreground` "
+                        "to watch it start")
+                # It lost the pid lock to one that takes no start lock (`--foreground`, a
+                # service manager's) and died starting, which no `kint supervisor stop`
+                # ends: said to be running where none was. Started again, once.
+                started, started_again = spawn_daemon(home, on_demand=on_demand), True
         elif found.serving:
             silent_since = silent_since if silent_since is not None else now
             if ((stop_note is None or stop_note.pid != found.pid)

@@ -3,7 +3,9 @@ anyone reads who holds it.
 
 It reads `PID` while the supervisor starts and `PID serving` once its sockets are bound,
 so a client can tell a supervisor still starting from one that should answer and does not.
-A second supervisor that finds it held exits at once.
+A second supervisor that finds it held exits at once: it tries again only while clients'
+shared looks hold it, never while another supervisor does, so that it never takes the
+home from under a `kint supervisor stop` of the one that held it.
 
 Kept apart from `autostart` (which starts supervisors) because every client call asks
 who holds the lock, and that question must not load what starting one needs: a fresh
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import time
 from pathlib import Path
 from typing import Callable, NamedTuple
 
@@ -23,8 +26,14 @@ PID_FILE = "supervisor.pid"
 SERVING = "serving"
 
 # A client checking whether a supervisor runs holds a shared lock on the pid file for an
-# instant; a starting supervisor retries this long before deciding another one runs.
+# instant; a starting supervisor retries through such looks this long at most. Another
+# supervisor's exclusive lock is not retried: it runs (pid_file_lock.flock_past_looks).
 PID_LOCK_RETRY_S = 3.0
+# How long a supervisor refused the lock looks again for the holder's pid to name, while
+# the file names no live process: the winner of two starts at once writes its pid a moment
+# after it takes the lock (pid_file_lock.hold_pid_file), the file saying until then what
+# the last supervisor wrote, or nothing.
+NAMED_WITHIN_S = 1.0
 
 
 class AlreadyRunning(Exception):
@@ -34,9 +43,11 @@ class AlreadyRunning(Exception):
 def hold_pid_lock(home: Path, before_named: Callable[[], None] | None = None) -> int:
     """Take the pid lock of `home` for this process and write its pid; returns the open
     file, which must stay open while this process is the supervisor. Raises
-    AlreadyRunning when another supervisor holds it (tried for PID_LOCK_RETRY_S, since a
-    client's look holds the same file for an instant). `before_named` runs with the lock
-    held, before the file names this process (pid_file_lock.hold_pid_file)."""
+    AlreadyRunning at once when another supervisor holds it, and when clients' looks keep
+    it past PID_LOCK_RETRY_S (each holds a shared lock on the file for an instant): a
+    loser that waited for the winner to let go took the home from its `kint supervisor
+    stop`. `before_named` runs with the lock held, before the file names this process
+    (pid_file_lock.hold_pid_file)."""
     # Here, not at the top: only a starting supervisor holds the lock, and every client
     # imports this module to look at it (`kint supervisor status` keeps to the client's
     # modules, tests/test_cli.py).
@@ -47,6 +58,49 @@ def hold_pid_lock(home: Path, before_named: Callable[[], None] | None = None) ->
         return hold_pid_file(path, wait_s=PID_LOCK_RETRY_S, before_named=before_named)
     except PidFileHeld:
         raise AlreadyRunning(str(path)) from None
+
+
+def named_holder(home: Path) -> int | None:
+    """For a supervisor refused `home`'s pid lock to name the one that holds it: the pid
+    the file names once that is a live process, looked at again every 20 ms for up to
+    NAMED_WITHIN_S; None when it names none by then, or nobody holds the lock. A loser
+    of two starts at once is refused the instant the winner takes the lock, before the
+    winner writes its pid: it named the last, stopped, supervisor (a pid some other
+    process may have by now), or none."""
+    # Here: only a refused supervisor asks, and every client imports this module.
+    from kint.envsettings import pid_alive
+
+    deadline = time.monotonic() + NAMED_WITHIN_S
+    while True:
+        found = holder(home)
+        if found is not None and found.pid > 0 and pid_alive(found.pid):
+            return found.pid
+        if found is None or time.monotonic() >= deadline:
+            return None
+        time.sleep(0.02)
+
+
+def let_go_starting(home: Path) -> bool:
+    """Whether nobody holds `home`'s pid lock and its file names a supervisor that let go
+    of it before it bound its sockets (its pid, never `serving`; or nothing): one that
+    died starting (a setting it could not load, out of files) or was killed then. Never
+    one `kint supervisor stop` ended: that asks only a supervisor that answers, which
+    has said `serving` by then."""
+    try:
+        fd = os.open(run_dir(home) / PID_FILE, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        try:
+            fcntl.flock(fd, _SHARED_NOW)
+        except OSError:
+            return False  # held: by a supervisor, or one of the same race starting
+        try:
+            return SERVING not in _words(os.pread(fd, 64, 0))[1:]
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 def mark_serving(pid_fd: int) -> None:

@@ -14,10 +14,11 @@ and the other spaces' workers keep answering.
   `space_settings`), `handlers` (op name to function; the `status` op in `status`),
   `op_pool`, `own_memory` (for the recycle), `sessions` and `session_handoff` (the agent
   sessions, and what a successor takes over), `watcher`, `watcher_count`, `watcher_look`,
-  `watcher_timings`, `drift`, `push_backoff` and `push_settings` (the store watcher, its
-  count and whether it could be made, its owed look at a signature that had not told every
-  commit, the timings it reads at each tick, its hold, its wait after a failure, and the
-  session's push settings it runs with, as status and config show say them).
+  `watcher_timings`, `watcher_push`, `drift`, `push_backoff` and `push_settings` (the store
+  watcher, its count and whether it could be made, its owed look at a signature that had
+  not told every commit, the timings it reads at each tick, its push and its stop, its
+  hold, its wait after a failure, and the session's push settings it runs with, as status
+  and config show say them).
 - Reading: `store` (what a failed read of it says: `store_errors`), `store_readers` (the
   worker's read-only connections), `shared_client` (its Sibyl client, never closed under an
   op reading through it), `verify` (why it found none of the tenant's rows: `verify_empty`),

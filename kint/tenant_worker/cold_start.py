@@ -23,7 +23,8 @@ from __future__ import annotations
 import time
 
 from kint.chain.anchor import Anchor, Head
-from kint.chain.chain_id import other_chain
+from kint.chain.chain_id import (kept_endpoints, no_second_hint, other_chain,
+                                 silent_second_hint)
 from kint.chain.config import ChainConfig
 from kint.settings.urls import redact_url
 from kint.chain.rpc import RpcUnavailable
@@ -59,11 +60,7 @@ def cold_start(ctx: SpaceContext, chain: ChainConfig, owner: str,
     if chain.second_is_same_endpoint:
         if single_ok:
             return None, "the second endpoint is the primary again"
-        raise ProtocolError(ErrorCode.STALE_RPC,
-                            "cold start needs a second, independent RPC and KINT_RPC_URL_2 "
-                            "resolves to the same endpoint as the primary",
-                            "set KINT_RPC_URL_2 to another operator's endpoint, or "
-                            "KINT_ALLOW_SINGLE_RPC=1 to accept one")
+        raise _no_second(chain)
     second = Anchor(chain, ctx.tracker, 1)  # recorded apart: see the module's docstring
     for attempt in range(2):
         ctx.progress = ("pull: cold start, asking a second RPC for the head" if attempt == 0
@@ -73,10 +70,7 @@ def cold_start(ctx: SpaceContext, chain: ChainConfig, owner: str,
         except RpcUnavailable:
             if single_ok:
                 return None, f"{redact_url(chain.rpc_urls[1])} did not answer"
-            raise _on_the_right_chain(ctx, chain, ProtocolError(
-                ErrorCode.STALE_RPC, f"could not get a second opinion on the head from "
-                f"{redact_url(chain.rpc_urls[1])}",
-                "check KINT_RPC_URL_2, or set KINT_ALLOW_SINGLE_RPC=1")) from None
+            raise _on_the_right_chain(ctx, chain, _second_silent(chain)) from None
         if (other.seq, other.digest) == (head.seq, head.digest):
             return True, None
         if attempt == 0:
@@ -84,3 +78,22 @@ def cold_start(ctx: SpaceContext, chain: ChainConfig, owner: str,
     raise _on_the_right_chain(ctx, chain, stale(
         f"two RPCs disagree on the head: seq {head.seq} ({head.digest[:12]}) against seq "
         f"{other.seq} ({other.digest[:12]}); refusing to restore from a contested head"))
+
+
+def _no_second(chain: ChainConfig) -> ProtocolError:
+    """No second, independent endpoint to ask: KINT_RPC_URL_2 resolves to the primary, or
+    the space's own endpoints name one (once, or the same one twice). The words and the
+    hint name where the endpoints came from (kint.chain.chain_id, as doctor's): a refusal
+    that named KINT_RPC_URL_2 for a space's kept endpoints sent the user to a setting not
+    in force."""
+    source = ("the endpoints `kint connect --rpc-urls` gave this space name one"
+              if kept_endpoints(chain) else
+              "KINT_RPC_URL_2 resolves to the same endpoint as the primary")
+    return ProtocolError(ErrorCode.STALE_RPC, f"cold start needs a second, independent RPC "
+                         f"and {source}", no_second_hint(chain))
+
+
+def _second_silent(chain: ChainConfig) -> ProtocolError:
+    """The second endpoint did not answer: the hint names where it came from."""
+    said = f"could not get a second opinion on the head from {redact_url(chain.rpc_urls[1])}"
+    return ProtocolError(ErrorCode.STALE_RPC, said, silent_second_hint(chain))

@@ -48,13 +48,14 @@ from kint import settings
 from kint.chain import devchain
 from kint.chain.anchor import Anchor
 from kint.chain.calls import ChainRefused
-from kint.chain.chain_id import ENDPOINT_NAMES, other_chain
-from kint.chain.config import ChainConfig
+from kint.chain.chain_id import other_chain
+from kint.chain.config import DEVCHAIN_SOURCE, ChainConfig
 from kint.chain.rpc import RpcUnavailable
 from kint.custody import errors as custody_errors
 from kint.custody.data_key import dek_id
 from kint.custody.recovery_code import recovery_file_path, write_recovery_file
 from kint.custody.session_key import create_session_key, session_key_exists
+from kint.custody.session_key import session_address as key_address
 from kint.custody.vault_cache import cache_data_key
 from kint.custody.wraps import Wrap, read_wraps, write_wraps
 from kint.protocol import ErrorCode, ProtocolError
@@ -94,7 +95,8 @@ def _connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     """The steps: the chain and the owner, the caller's secrets checked, what the chain and
     this machine hold, the data key from the first source that has it (the module's
     docstring), then the files that keep it. A passphrase is stretched only once the chain
-    was read: a chain that cannot be read, with no wraps here, refuses whatever the key."""
+    was read: a chain that cannot be read, with no wraps here, refuses whatever the key.
+    Nothing is written before every check passed, a new session key included."""
     cfg = ctx.config
     chain, rpc_urls = _chain_for(ctx, args)
     existing = ctx.enrolment()
@@ -103,9 +105,9 @@ def _connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     owner_changed = owner_change(ctx, existing, owner)
     if owner_changed is not None:  # nothing of the old vault is kept: not its wraps, not
         existing = replace(existing, vault_created=False)  # its maker's claim (the file's)
-    if not session_key_exists(cfg.home):
-        say(ctx, "making this machine's session key")
-    session_address, _ = create_session_key(cfg.home)
+    # The session key's address when there is one (one that does not read is refused
+    # here, before any chain read or stretch); a new key is made once every check passed.
+    session_address = key_address(cfg.home) if session_key_exists(cfg.home) else None
     anchor = Anchor(chain, ctx.tracker)
     code = args.get("recovery_code")
     if not secrets_given(args) and code is None:
@@ -125,9 +127,16 @@ def _connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
                                    chain_error, may_have_started=may_have_started)
     wraps = with_extra_passphrase(ctx, owner, found.dek, found.wraps,
                                    args.get("extra_passphrase"))
-    # `--dev`'s owner key, written once every check above passed, and before the wraps
-    # that may name its owner: made before the owner check, a connect refused for another
-    # owner's space left a new key.
+    # A new session key and `--dev`'s owner key, written once every check above passed, and
+    # before the wraps that may name its owner and the enrolment that names the key: made
+    # before the checks, a connect refused for another owner's space left a new owner key,
+    # and one refused for an endpoint of another chain a new machine-wide session key. The
+    # session key first: its creation can still refuse (a local.secret others may read, the
+    # Keychain), and the owner key then left was one for a vault that never started; a
+    # session key left is the machine's, which the next connect uses.
+    if session_address is None:
+        say(ctx, "making this machine's session key")
+        session_address, _ = create_session_key(cfg.home)
     if dev_account is not None:
         dev_owner.keep_owner(cfg.home, dev_account)
     recovery_path = _keep(ctx, chain, existing, args, owner, session_address, rpc_urls,
@@ -191,15 +200,19 @@ def _refuse_another_chain(ctx: SpaceContext, chain: ChainConfig, *, given: bool)
     head: an endpoint of another chain with no contract at the address fails the head read,
     and a machine holding wraps then connected from them anyway, moving its enrolment to
     Base. An endpoint that does not answer is the head's RPC_UNAVAILABLE, in its words, so
-    a dead endpoint is still one wait. Not on the devchain, whose record names the chain
-    its anvil runs. Only the primary (KINT_RPC_URL, or the first of `--rpc-urls`) is asked,
-    as a pull asks the endpoints it read the head from: connect reads no other, and a
-    second opinion on another chain is its cold start's to refuse. `given`: the endpoint
-    came from `--rpc-urls`, so the words name that option, not the KINT_RPC_URL it stood
-    in for."""
-    if chain.devchain:
+    a dead endpoint is still one wait. On the devchain only the endpoint its record sets is
+    not asked (the record names the chain its own anvil runs): `--rpc-urls`, the endpoints
+    a space's enrolment keeps from it and a `[spaces."<label>"]` table's `rpc_url` change
+    how the space reaches that chain, never which chain it is (kint.chain.config), and a
+    Base endpoint given there was read as the devchain's (its contract, chain 31337 signed
+    for) and kept in the enrolment. Only the primary (KINT_RPC_URL, or the first of
+    `--rpc-urls`) is asked, as a pull asks the endpoints it read the head from: connect
+    reads no other, and a second opinion on another chain is its cold start's to refuse.
+    `given`: the endpoint came from `--rpc-urls`, so the words name that option, not the
+    KINT_RPC_URL it stood in for."""
+    if chain.devchain and not given and chain.rpc_source == DEVCHAIN_SOURCE:
         return
-    names = ("--rpc-urls",) if given else ENDPOINT_NAMES
+    names = ("--rpc-urls",) if given else None  # else the settings', or the space's kept
     try:
         found = other_chain(chain, ctx.tracker, 1, names=names)
     except RpcUnavailable as err:

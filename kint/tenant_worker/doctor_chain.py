@@ -27,7 +27,8 @@ from typing import Any
 
 from kint.chain.anchor import Anchor
 from kint.chain.calls import ChainRefused
-from kint.chain.chain_id import answered_chain_id, on_other_chain
+from kint.chain.chain_id import (answered_chain_id, no_second_hint, on_other_chain,
+                                 silent_second_hint)
 from kint.chain.config import BASE_CHAIN_ID, ChainConfig
 from kint.chain.key_facts import MIN_WRITE_BALANCE_WEI, read_key_facts
 from kint.chain.rpc import RpcTracker, RpcUnavailable
@@ -49,8 +50,6 @@ CHAIN_READ_FAILED = (RpcUnavailable, ChainRefused)
 # the doctor op with the local checks.
 DOCTOR_CALL_S = 12.0
 CHAIN_CALLS_WORTH = 2
-SINGLE_RPC_HINT = ("set KINT_RPC_URL_2 to another operator's endpoint on the same chain (or "
-                   "KINT_ALLOW_SINGLE_RPC=1 to accept the primary alone)")
 
 
 def _chain_name(chain: ChainConfig) -> str:
@@ -140,25 +139,27 @@ def _primary_rpc(anchor: Anchor, chain: ChainConfig) -> tuple[dict[str, Any], bo
 
 def _secondary_rpc(chain: ChainConfig) -> dict[str, Any]:
     """The second opinion a cold-start pull asks for the head (pull.py `_cold_start`). On
-    the devchain a pull asks none, so there is nothing to check."""
+    the devchain a pull asks none, so there is nothing to check. A second missing or
+    silent is hinted as the cold start's refusal hints it (kint.chain.chain_id), by where
+    the endpoints came from: a space's kept ones are given again by a connect."""
     name = "rpc secondary"
     if chain.devchain:
         return check(name, True, "not asked on the devchain: a pull reads its one endpoint")
     single = (" (KINT_ALLOW_SINGLE_RPC=1: a cold-start pull accepts the primary alone)"
               if chain.allow_single_rpc else ": a cold-start pull would refuse without one")
     if len(chain.rpc_urls) < 2:
-        return check(name, True, f"none configured{single}", SINGLE_RPC_HINT, warn=True)
+        return check(name, True, f"none configured{single}", no_second_hint(chain), warn=True)
     where = redact_url(chain.rpc_urls[1])
     if chain.second_is_same_endpoint:
         return check(name, True, f"{where} (SAME as primary: no second opinion on a cold "
-                                 f"start){single}", SINGLE_RPC_HINT, warn=True)
+                                 f"start){single}", no_second_hint(chain), warn=True)
     try:
         answered = answered_chain_id(chain, RpcTracker(), 1)
     except CHAIN_READ_FAILED as err:
         if chain.allow_single_rpc:
-            return check(name, True, f"{where}: {err}{single}", SINGLE_RPC_HINT, warn=True)
-        return check(name, False, f"{where}: {err}{single}",
-                     "check KINT_RPC_URL_2, or set KINT_ALLOW_SINGLE_RPC=1")
+            return check(name, True, f"{where}: {err}{single}", no_second_hint(chain),
+                         warn=True)
+        return check(name, False, f"{where}: {err}{single}", silent_second_hint(chain))
     wrong = on_other_chain(chain, {1: answered})
     if wrong is not None:
         return check(name, False, *wrong)

@@ -7,7 +7,9 @@ decides.
 second head-moving op of the space is refused BUSY at once, but for a closing server's exit
 push, which waits its turn, one at a time, until the worker stops: `_wait_turn`; once
 the worker's stop began, the store watcher's push does not take it: `TurnStopped`), then
-the file. `settlement_op` is how a worker's start settlement takes them: an op that comes
+the file (for the worker's own pushes, the watcher's and the exit push's, a wait the stop
+ends too: `_flock_unless_stopped`).
+`settlement_op` is how a worker's start settlement takes them: an op that comes
 meanwhile waits for it, as for the file."""
 
 from __future__ import annotations
@@ -70,8 +72,10 @@ class HeadTurn:
         turn ends refused now, rather than be killed unlogged at the stop's grace, and the
         store watcher's push, which no stop refuses at dispatch, takes the turn no more
         (`_take`'s `refuse_stopping`, TurnStopped): taken in the grace, it started a chain
-        push that the grace could cut between its send and its receipt. A request's op the
-        worker took before the stop still takes the turn and runs in the grace."""
+        push that the grace could cut between its send and its receipt. Either of these
+        pushes of the worker's own that holds its turn and waits for another process's head
+        lock is woken and refused the same way (`_flock_unless_stopped`). A request's op
+        the worker took before the stop still takes the turn and runs in the grace."""
         with self.changed:
             self.stopped = f"the worker is stopping ({reason or 'stop'})"
             self.changed.notify_all()
@@ -91,8 +95,10 @@ class TurnTaken(ProtocolError):
 class TurnStopped(ProtocolError):
     """WORKER_DOWN because the worker's stop began (HeadTurn.stop): the store watcher's push
     (`_take`'s `refuse_stopping`) or a waiting exit push (`_wait_turn`) does not take the
-    space's turn. What the store watcher reads as no failure (its rows wait for the
-    worker's next start), told from other refusals by its class."""
+    space's turn, nor either of them, at its turn, another process's head lock
+    (`_flock_unless_stopped`). What the store watcher and the exit push's line
+    (sessions.exit_push) read as no failure (the rows wait for the worker's next start),
+    told from other refusals by its class."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(ErrorCode.WORKER_DOWN, reason)
@@ -110,16 +116,20 @@ class HeadLockBusy(Exception):
 
 
 @contextmanager
-def head_lock(path: Path, wait_s: float | None = None) -> Iterator[None]:
+def head_lock(path: Path, wait_s: float | None = None,
+              turn: HeadTurn | None = None) -> Iterator[None]:
     """The file lock on `path`, waited for up to `wait_s`, else WAIT_S as it is at the call
     (not at import: the settlement's wait was bound then while an op's was read at each
-    call, so the two could differ)."""
+    call, so the two could differ). `turn`: refused TurnStopped once its stop began, while
+    it waits or as it takes the lock (`_flock_unless_stopped`)."""
     if wait_s is None:
         wait_s = WAIT_S
     ensure_private_dir(path.parent)
     fd = open_own_file(path)  # a link there: NotOwnFile, CORRUPT_STATE (state_health)
     try:
-        if not flock_by(fd, time.monotonic() + wait_s, RETRY_S):
+        deadline = time.monotonic() + wait_s
+        if not (flock_by(fd, deadline, RETRY_S) if turn is None
+                else _flock_unless_stopped(fd, deadline, turn)):
             raise HeadLockBusy()
         try:
             yield
@@ -127,6 +137,39 @@ def head_lock(path: Path, wait_s: float | None = None) -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
+
+
+def _flock_unless_stopped(fd: int, deadline: float, turn: HeadTurn) -> bool:
+    """The file's lock as flock_by takes it, for a push the worker's stop refuses (its own:
+    the store watcher's and the exit push's, `refuse_stopping`): such a push passed the
+    stop's gate at the space's turn (`_take`, `_wait_turn`) and then waited up to WAIT_S
+    for another process's hold of the file, which no stop ended. The worker's stop waited
+    for it (it holds the turn) to the grace's end, and a holder that let go meanwhile gave
+    it the lock: it started its chain push in the grace, which the gate is there to
+    prevent (the exit push's too: none of the worker's own pushes starts in the grace, and
+    what it would push stays in the store for the worker's next start). Here the
+    stop (HeadTurn.stop, which wakes this wait) ends the wait refused TurnStopped, and a
+    lock taken as the stop begins is let go refused the same way, before anything is
+    sent."""
+    while True:
+        with turn.changed:
+            _refuse_stopped(turn)
+        # One try: with its deadline already past, flock_by tries once and never sleeps
+        # (False: another process holds the file); the wait is this loop's, on the turn.
+        if flock_by(fd, time.monotonic(), RETRY_S):
+            with turn.changed:
+                if turn.stopped is not None:
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+                    raise TurnStopped(turn.stopped)
+            return True
+        with turn.changed:
+            # A stop since the try is refused as one at the deadline too, where BUSY made
+            # the watcher log the backoff's failure, not its `not started` line.
+            _refuse_stopped(turn)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            turn.changed.wait(min(RETRY_S, left))
 
 
 def busy(running: tuple[str, float] | None) -> TurnTaken:
@@ -270,15 +313,20 @@ def head_op(ctx: "SpaceContext", op: str, lock_file: bool = True,
     `_wait_turn`), BUSY when another process keeps the head lock past its wait, however it
     waited for its turn. The op and when it began go beside its progress line; both are
     cleared when it ends, however it ends. The worker's start settlement is waited for
-    (`_take`). `refuse_stopping`: refused once the worker's stop began (the store
-    watcher's push: `_take`)."""
+    (`_take`). `refuse_stopping` (the worker's own pushes, sessions.server_push): refused
+    once the worker's stop began, the store watcher's push at its turn (`_take`; an exit
+    push's wait for its turn is refused by `_wait_turn` either way), and either one's wait
+    for another process's head lock too (`_flock_unless_stopped`): once the stop began, no
+    push of the worker's own starts in its grace."""
     if wait_s is None:
         _take(ctx, op, refuse_stopping)
     else:
         _wait_turn(ctx, op, wait_s)
+    turn = ctx.head_ops
     try:
         if lock_file:
-            with head_lock(ctx.state.files["head_lock"]):
+            with head_lock(ctx.state.files["head_lock"],
+                           turn=turn if refuse_stopping else None):
                 yield
         else:
             yield

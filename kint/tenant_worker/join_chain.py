@@ -59,20 +59,24 @@ def _address(name: str, value: str | None) -> str:
 
 def _head(ctx: SpaceContext, anchor: Any, owner: str) -> dict[str, int]:
     """The head's seq and block, or join's vault-step refusals: an endpoint that does not
-    answer (its hint naming what set it), one of another chain (STALE_RPC, asked first, off
-    the devchain: join printed that chain's head as the vault's, and only its connect step
-    after it refused the endpoint, kint.tenant_worker.connect), a contract that does not
-    answer as EpochAnchor."""
+    answer (its hint naming what set it), one of another chain (STALE_RPC, asked first: join
+    printed that chain's head as the vault's, and only its connect step after it refused
+    the endpoint; on the devchain, as connect asks it, every endpoint but the one the
+    devchain's record sets, which a space's table or kept endpoints may replace:
+    kint.tenant_worker.connect), a contract that does not answer as EpochAnchor."""
     from web3.exceptions import Web3Exception
 
     from kint.chain.calls import ChainRefused
     from kint.chain.chain_id import other_chain
+    from kint.chain.config import DEVCHAIN_SOURCE
     from kint.chain.rpc import RpcUnavailable
     from kint.tenant_worker.connect import another_chain_refused
     from kint.tenant_worker.rpc_hint import endpoint_hint
 
     try:
-        found = None if anchor.config.devchain else other_chain(anchor.config, ctx.tracker)
+        chain = anchor.config
+        own = chain.devchain and chain.rpc_source == DEVCHAIN_SOURCE  # the record's anvil
+        found = None if own else other_chain(chain, ctx.tracker)
         if found is not None:
             raise another_chain_refused(found, "join read no head from it")
         head = anchor.head(owner, ctx.config.space_id)

@@ -22,6 +22,7 @@ from kint.rows.canon import TIERS, canonical_id
 from kint.settings.loader import SESSION
 from kint.settings.values import shown
 from kint.settings.wire import same, source_text
+from kint.tenant_worker.head_lock import TurnStopped
 from kint.tenant_worker.rpc_hint import name_the_endpoint, timeout_named
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.space_settings import PUSH_SETTINGS, SESSION_SETTINGS
@@ -30,6 +31,10 @@ if TYPE_CHECKING:
     from kint.tenant_worker.statefiles import Mirror
 
 log = logging.getLogger("kint.worker")
+
+# What the exit push's line says of the rows once the worker's stop refused it (exit_push):
+# it sent nothing, and the store keeps whatever it would have pushed.
+NOT_STARTED = "any rows it would push stay in the store for the worker's next start"
 
 # What a read of the enrolment or of the data key's cache may meet for a moment: the
 # process or the box out of open files, memory, an I/O error. Not "cannot push", which
@@ -135,8 +140,11 @@ def server_push(ctx: SpaceContext, reason: str, wait: bool = False) -> dict[str,
     request, and a store read that met a full disk reached the watcher as a bare SQLite
     error, recorded as INTERNAL with a traceback. `wait` (the exit push's) waits its turn
     on the space (push.push); either push is refused once the worker's stop began (the
-    watcher's by head_lock._take's `refuse_stopping`, the waiting one by _wait_turn): both
-    chosen here, never by a request's args."""
+    watcher's by head_lock._take's `refuse_stopping`, the waiting one by _wait_turn), and
+    either one's wait for another process's head lock is ended by the stop, refused the
+    same way (head_lock._flock_unless_stopped): both chosen here, never by a request's
+    args. So no push of the worker's own starts in the stop's grace, whose end could cut
+    it between its send and its receipt."""
     from kint.tenant_worker.push import push
     from kint.tenant_worker.state_health import guarded
 
@@ -282,13 +290,20 @@ def exit_push(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     be refused BUSY (push.push): nobody is left to try it again. Its failure is
     logged with the KINT_RPC_TIMEOUT a timeout waited (rpc_hint.timeout_named, as
     with_settings names it after): the log is the only place a closing server's failure
-    is read."""
+    is read. One the worker's stop refused before it began (TurnStopped: waiting its turn,
+    or at its turn waiting for another process's head lock) is no failure: nothing was
+    sent, and its line says the rows stay in the store for the worker's next start
+    (NOT_STARTED), where `exit push not made (WORKER_DOWN)` read as one."""
     if args.get("session"):
         _end(ctx, args["session"])
     try:
         result = server_push(ctx, "exit", wait=True)
         log.info("space %s: exit push: %s", ctx.config.space16, result.get("message"))
         return result
+    except TurnStopped as err:
+        log.info("space %s: exit push not started: %s; %s", ctx.config.space16, err.message,
+                 NOT_STARTED)
+        raise
     except ProtocolError as err:
         timeout_named(err)
         log.info("space %s: exit push not made (%s): %s", ctx.config.space16, err.code.value,

@@ -24,8 +24,10 @@ the worker's stop, which no push outlives: the worker stops its watcher as the s
 (`stop`, beside HeadTurn.stop in process.py), so no push comes due in the grace and the
 watcher ticks no more; a store with rows it has not pushed is said, once, to be left for the
 worker's next start if that start can push them (by `start` as its count ends, if the stop
-met that count). Of a push of its own under way only its end is logged (refused by the
-stop's gate, head_lock.TurnStopped, as no failure, if not yet at the space's turn).
+met that count; by `tick` as it ends, if the stop met a tick, which may have marked the store
+dirty or found nothing left since). Of a push of its own under way only its end is logged
+(refused by the stop's gate, head_lock.TurnStopped, as no failure, if not yet at the
+space's turn, or still waiting for another process's head lock).
 
 The dirty mark is cleared (and a held push's signature kept) only for a signature read two
 seconds or more after the store's files last changed (store.SettledRule, the rule the
@@ -51,6 +53,10 @@ One that cannot be counted for good (no database, damaged, denied) keeps no idle
 waiting, nor a recycle while no session is attached (`work_left`), where it held the
 worker for good; one that may be counted later (a lock) is work the worker keeps; one the
 space cannot push from (no cached data key) is none once no session is attached.
+
+Here the ticks, the counts that mark the store dirty or clean, and the start; the push and
+the stop in watcher_push.py, the owed look in watcher_look.py, the count's answer in
+watcher_count.py, the timings in watcher_timings.py.
 """
 
 from __future__ import annotations
@@ -60,23 +66,24 @@ import threading
 import time
 from typing import Any, Callable
 
-from kint.protocol import ProtocolError
 from kint.store_denied import DENIED_HINT, denied_message, denied_reason
 from kint.tenant_worker.changes import ESTIMATED_BYTES_PER_ROW
-from kint.tenant_worker.head_lock import TurnStopped, TurnTaken
 from kint.tenant_worker.push_backoff import PushBackoff
 from kint.tenant_worker.store import SettledRule, settled, store_signature
 from kint.tenant_worker.watcher_count import RETRY_CAP_TICKS, WatcherCount
 from kint.tenant_worker.watcher_look import OwedLook
+from kint.tenant_worker.watcher_push import WatcherPush
 from kint.tenant_worker.watcher_timings import WatcherTimings, config_generation
 
 log = logging.getLogger("kint.worker")
 
 SIZE_CHECK_INTERVAL_S = 60.0
-ROWS_LEFT = "the store's rows are left for the worker's next start"
 
 
-class Watcher(OwedLook):
+class Watcher(OwedLook, WatcherPush):
+    """The store watcher of one space (the module's docstring); its owed look and its push
+    and stop are the two mixins', which read and set the marks this class owns."""
+
     def __init__(self, db: str, count_unanchored: Callable[[], tuple[int, int] | None],
                  push: Callable[[str], Any], timing: Callable[[str], Any] | None = None,
                  generation: Callable[[], int] = config_generation,
@@ -102,9 +109,10 @@ class Watcher(OwedLook):
         self._own_op = own_op
         self._waited_for: tuple[str, float] | None = None
         self._stop = threading.Event()
-        # Read under it: a push of its own begun (`_fire`), the stop's reason till it is said.
+        # Read under it: a push of its own begun (`_fire`), a tick running (`tick`), the
+        # stop's reason till it is said.
         self._push_lock = threading.Lock()
-        self._pushing = False
+        self._pushing = self._ticking = False
         self._stopped_why: str | None = None
         # Set when the timings may have changed: the wait is measured again (`retime`).
         self._retimed = threading.Event()
@@ -217,24 +225,6 @@ class Watcher(OwedLook):
             self._nothing_left(sig, told)
         return counts
 
-    def stop(self, why: str | None = None) -> None:
-        """End the watcher (its thread at its next wake). `why`: the worker's stop began
-        (process.py), and a dirty store's rows are said to be left (`_say_rows_left`)."""
-        with self._push_lock:
-            self._stopped_why = self._stopped_why if self._stop.is_set() else why  # the first
-            self._stop.set()
-            self._say_rows_left()
-        self._retimed.set()
-
-    def _say_rows_left(self) -> None:
-        """The one place that says the stop's line, once, under `_push_lock` (by `stop`, or
-        by `start` as a count the stop met ends): not over a push of its own (`_fire`), nor
-        for `work_left`'s two stores, where the idle stop said it of exactly those it takes."""
-        if self._stopped_why and self.dirty and not self._pushing and not (
-                self.counting.cannot_push or self.counting.lasting):
-            log.info("watcher: stopped: %s; %s", self._stopped_why, ROWS_LEFT)
-            self._stopped_why = None
-
     def retime(self) -> None:
         """A session attached or left: a shorter poll applies now, not at the end of the
         longer wait in progress (up to 15 s by default, or a session's); else it ends as due."""
@@ -261,6 +251,20 @@ class Watcher(OwedLook):
             ticked = time.monotonic()
 
     def tick(self, now: float) -> None:
+        """One tick (`_tick`). A stop that meets it leaves its line to the tick's end: begun
+        after the tick read a changed store and before it marked it dirty, the stop saw a
+        clean store and the line went unsaid; begun as its count ran, the stop said it of
+        a store the count then found clean. Said at the end, it is said of what is left."""
+        with self._push_lock:
+            self._ticking = True
+        try:
+            self._tick(now)
+        finally:
+            with self._push_lock:
+                self._ticking = False
+                self._say_rows_left()
+
+    def _tick(self, now: float) -> None:
         self.counting.ticked()  # a failed count's next try may be due (watcher_count.py)
         self.timings.log()
         generation = self._generation()
@@ -317,20 +321,6 @@ class Watcher(OwedLook):
                 # and the push reads the store itself).
                 self._fire("size trigger", sig, told, now, counts)
 
-    def _op_runs(self) -> bool:
-        """Whether a head-moving op of the space runs in this worker (head_lock.HeadTurn),
-        so the push or size check due neither pushes nor counts (an owed start's count,
-        made before, still is): its push was refused BUSY and waited out as a failed push
-        (KINT_PUSH_RETRY_SECONDS), where the first tick after the op could push it. Asked
-        only where the tick acts (`_fire`, the size check), so the wait is said only when
-        one was due. An op begun since: `_fire`'s TurnTaken, met after its count."""
-        running = self._own_op()
-        if running is not None and running != self._waited_for:
-            log.info("watcher: a %s is running for this space; the watcher waits for it "
-                     "to end", running[0])
-            self._waited_for = running
-        return running is not None
-
     def _settle(self, sig: tuple[int, ...] | None, told: bool) -> None:
         """Clear the dirty mark only if the store has not changed since `sig` was read: a
         write that lands while the diff or the push runs must not be lost. Only a
@@ -348,73 +338,3 @@ class Watcher(OwedLook):
         were put back): no failed push is left to try again."""
         self.backoff.forget("nothing is left to push, so the failed push is dropped")
         self._settle(sig, told)
-
-    def _fire(self, trigger: str, sig: tuple[int, ...] | None, told: bool,
-              now: float, counted: tuple[int, int] | None = None) -> None:
-        """Push (as the `watcher`) for `trigger`, `quiet trigger` or `size trigger`, with
-        kint v0.3.0's log lines around it (10-configuration.md, "Logs"): what triggered
-        the push, then its result. A held push logs its own line (drift.py), a failed one
-        the backoff's (push_backoff.py). `counted`: the count this tick made already (the
-        owed start's, or the size check's that fired it), not made again: each is a diff of
-        the whole store, and a size-triggered push made two."""
-        if self.backoff.waiting(now):
-            return  # a failed push's wait is not over (checked before the diff it costs)
-        if self._op_runs():
-            self._turn_taken(trigger)  # nor a diff while it runs
-            return
-        counts = counted or self.counting()
-        if counts is None:
-            return  # cannot push (no data key), the count failed, or its retry is not due
-        if counts == (0, 0):
-            self._nothing_left(sig, told)
-            return
-        with self._push_lock:
-            if self._stop.is_set():
-                return  # stopped since the tick began: `stop` said what is left
-            self._pushing = True
-        started = time.monotonic()
-        log.info("watcher: pushing (%s)", trigger)
-        try:
-            result = self._push("watcher")  # push.push ends the backoff's wait when it goes through
-            if isinstance(result, dict) and result.get("message"):
-                log.info("watcher: %s", result["message"])
-            # What the push anchored is what the store held at `sig` or later; a change
-            # made while it ran shows as a new signature at the next tick.
-            self._settle(sig, told)
-        except TurnTaken:
-            self._turn_taken(trigger)  # an op of the space began since `_op_runs`
-        except TurnStopped as err:
-            self._not_started(trigger, err.message)  # the stop began as this push did
-        except ProtocolError as err:
-            if err.code.value == "HELD":
-                # Wait for the next store change; one a signature that does not tell every
-                # commit may miss is looked at again once it tells (`_look_again`).
-                self._held_at_signature = sig
-                if not told:
-                    self._untold = sig
-            else:
-                self._failed(err.code.value, err.message, err.hint, now, started)
-        except Exception as err:  # noqa: BLE001 - a bug: waited out and logged like the rest
-            if self._failed("INTERNAL", f"{type(err).__name__}: {err}", None, now, started):
-                log.exception("watcher push failed")
-        finally:
-            self._pushing = False
-
-    def _not_started(self, trigger: str, why: str) -> None:
-        """The stop's gate refused this push, begun past `_fire`'s look at `stop` (the
-        module's docstring): one line, no failure, no backoff."""
-        log.info("watcher: push (%s) not started: %s; %s", trigger, why, ROWS_LEFT)
-        self.stop()
-
-    def _turn_taken(self, trigger: str) -> None:
-        """An op of the space holds its turn: no failure, and a size check (or its push, or
-        a look's count: `_look_again`) is made again at the next tick, not a minute on."""
-        if trigger == "size trigger":
-            self._last_size_check = float("-inf")
-
-    def _failed(self, code: str, message: str, hint: str | None, now: float,
-                started: float) -> bool:
-        """The wait runs from when the attempt ended (a hung endpoint's timeout included),
-        on the tick's clock."""
-        ended = now + (time.monotonic() - started)
-        return self.backoff.failed(code, message, hint, ended, self.timings.first_wait_s)

@@ -36,9 +36,15 @@ the worker forkserver by the test supervisor (run_supervisor.py), which also cal
   (`kint.tenant_worker.cold_start.SECOND_OPINION_RETRY_S`, 3 s), where a test's endpoint
   disagrees on purpose, every time.
 - `KINT_TEST_PID_LOCK_RETRY_S` (set only by tests): how long a supervisor starting keeps
-  trying for a pid lock another one holds before it says one is already running
-  (`kint.supervisor.pidlock.PID_LOCK_RETRY_S`, 3 s), for a `kint supervisor start
-  --foreground` started through run_kint.py next to a running supervisor.
+  trying for a pid lock that clients' shared looks hold before it says one is already
+  running (`kint.supervisor.pidlock.PID_LOCK_RETRY_S`, 3 s; another supervisor's lock is
+  refused at once), for a `kint supervisor start --foreground` started through run_kint.py
+  next to a running supervisor or a held look (lengthened there, so that a loaded box never
+  ends the retry before the test has seen it retry).
+- `KINT_TEST_PID_NAMED_S` (set only by tests): how long a supervisor refused the pid lock
+  looks again for a live pid in the pid file to name (`kint.supervisor.pidlock.
+  NAMED_WITHIN_S`, 1 s), lengthened so that a loaded box never ends the look before the
+  test has written the holder's pid (tests/test_pid_lock_loser.py).
 - `KINT_TEST_HOUSEKEEPING_S` (set only by tests): how often the supervisor checks its logs'
   size and kint's installed files (`kint.supervisor.housekeeping.HOUSEKEEPING_EVERY_S`,
   5 s), so that a test sees a log rotated, or an upgrade on disk, within a second. Read by
@@ -110,6 +116,7 @@ START_WAIT_ENV = "KINT_TEST_START_WAIT_S"
 STOP_BOUND_ENV = "KINT_TEST_STOP_BOUND_S"
 HOUSEKEEPING_ENV = "KINT_TEST_HOUSEKEEPING_S"
 PID_LOCK_RETRY_ENV = "KINT_TEST_PID_LOCK_RETRY_S"
+PID_NAMED_ENV = "KINT_TEST_PID_NAMED_S"
 SECOND_OPINION_ENV = "KINT_TEST_SECOND_OPINION_S"
 STORE_BUSY_WAIT_ENV = "KINT_TEST_STORE_BUSY_WAIT_S"
 BEAT_ENV = "KINT_TEST_BEAT_SECONDS"
@@ -190,14 +197,15 @@ def install_supervisor() -> None:
 def install_cli() -> None:
     """The command's side of KINT_TEST_UNREACHABLE_AFTER_S, KINT_TEST_STOP_EXIT_WAIT_S,
     KINT_TEST_START_WAIT_S and KINT_TEST_STOP_BOUND_S (a `kint` process's own), and
-    KINT_TEST_HOUSEKEEPING_S, KINT_TEST_PID_LOCK_RETRY_S and KINT_TEST_POLL_MINIMUM_S for a
-    supervisor the command runs in the foreground."""
+    KINT_TEST_HOUSEKEEPING_S, KINT_TEST_PID_LOCK_RETRY_S, KINT_TEST_PID_NAMED_S and
+    KINT_TEST_POLL_MINIMUM_S for a supervisor the command runs in the foreground."""
     _set_from_env(UNREACHABLE_ENV, "kint.supervisor.autostart", "UNREACHABLE_AFTER_S")
     _set_from_env(STOP_EXIT_WAIT_ENV, "kint.commands.supervisor_stop", "STOP_EXIT_WAIT_S")
     _set_from_env(START_WAIT_ENV, "kint.supervisor.autostart", "START_WAIT_S")
     _set_from_env(STOP_BOUND_ENV, "kint.supervisor.autostart", "STOP_BOUND_S")
     _set_from_env(HOUSEKEEPING_ENV, "kint.supervisor.housekeeping", "HOUSEKEEPING_EVERY_S")
     _set_from_env(PID_LOCK_RETRY_ENV, "kint.supervisor.pidlock", "PID_LOCK_RETRY_S")
+    _set_from_env(PID_NAMED_ENV, "kint.supervisor.pidlock", "NAMED_WITHIN_S")
     _lower_poll_minimum()
 
 

@@ -13,12 +13,13 @@ Only a home's own supervisor is ever signalled: the process holding the lock on 
 pid file (kint.supervisor.pidlock) whose command line or environment names that KINT_HOME
 (read from /proc: a test's helper holding the lock with a pid file that names another
 process is left alone, by a sandbox's stop as by the sweep). The sweep looks only at homes
-under the run's own folders, and where there is no /proc signals nothing; a sandbox's stop
-there kills the pid alone, as it always did. Its process group is signalled only when it
-leads one (started in a session of its own, as the suite's and `kint supervisor start`'s
-supervisors are): a supervisor a test runs in the foreground, in the test's own group, is
-signalled alone. A developer's real supervisor has its KINT_HOME outside these folders, and
-is never looked at.
+under the run's own folders (a --basetemp given is the run's alone: a second run given it
+while the first runs is refused as it starts, support/basetemp_lock.py), and where there
+is no /proc signals nothing; a sandbox's stop there kills the pid alone, as it always did.
+Its process group is signalled only when it leads one (started in a session of its own, as
+the suite's and `kint supervisor start`'s supervisors are): a supervisor a test runs in
+the foreground, in the test's own group, is signalled alone. A developer's real
+supervisor has its KINT_HOME outside these folders, and is never looked at.
 """
 
 from __future__ import annotations
@@ -138,16 +139,29 @@ def alive(pid: int) -> bool:
 
 
 def _names(pid: int, home: Path) -> bool:
-    """Whether process `pid`'s command line or environment names `home`."""
+    """Whether process `pid`'s command line (a word, or `--home=` it) or environment
+    (KINT_HOME) names `home`. A relative path is read against the process's own folder
+    (/proc/PID/cwd), as the process itself reads it: a test's supervisor started in its
+    machine's folder with `--home kint` (tests/support/run_supervisor.py takes one) names
+    that home, and the same word said in another folder names that folder's."""
+    here = _PROC / str(pid)
     try:
-        said = (_PROC / str(pid) / "cmdline").read_bytes() + b"\0" + \
-            (_PROC / str(pid) / "environ").read_bytes()
+        said = (here / "cmdline").read_bytes().split(b"\0") + \
+            (here / "environ").read_bytes().split(b"\0")
     except OSError:
         return False
-    words = said.split(b"\0")
-    for path in {str(home), str(home.absolute()), str(home.resolve())}:
-        if path.encode() in words or f"KINT_HOME={path}".encode() in words:
-            return True
+    try:
+        cwd = os.readlink(here / "cwd")
+    except OSError:  # its folder unread: only a whole path names a home
+        cwd = None
+    paths = {os.path.normpath(path) for path in (home, home.absolute(), home.resolve())}
+    for word in said:
+        for prefix in (b"", b"--home=", b"KINT_HOME="):
+            if word.startswith(prefix) and len(word) > len(prefix):
+                path = os.fsdecode(word[len(prefix):])
+                if os.path.isabs(path) or cwd is not None:
+                    if os.path.normpath(os.path.join(cwd or "/", path)) in paths:
+                        return True
     return False
 
 

@@ -4,7 +4,7 @@ worker's silence turn by turn with explicit monotonic times.
 
 The real `Supervisor` is not built for them: constructing it makes its ZeroMQ context and
 sockets, and marks the test process as the daemon's (`kint.settings.configure(daemon=True)`),
-which tests/conftest.py puts back only after the test.
+which tests/support/hermetic.py puts back only after the test.
 """
 
 from __future__ import annotations
