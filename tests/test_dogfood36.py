@@ -122,7 +122,10 @@ def test_devchain_fund_is_refused_off_the_devchain_and_for_bad_input(machines, t
     assert none.returncode == 3, none.stdout + none.stderr
     assert json.loads(none.stdout)["error"] == "RPC_UNAVAILABLE", none.stdout
     for args in (["0x12"], [target, "--eth", "abc"], [target, "--eth", "0"],
-                 [target, "--eth", "1001"], [target, "--eth", "nan"]):
+                 [target, "--eth", "1001"], [target, "--eth", "nan"],
+                 # below one wei (it sent a 0-wei transfer, "funded"), more than 18 decimals
+                 # (cut to whole wei unsaid)
+                 [target, "--eth", "1e-19"], [target, "--eth", "0.0000000000000000019"]):
         out = b.kint("devchain", "fund", *args)
         assert out.returncode == 2 and "[BAD_REQUEST]" in out.stderr, (args, out.stderr)
     # Nothing was sent by any of them.

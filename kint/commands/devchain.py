@@ -7,7 +7,7 @@ kint.chain.devchain (requests, eth_utils: ~0.15 s) loads when an action runs, no
 from __future__ import annotations
 
 from collections.abc import Callable
-from decimal import Decimal, InvalidOperation
+from decimal import Context, Decimal, Inexact, InvalidOperation
 from types import ModuleType
 from typing import Any
 
@@ -96,10 +96,16 @@ OFF_DEVCHAIN_HINT = ("on Base, send ETH from a wallet; for the devchain, `kint d
                      "KINT_HOME/devchain/devchain.json (docs/quickstart.md)")
 
 
-def _fund_wei(eth: str) -> int:
-    """`--eth` in wei: a decimal number of ETH above 0 and at most FUND_MAX_ETH."""
-    from kint.chain.units import WEI_PER_ETH
+# Wide enough for FUND_MAX_ETH in wei (22 digits) and more; a digit it would drop is not 0,
+# so Inexact says the amount is not a whole number of wei.
+_WEI_CONTEXT = Context(prec=40, traps=[Inexact, InvalidOperation])
 
+
+def _fund_wei(eth: str) -> int:
+    """`--eth` in wei: a decimal number of ETH above 0 and at most FUND_MAX_ETH, and a whole
+    number of wei. Exact (Decimal, its exponent moved 18 places, no float): an amount below
+    one wei came to 0 and sent a transfer of nothing, said as "funded", and one of more
+    than 18 decimals was cut to whole wei unsaid."""
     try:
         amount = Decimal(eth)
     except InvalidOperation:
@@ -107,7 +113,15 @@ def _fund_wei(eth: str) -> int:
     if not amount.is_finite() or not 0 < amount <= FUND_MAX_ETH:
         usage_error(f"--eth {eth!r} is not an amount of ETH above 0 and at most {FUND_MAX_ETH}",
                     "give a decimal number of ETH, such as 1 or 0.05")
-    return int(amount * WEI_PER_ETH)
+    try:
+        wei = amount.scaleb(18, _WEI_CONTEXT)
+        whole = wei == wei.to_integral_value()
+    except Inexact:  # more digits than any whole amount up to FUND_MAX_ETH has
+        whole = False
+    if not whole:
+        usage_error(f"--eth {eth!r} is not a whole number of wei: ETH has 18 decimals, one wei "
+                    f"is 0.000000000000000001", "give at most 18 decimals, such as 0.05")
+    return int(wei)
 
 
 def _devchain_url() -> str:
@@ -138,7 +152,8 @@ def _devchain_url() -> str:
 @devchain_group.command("fund")
 @click.argument("address")
 @click.option("--eth", default="1", show_default=True, metavar="AMOUNT",
-              help="How much ETH to send, above 0 and at most 1000.")
+              help="How much ETH to send, above 0 and at most 1000, in whole wei (18 "
+                   "decimals at most).")
 @json_option("Print the transfer as JSON.")
 def devchain_fund(address: str, eth: str, as_json: bool) -> None:
     """Send devchain ETH to ADDRESS (a session key `kint join` made, say) from anvil's first
