@@ -12,7 +12,6 @@ from typing import Any
 import requests
 from eth_account import Account
 from web3 import Web3
-from web3.exceptions import Web3RPCError
 
 from kint.chain.artifact import test_smart_account_artifact
 from kint.chain.devchain.anvil import CHAIN_ID
@@ -33,27 +32,34 @@ DEPLOY_TRIES = 5
 DEPLOY_GAS_PRICE = 10**10
 
 
-def deploy_artifact(w3: Web3, art: dict[str, Any], *args: Any) -> str:
-    """Deploy `art` with constructor `args` from anvil's first dev account; its address.
-    Every deploy on a devchain comes from that one account, and two at once (two machines
-    of one devchain, the test suite's two workers) that each read the pending nonce and
-    signed at it collided, the loser refused "nonce too low" or "already imported". So it
-    is sent unsigned (`eth_sendTransaction`: anvil holds its dev accounts' keys), anvil
-    giving the nonce, and sent again when refused so: anvil reads the nonce and takes the
-    transaction in two steps, so two sends at one instant can still meet (review25d saw a
-    few in a hundred at four at once)."""
+def send_from_dev_account(url: str, tx: dict[str, Any]) -> str:
+    """Send `tx` from anvil's first dev account; its hash. Every deploy and `kint devchain
+    fund` on a devchain comes from that one account, and two at once (two machines of one
+    devchain, the test suite's two workers) that each read the pending nonce and signed at
+    it collided, the loser refused "nonce too low" or "already imported". So it is sent
+    unsigned (`eth_sendTransaction`: anvil holds its dev accounts' keys), anvil giving the
+    nonce, at DEPLOY_GAS_PRICE, and sent again when refused so: anvil reads the nonce and
+    takes the transaction in two steps, so two sends at one instant can still meet
+    (review25d saw a few in a hundred at four at once)."""
     deployer = Account.from_key(DEV_DEPLOYER_KEY).address
+    attempt = 1
+    while True:
+        try:
+            return str(dev_rpc(url, "eth_sendTransaction",
+                               [{"from": deployer, "gasPrice": hex(DEPLOY_GAS_PRICE), **tx}]))
+        except DevchainError as err:
+            if attempt == DEPLOY_TRIES or not any(said in str(err).lower()
+                                                  for said in NONCE_TAKEN):
+                raise
+        attempt += 1
+
+
+def deploy_artifact(w3: Web3, art: dict[str, Any], *args: Any) -> str:
+    """Deploy `art` with constructor `args` from anvil's first dev account
+    (`send_from_dev_account`, which says why it is sent so); its address."""
     data = w3.eth.contract(abi=art["abi"], bytecode=art["bytecode"]).constructor(
         *args).data_in_transaction
-    for attempt in range(DEPLOY_TRIES):
-        try:
-            tx_hash = w3.eth.send_transaction({"from": deployer, "data": data,
-                                               "gasPrice": DEPLOY_GAS_PRICE})
-            break
-        except Web3RPCError as err:
-            if attempt + 1 == DEPLOY_TRIES or not any(said in str(err).lower()
-                                                      for said in NONCE_TAKEN):
-                raise
+    tx_hash = send_from_dev_account(w3.provider.endpoint_uri, {"data": data})
     receipt = w3.eth.wait_for_transaction_receipt(tx_hash, timeout=30)
     if receipt["status"] != 1:
         raise DevchainError(f"deploying {art.get('contractName', 'a contract')} reverted")
@@ -133,8 +139,8 @@ def transfer_from_dev_account(url: str, address: str, wei: int,
                             hint="`kint devchain status` says where the devchain runs",
                             code=ErrorCode.CONFIG_INVALID)
     sender = Account.from_key(DEV_DEPLOYER_KEY).address
-    tx_hash = dev_rpc(url, "eth_sendTransaction",
-                      [{"from": sender, "to": address, "value": hex(wei)}])
+    # The deploys' account: sent as they are, so neither refuses nor replaces the other.
+    tx_hash = send_from_dev_account(url, {"to": address, "value": hex(wei)})
     deadline = time.monotonic() + timeout_s
     while True:
         receipt = dev_rpc(url, "eth_getTransactionReceipt", [tx_hash])
