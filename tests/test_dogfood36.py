@@ -19,6 +19,9 @@ import pytest
 from chain_machines import RULE_1, join_devchain, kjson, make_session_key, ok
 from conftest import make_sandbox, sibyl_client
 from machines_together import running_together
+from rpc_proxy import closed_port_url
+from kint.chain.config import devchain_record
+from kint.chain.devchain.powers import STOPPED_HINT
 from kint.tenant_worker.dev_owner import owner_key_path
 
 ADDRESS = re.compile(r"0x[0-9a-fA-F]{40}")
@@ -130,3 +133,26 @@ def test_devchain_fund_is_refused_off_the_devchain_and_for_bad_input(machines, t
         assert out.returncode == 2 and "[BAD_REQUEST]" in out.stderr, (args, out.stderr)
     # Nothing was sent by any of them.
     assert kjson(b, "devchain", "fund", target, "--eth", "1")["balance_eth"] == "1"
+
+
+def _copied_record_naming(chain_home, root, rpc_url: str):
+    """A machine whose copy of the devchain's record names `rpc_url` for its endpoint."""
+    sb = make_sandbox(root)
+    join_devchain(chain_home, sb)
+    record = devchain_record(sb.kint_home)
+    record.write_text(json.dumps({**json.loads(record.read_text()), "rpc_url": rpc_url}))
+    return sb
+
+
+def test_devchain_fund_of_a_stopped_devchain_exits_as_devchain_status(chain_home, tmp_path):
+    """A record whose devchain does not answer (the first machine's stopped, its copy left
+    here): refused RPC_UNAVAILABLE with exit 2 and the hint `kint devchain start` starts
+    it, a chain of this machine's own on a second one; now exit 3, as `kint devchain
+    status` for a devchain not running, and a hint true on both machines."""
+    gone = _copied_record_naming(chain_home, tmp_path / "gone", closed_port_url())
+    out = gone.kint("devchain", "fund", "0x" + "ef" * 20, "--json")
+    assert out.returncode == 3, out.stdout + out.stderr
+    said = json.loads(out.stdout)
+    assert said["error"] == "RPC_UNAVAILABLE" and "nothing was sent" in said["message"], said
+    assert said["hint"] == STOPPED_HINT and "on the machine that started it" in said["hint"]
+

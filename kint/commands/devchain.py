@@ -149,6 +149,16 @@ def _devchain_url() -> str:
     return config.rpc_urls[0]
 
 
+def _transfer(devchain: ModuleType, url: str, to: str, wei: int) -> dict[str, Any]:
+    """The transfer; a devchain that does not answer before anything is sent is refused
+    as `kint devchain status` refuses one not running (exit 3), a failure after it as
+    every DevchainError (exit 2), so a script tells a stopped devchain from a failed send."""
+    try:
+        return dict(devchain.transfer_from_dev_account(url, to, wei))
+    except devchain.DevchainSilent as err:
+        refuse(err.code, str(err), err.hint, NO_DEVCHAIN)
+
+
 @devchain_group.command("fund")
 @click.argument("address")
 @click.option("--eth", default="1", show_default=True, metavar="AMOUNT",
@@ -167,7 +177,7 @@ def devchain_fund(address: str, eth: str, as_json: bool) -> None:
     wei = _fund_wei(eth)
     url = _devchain_url()
     to = checksum_address(address)
-    sent = _or_exit(lambda devchain: devchain.transfer_from_dev_account(url, to, wei))
+    sent = _or_exit(lambda devchain: _transfer(devchain, url, to, wei))
     if as_json:
         echo_json({"address": to, "amount_wei": wei, "amount_eth": eth_text(wei), "rpc": url,
                    **sent, "balance_eth": eth_text(sent["balance_wei"])})

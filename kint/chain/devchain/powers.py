@@ -15,7 +15,7 @@ from web3 import Web3
 
 from kint.chain.artifact import test_smart_account_artifact
 from kint.chain.devchain.anvil import CHAIN_ID
-from kint.chain.devchain.errors import DevchainError
+from kint.chain.devchain.errors import DevchainError, DevchainSilent
 from kint.protocol import ErrorCode
 from kint.settings.urls import redact_url
 
@@ -124,15 +124,27 @@ def send_as(url: str, sender: str, to: str, data: str, timeout_s: float = 30.0) 
 FUND_DEFAULT_WEI = 10**18
 
 
+# What to do about a record whose devchain does not answer, true on the machine that
+# started it (its anvil stopped or died) and on one that copied its record (the first's
+# devchain stopped, or started again: a start takes a new port).
+STOPPED_HINT = ("on the machine that started it, `kint devchain status` says whether it "
+                "runs and `kint devchain start` starts it again; a machine with a copy of its "
+                "record then copies the new KINT_HOME/devchain/devchain.json (a start takes a "
+                "new port)")
+
+
 def transfer_from_dev_account(url: str, address: str, wei: int,
                               timeout_s: float = 30.0) -> dict[str, Any]:
     """Send `wei` to `address` from anvil's first dev account (unlocked by anvil, so no key
     is sent), as `cast send --unlocked` would: a transaction of its own, seen by every
     machine that reads the devchain, where `fund`'s `anvil_setBalance` is a dev power whose
-    amount replaces the balance. Refused before anything is sent when `url` is not the
-    devchain's chain id: anvil's accounts are unlocked only there. Its sender, transaction,
-    block and the balance it left."""
-    chain = int(dev_rpc(url, "eth_chainId", []), 16)
+    amount replaces the balance. Refused before anything is sent when `url` does not
+    answer (DevchainSilent) or answers for another chain id: anvil's accounts are unlocked
+    only on the devchain. Its sender, transaction, block and the balance it left."""
+    try:
+        chain = int(dev_rpc(url, "eth_chainId", []), 16)
+    except DevchainError as err:  # nothing sent: the devchain is stopped, or not there
+        raise DevchainSilent(f"{err}; nothing was sent", STOPPED_HINT) from None
     if chain != CHAIN_ID:
         raise DevchainError(f"{redact_url(url)} answers for chain {chain}, not the devchain's "
                             f"{CHAIN_ID}; nothing was sent",
