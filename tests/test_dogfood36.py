@@ -19,7 +19,7 @@ import pytest
 from chain_machines import RULE_1, join_devchain, kjson, make_session_key, ok
 from conftest import make_sandbox, sibyl_client
 from machines_together import running_together
-from rpc_proxy import closed_port_url
+from rpc_proxy import RpcProxy, closed_port_url
 from kint.chain.config import devchain_record
 from kint.chain.devchain.powers import STOPPED_HINT
 from kint.tenant_worker.dev_owner import owner_key_path
@@ -156,3 +156,20 @@ def test_devchain_fund_of_a_stopped_devchain_exits_as_devchain_status(chain_home
     assert said["error"] == "RPC_UNAVAILABLE" and "nothing was sent" in said["message"], said
     assert said["hint"] == STOPPED_HINT and "on the machine that started it" in said["hint"]
 
+
+def test_devchain_fund_refuses_an_endpoint_of_another_chain(machines, chain_home, tmp_path):
+    """The last check before the send: the record's endpoint answers for chain 8453 (a
+    proxy in front of the devchain's anvil, its eth_chainId rewritten: a real anvil of
+    chain 8453 is not started for this). Refused CONFIG_INVALID, exit 2; nothing sent."""
+    target = "0x" + "fe" * 20
+    upstream = json.loads(devchain_record(chain_home).read_text())["rpc_url"]
+    with RpcProxy(upstream) as proxy, proxy.answering_as(8453):
+        other = _copied_record_naming(chain_home, tmp_path / "other", proxy.url)
+        out = other.kint("devchain", "fund", target)
+        assert out.returncode == 2, out.stdout + out.stderr
+        assert out.stderr.splitlines()[0] == (
+            f"kint: error: {proxy.url} answers for chain 8453, not the devchain's 31337; "
+            f"nothing was sent [CONFIG_INVALID]"), out.stderr
+        assert "eth_sendTransaction" not in proxy.calls, proxy.calls
+    balance = machines["b"].kint("devchain", "fund", target, "--eth", "1", "--json")
+    assert json.loads(ok(balance).stdout)["balance_eth"] == "1", balance.stdout
