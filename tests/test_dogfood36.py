@@ -173,3 +173,14 @@ def test_devchain_fund_refuses_an_endpoint_of_another_chain(machines, chain_home
         assert "eth_sendTransaction" not in proxy.calls, proxy.calls
     balance = machines["b"].kint("devchain", "fund", target, "--eth", "1", "--json")
     assert json.loads(ok(balance).stdout)["balance_eth"] == "1", balance.stdout
+
+
+def test_devchain_fund_json_redacts_the_endpoint(machines, chain_home):
+    """A KINT_RPC_URL naming the devchain's endpoint with a key in its query is still the
+    devchain's (same_endpoint ignores the query): `--json`'s `rpc` printed it whole."""
+    upstream = json.loads(devchain_record(chain_home).read_text())["rpc_url"]
+    keyed = upstream + "/?apikey=SECRET36H"
+    out = ok(machines["b"].kint("devchain", "fund", "0x" + "9a" * 20, "--eth", "0.01",
+                                "--json", env={"KINT_RPC_URL": keyed}))
+    assert "SECRET36H" not in out.stdout + out.stderr, out.stdout
+    assert json.loads(out.stdout)["rpc"] == upstream + "/<redacted>", out.stdout

@@ -170,6 +170,7 @@ def devchain_fund(address: str, eth: str, as_json: bool) -> None:
     dev account. Devchain only: refused, nothing sent, where kint reads another chain."""
     from kint.chain.units import eth_text
     from kint.custody.ids import address_problem, checksum_address
+    from kint.settings.urls import redact_url
 
     problem = address_problem(address)
     if problem is not None:
@@ -179,7 +180,10 @@ def devchain_fund(address: str, eth: str, as_json: bool) -> None:
     to = checksum_address(address)
     sent = _or_exit(lambda devchain: _transfer(devchain, url, to, wei))
     if as_json:
-        echo_json({"address": to, "amount_wei": wei, "amount_eth": eth_text(wei), "rpc": url,
+        # Redacted as every endpoint kint words: a KINT_RPC_URL carrying a key in its query
+        # or user part is still the devchain's endpoint (same_endpoint ignores them).
+        echo_json({"address": to, "amount_wei": wei, "amount_eth": eth_text(wei),
+                   "rpc": redact_url(url),
                    **sent, "balance_eth": eth_text(sent["balance_wei"])})
         return
     click.echo(f"funded {to} with {eth_text(wei)} ETH from anvil's dev account {sent['from']}: "
