@@ -22,9 +22,16 @@ from machines_together import running_together
 from rpc_proxy import RpcProxy, closed_port_url
 from kint.chain.config import devchain_record
 from kint.chain.devchain.powers import STOPPED_HINT
+from kint.commands.join_steps import next_line
 from kint.tenant_worker.dev_owner import owner_key_path
 
 ADDRESS = re.compile(r"0x[0-9a-fA-F]{40}")
+DIRECT = "KINT_OWNER_KEY=\"$(cat <the owner's key file>)\" kint authorize direct"
+
+
+def _note(owner: str) -> str:
+    return (f"if kint connect --dev made this owner, that file is KINT_HOME/devchain/"
+            f"owner-{owner.lower()}.key on the machine that ran it; docs/quickstart.md")
 
 
 @pytest.fixture(scope="module")
@@ -58,12 +65,9 @@ def test_a_joiner_follows_the_next_line_on_the_devchain_and_writes(machines):
     assert out.returncode == 0, out.stdout + out.stderr
     key = next(l for l in out.stdout.splitlines() if l.startswith("session key: ")).split()[2]
     nxt = out.stdout.splitlines()[-1]
-    key_file = f"KINT_HOME/devchain/owner-{owner.lower()}.key"
     # Was: "put a few cents of ETH on 0x… (the devchain), then kint authorize page, or kint
     # authorize payload then submit": no kint command funds, no wallet holds devchain ETH.
-    assert nxt == (f"next: kint devchain fund {key}, then KINT_OWNER_KEY=<the owner's key> "
-                   f"kint authorize direct (kint connect --dev keeps it in {key_file} on the "
-                   f"machine that ran it; docs/quickstart.md)"), nxt
+    assert nxt == f"next: kint devchain fund {key}, then {DIRECT} ({_note(owner)})", nxt
 
     # doctor's warning names the same command.
     check = next(c for c in kjson(b, "doctor")["checks"] if c["name"] == "session key")
@@ -184,3 +188,39 @@ def test_devchain_fund_json_redacts_the_endpoint(machines, chain_home):
                                 "--json", env={"KINT_RPC_URL": keyed}))
     assert "SECRET36H" not in out.stdout + out.stderr, out.stdout
     assert json.loads(out.stdout)["rpc"] == upstream + "/<redacted>", out.stdout
+
+
+KEY, OWNER, UNTIL = "0x" + "5a" * 20, "0x" + "A8" * 20, "2027-01-03 14:29 UTC"
+PAGE_OR_PAYLOAD = "kint authorize page, or kint authorize payload then submit (docs/authorize.md)"
+
+
+@pytest.mark.parametrize("funded,authorized,base_account,line", [
+    (False, False, False, f"put a few cents of ETH on {KEY} (Base), then {PAGE_OR_PAYLOAD}"),
+    (False, False, True, f"put a few cents of ETH on {KEY} (Base), then kint authorize page"),
+    (False, True, False, f"put a few cents of ETH on {KEY} (Base; it holds 0.00001 ETH and is "
+                         f"authorized until {UNTIL})"),
+    (True, False, False, f"{PAGE_OR_PAYLOAD} (the key holds 0.00001 ETH)"),
+    (True, False, True, "kint authorize page (the key holds 0.00001 ETH)"),
+])
+def test_the_next_line_on_base_is_as_it_was(funded, authorized, base_account, line):
+    """Off the devchain the `next:` line is main's, word for word: the devchain's change
+    had made the unfunded one `(Base) (it holds …)`, two parentheticals, and no test read
+    Base's words."""
+    assert next_line(False, base_account, OWNER, KEY, funded, authorized, "0.00001",
+                     UNTIL) == line
+
+
+def test_the_next_line_on_the_devchain_says_where_a_dev_owner_key_is_if_any():
+    """The owner key's file exists only for an owner `kint connect --dev` made (not one of
+    one's own: `--signature`, `join --new-vault`), so the line says "if"; the key is read
+    from the file, never typed into the shell's history; a funded key's line has one
+    parenthetical, not two."""
+    note = _note(OWNER)
+    assert next_line(True, False, OWNER, KEY, False, False, "0", UNTIL) == \
+        f"kint devchain fund {KEY}, then {DIRECT} ({note})"
+    assert next_line(True, False, OWNER, KEY, True, False, "1", UNTIL) == \
+        f"{DIRECT} (the key holds 1 ETH; {note})"
+    assert next_line(True, False, OWNER, KEY, False, True, "0", UNTIL) == \
+        f"kint devchain fund {KEY} (it holds 0 ETH and is authorized until {UNTIL})"
+    assert next_line(True, True, OWNER, KEY, False, False, "0", UNTIL) == \
+        f"kint devchain fund {KEY}, then kint authorize page"

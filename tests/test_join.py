@@ -158,9 +158,10 @@ def test_join_restores_a_wiped_machine_byte_exact(vault, machine_b, first_join, 
         f"matches the anchored root",
         "harnesses: not registered (--no-setup)",
         WRITES_OFF,
-        f"next: kint devchain fund {address}, then KINT_OWNER_KEY=<the owner's key> kint "
-        f"authorize direct (kint connect --dev keeps it in KINT_HOME/devchain/owner-"
-        f"{account.address.lower()}.key on the machine that ran it; docs/quickstart.md)",
+        f"next: kint devchain fund {address}, then KINT_OWNER_KEY=\"$(cat <the owner's key "
+        f"file>)\" kint authorize direct (if kint connect --dev made this owner, that file is "
+        f"KINT_HOME/devchain/owner-{account.address.lower()}.key on the machine that ran it; "
+        f"docs/quickstart.md)",
     ], lines
 
     assert _rows(b) == _rows(a)  # every row, byte for byte, in rowid order
