@@ -123,6 +123,8 @@ def test_devchain_fund_is_refused_off_the_devchain_and_for_bad_input(machines, t
     target = "0x" + "cd" * 20
     elsewhere = b.kint("devchain", "fund", target, env={"KINT_RPC_URL": "http://127.0.0.1:1"})
     assert elsewhere.returncode == 2, elsewhere.stderr
+    assert elsewhere.stderr.startswith("kint: error: kint reads http://127.0.0.1:1 here "
+                                       "(KINT_RPC_URL), not the devchain at "), elsewhere.stderr
     assert "[CONFIG_INVALID]" in elsewhere.stderr and "not the devchain" in elsewhere.stderr
     bare = make_sandbox(tmp_path / "bare")  # no devchain record: a machine on Base
     none = bare.kint("devchain", "fund", target, "--json")

@@ -128,6 +128,7 @@ def _devchain_url() -> str:
     """The endpoint of the devchain kint reads here, as every command chooses it (the
     devchain's record, unless a KINT_RPC_URL names another endpoint); refused when kint
     reads another chain here, before anything is sent."""
+    from kint import settings
     from kint.chain.config import ChainConfigError, load_chain_config, read_devchain
     from kint.settings.urls import redact_url
 
@@ -142,7 +143,10 @@ def _devchain_url() -> str:
                f"fund` gives only the devchain's ETH", OFF_DEVCHAIN_HINT, NO_DEVCHAIN)
     if not config.devchain:
         reads = redact_url(config.rpc_urls[0])
-        refuse(ErrorCode.CONFIG_INVALID, f"kint reads {reads} here ({config.rpc_source}), "
+        # The setting by its name, as other chain messages give it ("this call" said less).
+        setting = (f"rpc_url in {config.rpc_where}" if config.rpc_source == settings.FILE
+                   and config.rpc_where else "KINT_RPC_URL")
+        refuse(ErrorCode.CONFIG_INVALID, f"kint reads {reads} here ({setting}), "
                f"not the devchain at {record.rpc_url}: `kint devchain fund` gives only the "
                f"devchain's ETH", "unset KINT_RPC_URL (or rpc_url in config.toml) to read the "
                "devchain; " + OFF_DEVCHAIN_HINT)
@@ -161,6 +165,7 @@ def _transfer(devchain: ModuleType, url: str, to: str, wei: int) -> dict[str, An
 
 @devchain_group.command("fund")
 @click.argument("address")
+# One ETH: a push costs the devchain a few thousandths of an ETH, so hundreds of pushes.
 @click.option("--eth", default="1", show_default=True, metavar="AMOUNT",
               help="How much ETH to send, above 0 and at most 1000, in whole wei (18 "
                    "decimals at most).")

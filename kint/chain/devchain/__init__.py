@@ -22,8 +22,8 @@ from kint.chain.devchain.identity import process_identity, recorded_anvil_runs
 from kint.chain.devchain.lifecycle import start, status, stop
 from kint.chain.devchain.records import read_record
 
-_POWERS = frozenset({"FUND_DEFAULT_WEI", "deploy_test_smart_account", "dev_rpc", "fund",
-                     "send_as", "transfer_from_dev_account"})
+_POWERS = frozenset({"deploy_test_smart_account", "dev_rpc", "fund", "send_as",
+                     "transfer_from_dev_account"})
 
 
 def __getattr__(name: str) -> Any:
@@ -37,4 +37,4 @@ def __getattr__(name: str) -> Any:
 __all__ = ["ANVIL_VERSION", "CHAIN_ID", "INSTALL_HINT", "DevchainError", "DevchainSilent",
            "anvil_binary", "checkout_root", "deploy_test_smart_account", "dev_rpc", "fund",
            "process_identity", "read_record", "recorded_anvil_runs", "send_as", "start",
-           "status", "stop", "FUND_DEFAULT_WEI", "transfer_from_dev_account"]
+           "status", "stop", "transfer_from_dev_account"]

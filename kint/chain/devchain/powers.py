@@ -119,11 +119,6 @@ def send_as(url: str, sender: str, to: str, data: str, timeout_s: float = 30.0) 
         dev_rpc(url, "anvil_stopImpersonatingAccount", [sender])
 
 
-# `kint devchain fund`: what it gives when --eth is not said. A push costs the devchain a few
-# thousandths of an ETH, so one ETH is hundreds of pushes.
-FUND_DEFAULT_WEI = 10**18
-
-
 # What to do about a record whose devchain does not answer, true on the machine that
 # started it (its anvil stopped or died) and on one that copied its record (the first's
 # devchain stopped, or started again: a start takes a new port).
