@@ -575,3 +575,48 @@ def test_deploys_at_once_from_the_one_dev_account_all_land(chain_home):
         thread.join(60)
     assert not failed, failed
     assert len(set(landed)) == 4 and all(w3.eth.get_code(a) for a in landed), landed
+
+
+def test_funds_and_deploys_at_once_from_the_one_dev_account_all_land(chain_home):
+    """`kint devchain fund`'s transfer comes from the deploys' account: it was sent at
+    anvil's own gas price with no retry, so beside a deploy (the suite's other workers',
+    or a `kint devchain start` on the same chain) it could be refused "nonce too low", or
+    replace a deploy of a lower price. It goes through the deploys' sender now: at their one
+    price (so a collision is refused, never a replacement), sent again when refused so.
+    Two transfers and two deploys at once all land, each transfer at DEPLOY_GAS_PRICE."""
+    import threading
+
+    from chain_machines import devchain_web3
+    from kint.chain.artifact import test_smart_account_artifact
+    from kint.chain.devchain.powers import (DEPLOY_GAS_PRICE, deploy_artifact,
+                                            transfer_from_dev_account)
+
+    w3 = devchain_web3(chain_home)
+    url = json.loads(devchain_record(chain_home).read_text())["rpc_url"]
+    art = test_smart_account_artifact()
+    targets = ["0x" + f"{n:02x}" * 20 for n in (0x5a, 0x5b)]
+    start = threading.Barrier(4)
+    sent: list[dict] = []
+    landed: list[str] = []
+    failed: list[BaseException] = []
+
+    def run(action) -> None:  # noqa: ANN001 - a thunk
+        start.wait()
+        try:
+            action()
+        except BaseException as err:  # noqa: BLE001 - the assertion below shows it
+            failed.append(err)
+
+    actions = [lambda t=t: sent.append(transfer_from_dev_account(url, t, 10**15))
+               for t in targets]
+    actions += [lambda: landed.append(deploy_artifact(w3, art, "0x" + "12" * 20))] * 2
+    threads = [threading.Thread(target=run, args=(a,)) for a in actions]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not failed, failed
+    assert len(set(landed)) == 2 and all(w3.eth.get_code(a) for a in landed), landed
+    assert len(sent) == 2 and all(s["balance_wei"] >= 10**15 for s in sent), sent
+    prices = [w3.eth.get_transaction(s["tx"])["gasPrice"] for s in sent]
+    assert prices == [DEPLOY_GAS_PRICE] * 2, prices

@@ -158,8 +158,10 @@ def test_join_restores_a_wiped_machine_byte_exact(vault, machine_b, first_join, 
         f"matches the anchored root",
         "harnesses: not registered (--no-setup)",
         WRITES_OFF,
-        f"next: put a few cents of ETH on {address} (the devchain), then kint authorize page, "
-        f"or kint authorize payload then submit (docs/authorize.md)",
+        f"next: kint devchain fund {address}, then KINT_OWNER_KEY=\"$(cat <the owner's key "
+        f"file>)\" kint authorize direct (if kint connect --dev made this owner, that file is "
+        f"KINT_HOME/devchain/owner-{account.address.lower()}.key on the machine that ran it; "
+        f"docs/quickstart.md)",
     ], lines
 
     assert _rows(b) == _rows(a)  # every row, byte for byte, in rowid order
@@ -261,8 +263,8 @@ def _writes_on_once_authorized(b, account, connected, chain_home) -> None:
     _set_balance(chain_home, address, MIN_WEI - 1)
     lines = _lines(_join(b, account, "--no-setup"))
     assert lines[-2] == WRITES_OFF
-    assert lines[-1].startswith(f"next: put a few cents of ETH on {address} (the devchain; it "
-                                f"holds 0.000019999999999999 ETH and is authorized until "), lines
+    assert lines[-1].startswith(f"next: kint devchain fund {address} (it holds "
+                                f"0.000019999999999999 ETH and is authorized until "), lines
     _set_balance(chain_home, address, 10**18)
 
 

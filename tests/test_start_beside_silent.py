@@ -85,7 +85,8 @@ def test_a_start_beside_a_stopped_supervisor_says_what_it_waits_for(tmp_path):
         # Continued, it answers the next start at once, which says nothing of a wait.
         again = sb.kint("supervisor", "start")
         assert again.returncode == 0, again.stdout + again.stderr
-        assert again.stdout == f"supervisor running, pid {pid} ({sb.kint_home})\n", again.stdout
+        said = f"supervisor already running, pid {pid} ({sb.kint_home})\n"
+        assert again.stdout == said, again.stdout
         assert _beside_running(again.stderr.splitlines()) == [], again.stderr
     finally:
         sb.shutdown()
@@ -130,7 +131,7 @@ def test_a_start_whose_stopped_supervisor_answers_after_the_line_ends_0(tmp_path
             os.kill(pid, signal.SIGCONT)
         out, err = proc.communicate(timeout=120)
         assert line.startswith(f"{WAITING} (pid {pid}) to answer") and "1s (it is stopped" in line
-        assert (proc.returncode, out, err) == (0, f"supervisor running, pid {pid} "
+        assert (proc.returncode, out, err) == (0, f"supervisor already running, pid {pid} "
                                                   f"({sb.kint_home})\n", ""), (out, err)
     finally:
         sb.shutdown()
@@ -149,7 +150,7 @@ def test_a_start_whose_supervisor_exits_during_the_wait_starts_one(tmp_path):
         out, err = proc.communicate(timeout=120)
         assert line.startswith(f"{WAITING} (pid {pid}) to answer"), line
         assert proc.returncode == 0, (out, err)
-        assert out.startswith("supervisor running, pid ") and f"pid {pid} " not in out, out
+        assert out.startswith("supervisor started, pid ") and f"pid {pid} " not in out, out
         assert err == "", err
         assert not pid_alive(pid)
     finally:

@@ -130,7 +130,7 @@ def test_a_start_beside_a_stop_outlasting_the_silent_bound_waits_and_starts_one(
         out, err = start.communicate(timeout=90)
         assert start.returncode == 0, (start.returncode, out, err)
         new = running_pid(sb.kint_home)
-        assert new not in (None, old) and out == f"supervisor running, pid {new} " \
+        assert new not in (None, old) and out == f"supervisor started, pid {new} " \
                                                  f"({sb.kint_home})\n", out
         assert "is stopping" not in err, err
         # Said as the wait begins, where it waited up to 30 s unsaid.

@@ -189,8 +189,12 @@ def test_an_idle_worker_exits_without_counting_as_a_crash_and_comes_back(tmp_pat
 def test_a_supervisor_started_twice_keeps_one(sandbox):
     """`start --foreground` beside a running supervisor exits 2 naming it, never 0: under
     a service manager 0 is a clean end, so the unit was neither restarted once the other
-    supervisor went nor shown failed. A plain `start` still finds it running and says so."""
-    first = sandbox.start()
+    supervisor went nor shown failed. A plain `start` still finds it running and says so,
+    in other words than the start that started it (both said `supervisor running`)."""
+    fresh = sandbox.kint("supervisor", "start")
+    assert fresh.returncode == 0, fresh.stderr
+    first = running_pid(sandbox.kint_home)
+    assert fresh.stdout == f"supervisor started, pid {first} ({sandbox.kint_home})\n"
     out = subprocess.run([sys.executable, str(SUPPORT / "run_kint.py"), "supervisor", "start",
                           "--foreground"],
                          env=sandbox.env,  # refused at once: tests/test_pid_lock_loser.py
@@ -203,7 +207,7 @@ def test_a_supervisor_started_twice_keeps_one(sandbox):
     assert running_pid(sandbox.kint_home) == first
     plain = sandbox.kint("supervisor", "start")
     assert plain.returncode == 0, plain.stderr
-    assert plain.stdout == f"supervisor running, pid {first} ({sandbox.kint_home})\n"
+    assert plain.stdout == f"supervisor already running, pid {first} ({sandbox.kint_home})\n"
     # Its environment gives no setting the supervisor reads. Here and below a loaded box may
     # add the line of a running supervisor slow to answer (over 4 s): nothing else.
     assert _beside_running(plain.stderr.splitlines()) == [], plain.stderr

@@ -168,7 +168,10 @@ def funding_hint(anchor: Anchor, key: str) -> None:
         empty = anchor.balance(key) == 0
     except Exception:  # noqa: BLE001 - a hint, never a failure
         return
-    if empty:
+    if empty and anchor.config.devchain:  # no wallet holds devchain ETH: kint gives it
+        click.echo(f"the session key {key} holds no ETH yet: `kint devchain fund {key}` "
+                   f"gives it devchain ETH before it pushes", err=True)
+    elif empty:
         click.echo(f"the session key {key} holds no ETH yet: send it a little on chain "
                    f"{anchor.config.chain_id} before it pushes", err=True)
 

@@ -1,4 +1,4 @@
-"""`kint devchain start|stop|status`: the embedded local chain (anvil on 127.0.0.1).
+"""`kint devchain start|stop|status|fund`: the embedded local chain (anvil on 127.0.0.1).
 
 kint.chain.devchain (requests, eth_utils: ~0.15 s) loads when an action runs, not for
 `kint devchain --help`.
@@ -7,12 +7,13 @@ kint.chain.devchain (requests, eth_utils: ~0.15 s) loads when an action runs, no
 from __future__ import annotations
 
 from collections.abc import Callable
+from decimal import Context, Decimal, Inexact, InvalidOperation
 from types import ModuleType
 from typing import Any
 
 import click
 
-from kint.commands.common import echo_json, json_option, refuse
+from kint.commands.common import echo_json, json_option, refuse, usage_error
 from kint.commands.exit_codes import NO_DEVCHAIN
 from kint.paths import kint_home
 from kint.protocol.errors import ErrorCode
@@ -85,3 +86,111 @@ def devchain_status(as_json: bool) -> None:
     else:
         click.echo(f"devchain running at {record['rpc_url']} (pid {record['pid']}), "
                    f"EpochAnchor {record['anchor']}")
+
+
+# The most `--eth` gives in one call: the devchain's ETH is worth nothing, but a typo of a
+# few more digits is still a typo.
+FUND_MAX_ETH = Decimal(1000)
+OFF_DEVCHAIN_HINT = ("on Base, send ETH from a wallet; for the devchain, `kint devchain start` "
+                     "here, or on a second machine a copy of the first's "
+                     "KINT_HOME/devchain/devchain.json (docs/quickstart.md)")
+
+
+# Wide enough for FUND_MAX_ETH in wei (22 digits) and more; a digit it would drop is not 0,
+# so Inexact says the amount is not a whole number of wei.
+_WEI_CONTEXT = Context(prec=40, traps=[Inexact, InvalidOperation])
+
+
+def _fund_wei(eth: str) -> int:
+    """`--eth` in wei: a decimal number of ETH above 0 and at most FUND_MAX_ETH, and a whole
+    number of wei. Exact (Decimal, its exponent moved 18 places, no float): an amount below
+    one wei came to 0 and sent a transfer of nothing, said as "funded", and one of more
+    than 18 decimals was cut to whole wei unsaid."""
+    try:
+        amount = Decimal(eth)
+    except InvalidOperation:
+        amount = Decimal("NaN")
+    if not amount.is_finite() or not 0 < amount <= FUND_MAX_ETH:
+        usage_error(f"--eth {eth!r} is not an amount of ETH above 0 and at most {FUND_MAX_ETH}",
+                    "give a decimal number of ETH, such as 1 or 0.05")
+    try:
+        wei = amount.scaleb(18, _WEI_CONTEXT)
+        whole = wei == wei.to_integral_value()
+    except Inexact:  # more digits than any whole amount up to FUND_MAX_ETH has
+        whole = False
+    if not whole:
+        usage_error(f"--eth {eth!r} is not a whole number of wei: ETH has 18 decimals, one wei "
+                    f"is 0.000000000000000001", "give at most 18 decimals, such as 0.05")
+    return int(wei)
+
+
+def _devchain_url() -> str:
+    """The endpoint of the devchain kint reads here, as every command chooses it (the
+    devchain's record, unless a KINT_RPC_URL names another endpoint); refused when kint
+    reads another chain here, before anything is sent."""
+    from kint import settings
+    from kint.chain.config import ChainConfigError, load_chain_config, read_devchain
+    from kint.settings.urls import redact_url
+
+    home = kint_home()
+    try:
+        config = load_chain_config(home)
+        record = read_devchain(home)
+    except ChainConfigError as err:
+        refuse(err.code, str(err), err.hint)
+    if record is None:
+        refuse(ErrorCode.RPC_UNAVAILABLE, f"no devchain is recorded for {home}: `kint devchain "
+               f"fund` gives only the devchain's ETH", OFF_DEVCHAIN_HINT, NO_DEVCHAIN)
+    if not config.devchain:
+        reads = redact_url(config.rpc_urls[0])
+        # The setting by its name, as other chain messages give it ("this call" said less).
+        setting = (f"rpc_url in {config.rpc_where}" if config.rpc_source == settings.FILE
+                   and config.rpc_where else "KINT_RPC_URL")
+        refuse(ErrorCode.CONFIG_INVALID, f"kint reads {reads} here ({setting}), "
+               f"not the devchain at {record.rpc_url}: `kint devchain fund` gives only the "
+               f"devchain's ETH", "unset KINT_RPC_URL (or rpc_url in config.toml) to read the "
+               "devchain; " + OFF_DEVCHAIN_HINT)
+    return config.rpc_urls[0]
+
+
+def _transfer(devchain: ModuleType, url: str, to: str, wei: int) -> dict[str, Any]:
+    """The transfer; a devchain that does not answer before anything is sent is refused
+    as `kint devchain status` refuses one not running (exit 3), a failure after it as
+    every DevchainError (exit 2), so a script tells a stopped devchain from a failed send."""
+    try:
+        return dict(devchain.transfer_from_dev_account(url, to, wei))
+    except devchain.DevchainSilent as err:
+        refuse(err.code, str(err), err.hint, NO_DEVCHAIN)
+
+
+@devchain_group.command("fund")
+@click.argument("address")
+# One ETH: a push costs the devchain a few thousandths of an ETH, so hundreds of pushes.
+@click.option("--eth", default="1", show_default=True, metavar="AMOUNT",
+              help="How much ETH to send, above 0 and at most 1000, in whole wei (18 "
+                   "decimals at most).")
+@json_option("Print the transfer as JSON.")
+def devchain_fund(address: str, eth: str, as_json: bool) -> None:
+    """Send devchain ETH to ADDRESS (a session key `kint join` made, say) from anvil's first
+    dev account. Devchain only: refused, nothing sent, where kint reads another chain."""
+    from kint.chain.units import eth_text
+    from kint.custody.ids import address_problem, checksum_address
+    from kint.settings.urls import redact_url
+
+    problem = address_problem(address)
+    if problem is not None:
+        usage_error(f"ADDRESS {address!r} {problem}", "give the address to fund, 0x and 40 hex")
+    wei = _fund_wei(eth)
+    url = _devchain_url()
+    to = checksum_address(address)
+    sent = _or_exit(lambda devchain: _transfer(devchain, url, to, wei))
+    if as_json:
+        # Redacted as every endpoint kint words: a KINT_RPC_URL carrying a key in its query
+        # or user part is still the devchain's endpoint (same_endpoint ignores them).
+        echo_json({"address": to, "amount_wei": wei, "amount_eth": eth_text(wei),
+                   "rpc": redact_url(url),
+                   **sent, "balance_eth": eth_text(sent["balance_wei"])})
+        return
+    click.echo(f"funded {to} with {eth_text(wei)} ETH from anvil's dev account {sent['from']}: "
+               f"tx {sent['tx']} block {sent['block']}; it holds "
+               f"{eth_text(sent['balance_wei'])} ETH")

@@ -20,10 +20,11 @@ One list, so a script can branch on `$?` the same way against either kint:
 list as a table for readers.)
 
 And this kint's own: `supervisor status` and `supervisor reload` exit 3 when no
-supervisor runs for KINT_HOME, `devchain status` when no devchain runs (v0.3.0 has
-neither); `supervisor start --foreground` exits 2 beside a running supervisor, for a
-service manager to see; every command exits 130 on Ctrl-C (`INTERRUPTED`), as v0.3.0 did by its
-traceback, where click would say `Aborted!` and exit 1.
+supervisor runs for KINT_HOME, `devchain status` when no devchain runs and `devchain
+fund` when none is recorded or it does not answer (v0.3.0 has none of them); `supervisor start
+--foreground` exits 2 beside a running supervisor, for a service manager to see; every
+command exits 130 on Ctrl-C (`INTERRUPTED`), as v0.3.0 did by its traceback, where click
+would say `Aborted!` and exit 1.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ PUSH_PULL_REFUSED = 5
 FRESHNESS = 6
 # `kint supervisor status` (and `reload`) when no supervisor runs for KINT_HOME.
 NO_SUPERVISOR = 3
-# `kint devchain status` when no devchain runs for KINT_HOME: the same rule.
+# `kint devchain status` when no devchain runs for KINT_HOME, `kint devchain fund` when none
+# is recorded or it does not answer: the same rule.
 NO_DEVCHAIN = 3
 # Ctrl-C (SIGINT): the shell's 128 + 2, which v0.3.0's uncaught KeyboardInterrupt also
 # exited with; no status above, since the command neither finished nor was refused.

@@ -176,15 +176,42 @@ def writes_step(obj: Ctx, devchain: bool, owner: str, address: str, base_account
     if authorized and funded:
         said.step("writes", {"on": True, **shown, "next": None}, "writes: on")
         return
-    chain = "the devchain" if devchain else "Base"
-    how = ("kint authorize page" if base_account else
-           "kint authorize page, or kint authorize payload then submit (docs/authorize.md)")
-    held = facts["balance_eth"]
-    if not funded and not authorized:
-        nxt = f"put a few cents of ETH on {address} ({chain}), then {how}"
-    elif not funded:
-        nxt = (f"put a few cents of ETH on {address} ({chain}; it holds {held} "
-               f"ETH and is authorized until {render.utc_time(facts.get('expiry') or 0)})")
-    else:
-        nxt = f"{how} (the key holds {held} ETH)"
+    nxt = next_line(devchain, base_account, owner, address, funded, authorized,
+                    facts["balance_eth"], render.utc_time(facts.get("expiry") or 0))
     said.step("writes", {"on": False, **shown, "next": nxt}, WRITES_OFF, f"next: {nxt}")
+
+
+def next_line(devchain: bool, base_account: bool, owner: str, address: str, funded: bool,
+              authorized: bool, held: str, until: str) -> str:
+    """The `next:` line of a key that may not write yet: what it lacks, ETH (`held` now),
+    the authorization (valid `until`), or both. On the devchain no wallet holds its ETH:
+    `kint devchain fund` gives it, where "put a few cents of ETH on" sent the user looking
+    for a wallet, and no kint command did it. Base's line is as it was."""
+    how, note = _authorize_how(devchain, base_account, owner)
+    if devchain:
+        fund, chain = f"kint devchain fund {address}", []
+    else:
+        fund, chain = f"put a few cents of ETH on {address}", ["Base"]
+    if not funded and not authorized:
+        then = f"{fund} ({chain[0]})" if chain else fund
+        return f"{then}, then {how}" + (f" ({note})" if note else "")
+    if not funded:
+        said = [*chain, f"it holds {held} ETH and is authorized until {until}"]
+        return f"{fund} ({'; '.join(said)})"
+    return f"{how} ({'; '.join([f'the key holds {held} ETH', *([note] if note else [])])})"
+
+
+def _authorize_how(devchain: bool, base_account: bool, owner: str) -> tuple[str, str]:
+    """The authorize lane the `next:` line names, and a note on it (or ""). On the devchain
+    an EOA owner's key may be at hand: `kint connect --dev` keeps the one it made under the
+    KINT_HOME that ran it (an owner of one's own, `--signature` or `join --new-vault`, has
+    no such file), so `direct` is the lane, the page and payload lanes asking for a wallet
+    that holds no devchain account. The key is read from a file into the environment, never
+    typed where the shell's history keeps it."""
+    if base_account:
+        return "kint authorize page", ""
+    if devchain:
+        return ("KINT_OWNER_KEY=\"$(cat <the owner's key file>)\" kint authorize direct",
+                f"if kint connect --dev made this owner, that file is KINT_HOME/devchain/"
+                f"owner-{owner.lower()}.key on the machine that ran it; docs/quickstart.md")
+    return "kint authorize page, or kint authorize payload then submit (docs/authorize.md)", ""

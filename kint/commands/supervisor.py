@@ -63,7 +63,11 @@ def supervisor_start(obj: Ctx, foreground: bool, as_json: bool) -> None:
         # Without `started` a script could not tell its start from one that changed nothing.
         echo_json({"pid": info["pid"], "kint_home": str(home), "started": started})
         return
-    click.echo(f"supervisor running, pid {info['pid']} ({home})")
+    # The text says which, as `started` does: a start beside a running supervisor said the
+    # same line as one that started it, so a user could not tell whether this environment's
+    # settings were taken.
+    said = "started" if started else "already running"
+    click.echo(f"supervisor {said}, pid {info['pid']} ({home})")
 
 
 @supervisor_group.command("stop")

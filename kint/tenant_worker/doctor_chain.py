@@ -242,8 +242,11 @@ def _session_key(anchor: Anchor, home: Path, owner: str) -> dict[str, Any]:
               f"{'authorized' if facts.authorized else 'NOT authorized'} for {owner}")
     if ok:
         return check("session key", True, detail)
-    return check("session key", True, detail, "fund it with a few cents of ETH and authorize "
-                 "it (kint authorize) before pushing; pulls and reads need neither", warn=True)
+    # On the devchain no wallet holds its ETH: the command that gives it is named.
+    fund = (f"fund it (kint devchain fund {address})" if anchor.config.devchain else
+            "fund it with a few cents of ETH")
+    return check("session key", True, detail, f"{fund} and authorize it (kint authorize) before "
+                 "pushing; pulls and reads need neither", warn=True)
 
 
 def _head(anchor: Anchor, owner: str, space_id: str, mirror: Mirror | None) -> dict[str, Any]:

@@ -6,7 +6,8 @@ $KINT_HOME/devchain/ (docs/commands.md, "kint devchain").
 - `records`: the record of the running anvil, the anchor's address, the lock.
 - `identity`: which process is the recorded anvil (nothing else is ever signalled).
 - `powers`: dev-only powers (deploy, fund, impersonate an owner) that exist nowhere else.
-- `errors`: its one error type, with a code and a hint.
+- `errors`: its error type, with a code and a hint (and DevchainSilent, a devchain that
+  did not answer before anything was sent).
 
 `powers` (web3 and eth_account) is imported when one of its names is first asked for, so
 `kint devchain status` and `stop` never load it.
@@ -16,12 +17,13 @@ from typing import Any
 
 from kint.chain.devchain.anvil import (ANVIL_VERSION, CHAIN_ID, INSTALL_HINT, anvil_binary,
                                        checkout_root)
-from kint.chain.devchain.errors import DevchainError
+from kint.chain.devchain.errors import DevchainError, DevchainSilent
 from kint.chain.devchain.identity import process_identity, recorded_anvil_runs
 from kint.chain.devchain.lifecycle import start, status, stop
 from kint.chain.devchain.records import read_record
 
-_POWERS = frozenset({"deploy_test_smart_account", "dev_rpc", "fund", "send_as"})
+_POWERS = frozenset({"deploy_test_smart_account", "dev_rpc", "fund", "send_as",
+                     "transfer_from_dev_account"})
 
 
 def __getattr__(name: str) -> Any:
@@ -32,6 +34,7 @@ def __getattr__(name: str) -> Any:
         return getattr(powers, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-__all__ = ["ANVIL_VERSION", "CHAIN_ID", "INSTALL_HINT", "DevchainError", "anvil_binary",
-           "checkout_root", "deploy_test_smart_account", "dev_rpc", "fund", "process_identity",
-           "read_record", "recorded_anvil_runs", "send_as", "start", "status", "stop"]
+__all__ = ["ANVIL_VERSION", "CHAIN_ID", "INSTALL_HINT", "DevchainError", "DevchainSilent",
+           "anvil_binary", "checkout_root", "deploy_test_smart_account", "dev_rpc", "fund",
+           "process_identity", "read_record", "recorded_anvil_runs", "send_as", "start",
+           "status", "stop", "transfer_from_dev_account"]

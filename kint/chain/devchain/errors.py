@@ -16,3 +16,9 @@ class DevchainError(Exception):
         super().__init__(message)
         self.hint = hint
         self.code = code
+
+
+class DevchainSilent(DevchainError):
+    """The devchain a record names did not answer (RPC_UNAVAILABLE) before anything was
+    sent to it: a stopped devchain, as for `kint devchain status`, which a command may
+    refuse with that command's status rather than a failure's."""

@@ -1,7 +1,7 @@
 """Dev-only powers over the devchain: deploying contracts from anvil's first dev account,
-funding with `anvil_setBalance`, acting as an owner with `anvil_impersonateAccount`. They live
-here and nowhere else: on a real chain the owner's wallet authorizes a machine's session key
-itself.
+funding with `anvil_setBalance` or a transfer from that account, acting as an owner with
+`anvil_impersonateAccount`. They live here and nowhere else: on a real chain the owner's
+wallet authorizes a machine's session key itself, and a wallet funds it.
 """
 
 from __future__ import annotations
@@ -12,10 +12,11 @@ from typing import Any
 import requests
 from eth_account import Account
 from web3 import Web3
-from web3.exceptions import Web3RPCError
 
 from kint.chain.artifact import test_smart_account_artifact
-from kint.chain.devchain.errors import DevchainError
+from kint.chain.devchain.anvil import CHAIN_ID
+from kint.chain.devchain.errors import DevchainError, DevchainSilent
+from kint.protocol import ErrorCode
 from kint.settings.urls import redact_url
 
 # anvil's first dev account: a published test key, funded by anvil at genesis.
@@ -31,27 +32,34 @@ DEPLOY_TRIES = 5
 DEPLOY_GAS_PRICE = 10**10
 
 
-def deploy_artifact(w3: Web3, art: dict[str, Any], *args: Any) -> str:
-    """Deploy `art` with constructor `args` from anvil's first dev account; its address.
-    Every deploy on a devchain comes from that one account, and two at once (two machines
-    of one devchain, the test suite's two workers) that each read the pending nonce and
-    signed at it collided, the loser refused "nonce too low" or "already imported". So it
-    is sent unsigned (`eth_sendTransaction`: anvil holds its dev accounts' keys), anvil
-    giving the nonce, and sent again when refused so: anvil reads the nonce and takes the
-    transaction in two steps, so two sends at one instant can still meet (review25d saw a
-    few in a hundred at four at once)."""
+def send_from_dev_account(url: str, tx: dict[str, Any]) -> str:
+    """Send `tx` from anvil's first dev account; its hash. Every deploy and `kint devchain
+    fund` on a devchain comes from that one account, and two at once (two machines of one
+    devchain, the test suite's two workers) that each read the pending nonce and signed at
+    it collided, the loser refused "nonce too low" or "already imported". So it is sent
+    unsigned (`eth_sendTransaction`: anvil holds its dev accounts' keys), anvil giving the
+    nonce, at DEPLOY_GAS_PRICE, and sent again when refused so: anvil reads the nonce and
+    takes the transaction in two steps, so two sends at one instant can still meet
+    (review25d saw a few in a hundred at four at once)."""
     deployer = Account.from_key(DEV_DEPLOYER_KEY).address
+    attempt = 1
+    while True:
+        try:
+            return str(dev_rpc(url, "eth_sendTransaction",
+                               [{"from": deployer, "gasPrice": hex(DEPLOY_GAS_PRICE), **tx}]))
+        except DevchainError as err:
+            if attempt == DEPLOY_TRIES or not any(said in str(err).lower()
+                                                  for said in NONCE_TAKEN):
+                raise
+        attempt += 1
+
+
+def deploy_artifact(w3: Web3, art: dict[str, Any], *args: Any) -> str:
+    """Deploy `art` with constructor `args` from anvil's first dev account
+    (`send_from_dev_account`, which says why it is sent so); its address."""
     data = w3.eth.contract(abi=art["abi"], bytecode=art["bytecode"]).constructor(
         *args).data_in_transaction
-    for attempt in range(DEPLOY_TRIES):
-        try:
-            tx_hash = w3.eth.send_transaction({"from": deployer, "data": data,
-                                               "gasPrice": DEPLOY_GAS_PRICE})
-            break
-        except Web3RPCError as err:
-            if attempt + 1 == DEPLOY_TRIES or not any(said in str(err).lower()
-                                                      for said in NONCE_TAKEN):
-                raise
+    tx_hash = send_from_dev_account(w3.provider.endpoint_uri, {"data": data})
     receipt = w3.eth.wait_for_transaction_receipt(tx_hash, timeout=30)
     if receipt["status"] != 1:
         raise DevchainError(f"deploying {art.get('contractName', 'a contract')} reverted")
@@ -109,3 +117,48 @@ def send_as(url: str, sender: str, to: str, data: str, timeout_s: float = 30.0) 
         raise DevchainError(f"no receipt for {tx_hash}")
     finally:
         dev_rpc(url, "anvil_stopImpersonatingAccount", [sender])
+
+
+# What to do about a record whose devchain does not answer, true on the machine that
+# started it (its anvil stopped or died) and on one that copied its record (the first's
+# devchain stopped, or started again: a start takes a new port).
+STOPPED_HINT = ("on the machine that started it, `kint devchain status` says whether it "
+                "runs and `kint devchain start` starts it again; a machine with a copy of its "
+                "record then copies the new KINT_HOME/devchain/devchain.json (a start takes a "
+                "new port)")
+
+
+def transfer_from_dev_account(url: str, address: str, wei: int,
+                              timeout_s: float = 30.0) -> dict[str, Any]:
+    """Send `wei` to `address` from anvil's first dev account (unlocked by anvil, so no key
+    is sent), as `cast send --unlocked` would: a transaction of its own, seen by every
+    machine that reads the devchain, where `fund`'s `anvil_setBalance` is a dev power whose
+    amount replaces the balance. Refused before anything is sent when `url` does not
+    answer (DevchainSilent) or answers for another chain id: anvil's accounts are unlocked
+    only on the devchain. Its sender, transaction, block and the balance it left."""
+    try:
+        chain = int(dev_rpc(url, "eth_chainId", []), 16)
+    except DevchainError as err:  # nothing sent: the devchain is stopped, or not there
+        raise DevchainSilent(f"{err}; nothing was sent", STOPPED_HINT) from None
+    if chain != CHAIN_ID:
+        raise DevchainError(f"{redact_url(url)} answers for chain {chain}, not the devchain's "
+                            f"{CHAIN_ID}; nothing was sent",
+                            hint="`kint devchain status` says where the devchain runs",
+                            code=ErrorCode.CONFIG_INVALID)
+    sender = Account.from_key(DEV_DEPLOYER_KEY).address
+    # The deploys' account: sent as they are, so neither refuses nor replaces the other.
+    tx_hash = send_from_dev_account(url, {"to": address, "value": hex(wei)})
+    deadline = time.monotonic() + timeout_s
+    while True:
+        receipt = dev_rpc(url, "eth_getTransactionReceipt", [tx_hash])
+        if receipt is not None:
+            break
+        if time.monotonic() > deadline:
+            raise DevchainError(f"no receipt for {tx_hash} within {timeout_s:g}s",
+                                hint="`kint devchain status` says whether the devchain runs")
+        time.sleep(0.1)
+    if int(receipt["status"], 16) != 1:
+        raise DevchainError(f"the transfer {tx_hash} from {sender} reverted")
+    balance = int(dev_rpc(url, "eth_getBalance", [address, "latest"]), 16)
+    return {"from": sender, "tx": tx_hash, "block": int(receipt["blockNumber"], 16),
+            "balance_wei": balance}
