@@ -97,16 +97,23 @@ def flock_by(fd: int, deadline: float, every_s: float) -> bool:
     while another process holds it, until `deadline` (monotonic): whether it was taken. An
     error that is not the lock being held (no locks on that file system) is raised at
     once: waiting would not mend it, and the deadline's refusal would blame a holder."""
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-        except OSError as err:
-            if err.errno not in _HELD:
-                raise
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(every_s)
+    while not _took(fd, fcntl.LOCK_EX):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(every_s)
+    return True
+
+
+def _took(fd: int, kind: int) -> bool:
+    """One non-blocking try of flock `kind` on `fd`: whether it was taken (False: another
+    process holds the file). Any other error (no locks on that file system) is raised."""
+    try:
+        fcntl.flock(fd, kind | fcntl.LOCK_NB)
+        return True
+    except OSError as err:
+        if err.errno not in _HELD:
+            raise
+        return False
 
 
 def flock_past_looks(fd: int, deadline: float, every_s: float) -> bool:
@@ -118,23 +125,14 @@ def flock_past_looks(fd: int, deadline: float, every_s: float) -> bool:
     beside a running one, retrying through its whole wait, took KINT_HOME from under a
     `kint supervisor stop` of the first. flock's shared lock is refused exactly while an
     exclusive one is held, so one non-blocking try of it tells the two apart."""
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-        except OSError as err:
-            if err.errno not in _HELD:
-                raise
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError as err:
-            if err.errno not in _HELD:
-                raise
+    while not _took(fd, fcntl.LOCK_EX):
+        if not _took(fd, fcntl.LOCK_SH):
             return False  # held exclusively: by a process that holds it as its own
         fcntl.flock(fd, fcntl.LOCK_UN)
         if time.monotonic() >= deadline:
             return False
         time.sleep(every_s)
+    return True
 
 
 def hold_pid_file(path: Path, wait_s: float = 0.0,
