@@ -103,20 +103,28 @@ def _pull_under_lock(sb, db: Path, tenant: str) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
+def _forgotten_on_a_rollback_store(sb, tmp_path, tenant: str):
+    """A store of `tenant` whose one rule was anchored, then forgotten through Sibyl (in
+    its archive), switched to a rollback journal with the supervisor stopped (its workers'
+    connections closed), and the supervisor started again: the store both tests lock."""
+    db = tmp_path / "forgets.db"
+    write(db, tenant, **{"forgotten": "anchored, then forgotten"})
+    kjson(sb, "--tenant", tenant, "--db", str(db), "connect", "--dev")
+    kjson(sb, "--tenant", tenant, "--db", str(db), "push")
+    _forget(db, tenant)
+    sb.shutdown()
+    _rollback_journal(db)
+    sb.start_entitled()
+    return db
+
+
 def test_a_pull_over_a_locked_archive_is_busy_and_restores_nothing(machine, tmp_path):
     """On the archive read as empty, the pull took the store for a lost one and restored
     the forgotten rule from the first epoch. Now BUSY, with the pull's hint, nothing
     restored; once the lock is let go, a pull finds the store at the chain head, the rule
     still forgotten."""
     sb, tenant = machine, "kint-archive-pull"
-    db = tmp_path / "forgets.db"
-    write(db, tenant, **{"forgotten": "anchored, then forgotten"})
-    kjson(sb, "--tenant", tenant, "--db", str(db), "connect", "--dev")
-    kjson(sb, "--tenant", tenant, "--db", str(db), "push")
-    _forget(db, tenant)
-    sb.shutdown()  # the workers' connections to the store closed, for the mode's change
-    _rollback_journal(db)
-    sb.start_entitled()
+    db = _forgotten_on_a_rollback_store(sb, tmp_path, tenant)
 
     out = _pull_under_lock(sb, db, tenant)
     assert out.returncode != 0 and "[BUSY]" in out.stderr, out.stdout + out.stderr
@@ -139,14 +147,7 @@ def test_a_server_push_over_a_locked_archive_is_busy_not_held(machine, tmp_path)
     from kint.spaces import resolve
 
     sb, tenant = machine, "kint-archive-push"
-    db = tmp_path / "forgets.db"
-    write(db, tenant, **{"forgotten": "anchored, then forgotten"})
-    kjson(sb, "--tenant", tenant, "--db", str(db), "connect", "--dev")
-    kjson(sb, "--tenant", tenant, "--db", str(db), "push")
-    _forget(db, tenant)
-    sb.shutdown()  # the workers' connections to the store closed, for the mode's change
-    _rollback_journal(db)
-    sb.start_entitled()
+    db = _forgotten_on_a_rollback_store(sb, tmp_path, tenant)
     ref = resolve(tenant, db)
     scope = {"tenant": ref.tenant, "db": ref.db, "space": ref.label}
     with sb.client() as kint:  # the baseline: the store as the session found it
