@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from kint.front_closed import FrontClosed, clear_left_behind
 from kint.logs import setup_file_logging
@@ -102,8 +102,8 @@ def run_foreground(home: Path, extra_preload: tuple[str, ...] = (), *,
         return 0
     # Until `_serve` hands the stop signals to the supervisor: marked `stopped`. One this
     # process ignores (`nohup`, a background job's SIGINT) stays ignored until then.
-    stopped = _stopped_starting(pid_fd)
     before = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+    stopped = _stopped_starting(pid_fd, before)
     for sig, handler in before.items():
         if handler is not signal.SIG_IGN:
             signal.signal(sig, stopped)
@@ -124,21 +124,30 @@ def run_foreground(home: Path, extra_preload: tuple[str, ...] = (), *,
         os.close(pid_fd)
 
 
-def _stopped_starting(pid_fd: int) -> Callable[[int, object], None]:
+def _stopped_starting(pid_fd: int, before: dict[int, Any]
+                      ) -> Callable[[int, Any], None]:
     """The handler of a stop signal between taking the pid lock (`pid_fd`) and serving:
-    the pid file says `stopped`, then the process ends as the signal's default action
-    ends it. A file naming the pid alone reads as "died starting" to a start that lost the
-    lock to this one, which starts again (let_go_starting): a service manager's stop, or
-    a Ctrl-C, of a `--foreground` start would be followed by a daemon serving the home
-    outside the unit. A signal in the instant between the lock taken and the pid written
-    (pid_file_lock.hold_pid_file) is ended by the default action alone."""
-    def stopped(sig: int, _frame: object) -> None:
+    the pid file says `stopped`, then the signal ends the process as it did before this
+    handler (`before`): SIGINT's KeyboardInterrupt, so the CLI still says `interrupted
+    (Ctrl-C)` and exits 130; else the default action, and an exit of 128 + the signal
+    where that action does not end it (PID 1 in a container, whose own default-action
+    signals the kernel drops). A file naming the pid alone reads as "died starting" to a
+    start that lost the lock to this one, which starts again (let_go_starting): a service
+    manager's stop, or a Ctrl-C, of a `--foreground` start would be followed by a daemon
+    serving the home outside the unit. A signal in the instant between the lock taken and
+    the pid written (pid_file_lock.hold_pid_file) is ended by the default action alone."""
+    def stopped(sig: int, frame: Any) -> None:
         try:
             mark_stopped(pid_fd)
         except OSError:
             pass  # the signal's end is what matters; a lost mark is the old behaviour
+        previous = before.get(sig)
+        if callable(previous):
+            previous(sig, frame)
+            return
         signal.signal(sig, signal.SIG_DFL)
         os.kill(os.getpid(), sig)
+        os._exit(128 + sig)
 
     return stopped
 
