@@ -167,8 +167,8 @@ def _transfer(devchain: ModuleType, url: str, to: str, wei: int) -> dict[str, An
 @click.argument("address")
 # One ETH: a push costs the devchain a few thousandths of an ETH, so hundreds of pushes.
 @click.option("--eth", default="1", show_default=True, metavar="AMOUNT",
-              help="How much ETH to send, above 0 and at most 1000, in whole wei (18 "
-                   "decimals at most).")
+              help="How much ETH to send, above 0 and at most 1000, in whole wei (no "
+                   "fraction of a wei).")
 @json_option("Print the transfer as JSON.")
 def devchain_fund(address: str, eth: str, as_json: bool) -> None:
     """Send devchain ETH to ADDRESS (a session key `kint join` made, say) from anvil's first
