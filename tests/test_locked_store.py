@@ -212,8 +212,10 @@ def test_a_store_read_over_a_full_disk_is_disk_full_for_the_watcher_and_the_exit
     with worker_over(tmp_path) as (worker, db):
         ctx = worker.ctx
         monkeypatch.setattr(ctx, "store_rows", read_full)
-        monkeypatch.setattr(push_mod, "push", lambda c, args, wait=False, refuse_stopping=False:
-                            _store_rows(c, args["hold_reason"]))
+        # The push's read of the rows alone, whatever the push is given (server_push
+        # passes the exit push's bound and the stop's refusal).
+        monkeypatch.setattr(push_mod, "push",
+                            lambda c, args, **_given: _store_rows(c, args["hold_reason"]))
         with pytest.raises(ProtocolError) as refused:
             sessions.server_push(ctx, "watcher")
         assert refused.value.code == "DISK_FULL", refused.value
