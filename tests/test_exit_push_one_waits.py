@@ -123,7 +123,7 @@ def test_a_stop_ends_a_waiting_exit_push_logged_and_starts_no_push(
         assert got[0].code is ErrorCode.WORKER_DOWN
         assert got[0].message == "the worker is stopping (restart)"
         assert (f"space {space16}: exit push not started: the worker is stopping (restart); "
-                f"any rows it would push stay in the store for the worker's next start"
+                f"any rows it would push stay in the store, unanchored, for the next push"
                 ) in caplog.text, caplog.text
         after = _exit_push(ctx)
         assert isinstance(after, ProtocolError) and after.code is ErrorCode.WORKER_DOWN, after

@@ -173,5 +173,5 @@ def test_a_restart_while_an_exit_push_waits_ends_it_logged_and_pushes_nothing(
             text = sb.wait_for(lambda: "exit push not" in (t := log_path.read_text())
                                and t, what="the exit push's line", **WAIT)
         assert ("exit push not started: the worker is stopping (restart); any rows it would "
-                "push stay in the store for the worker's next start" in text), text[-3000:]
+                "push stay in the store, unanchored, for the next push" in text), text[-3000:]
         assert "exit push: anchored" not in text, text[-3000:]
