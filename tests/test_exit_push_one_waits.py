@@ -100,10 +100,10 @@ def test_a_plain_push_request_saying_exit_is_refused_busy_at_once(tmp_path, monk
 
 def test_a_stop_ends_a_waiting_exit_push_logged_and_starts_no_push(
         tmp_path, monkeypatch, caplog):
-    """The worker stops (HeadTurn.stop, as its loop calls it) while an exit push waits for
-    a pull: the exit push ends refused WORKER_DOWN naming the stop, logged as not started,
-    while the pull still holds the turn; one that comes after the pull ended starts no
-    push in the stopping worker either."""
+    """The worker stops (HeadTurn.stop, as `_dispatch` calls it, or its loop for a SIGTERM)
+    while an exit push waits for a pull: the exit push ends refused WORKER_DOWN naming the
+    stop, logged as not started, while the pull still holds the turn; one that comes after
+    the pull ended starts no push in the stopping worker either."""
     from kint.tenant_worker import exit_bound
 
     monkeypatch.setattr(exit_bound, "EXIT_TURN_S", 120)
@@ -123,7 +123,7 @@ def test_a_stop_ends_a_waiting_exit_push_logged_and_starts_no_push(
         assert got[0].code is ErrorCode.WORKER_DOWN
         assert got[0].message == "the worker is stopping (restart)"
         assert (f"space {space16}: exit push not started: the worker is stopping (restart); "
-                f"any rows it would push stay in the store for the worker's next start"
+                f"any rows it would push stay in the store, unanchored, for the next push"
                 ) in caplog.text, caplog.text
         after = _exit_push(ctx)
         assert isinstance(after, ProtocolError) and after.code is ErrorCode.WORKER_DOWN, after

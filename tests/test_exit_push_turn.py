@@ -158,7 +158,7 @@ def test_the_exit_push_waits_its_turn_up_to_its_bound_and_another_process_is_bus
 def test_a_restart_while_an_exit_push_waits_ends_it_logged_and_pushes_nothing(
         tmp_path, chain_home):
     """`kint supervisor restart` while a closing server's exit push waits for a running push:
-    the worker's stop ends the wait (HeadTurn.stop, from its loop), logged as not started,
+    the worker's stop ends the wait (HeadTurn.stop, from `_dispatch`), logged as not started,
     naming the stop, where the grace's end killed it unlogged; it starts no push in the
     stopping worker. The real supervisor, worker and kint-server, as the first test."""
     with machine_behind_proxy(tmp_path / "m", chain_home, KINT_RPC_TIMEOUT="60") as (sb, proxy):
@@ -173,5 +173,5 @@ def test_a_restart_while_an_exit_push_waits_ends_it_logged_and_pushes_nothing(
             text = sb.wait_for(lambda: "exit push not" in (t := log_path.read_text())
                                and t, what="the exit push's line", **WAIT)
         assert ("exit push not started: the worker is stopping (restart); any rows it would "
-                "push stay in the store for the worker's next start" in text), text[-3000:]
+                "push stay in the store, unanchored, for the next push" in text), text[-3000:]
         assert "exit push: anchored" not in text, text[-3000:]

@@ -284,7 +284,7 @@ def test_a_workers_own_push_waiting_for_another_processs_head_lock_ends_at_the_s
     refused TurnStopped as the stop begins, whether the holder keeps the lock ("keeps it":
     it ended BUSY at WAIT_S) or lets go just after ("lets go": the push ran). The exit push
     (the real sessions.exit_push, its turn free) logs that it was not started and that
-    its rows stay in the store for the worker's next start, no failure. The holder is a
+    its rows stay in the store for the next push, no failure. The holder is a
     real second process; the watcher's push body past the file lock is the test's."""
     from kint.tenant_worker import head_lock as head_lock_mod
     from kint.tenant_worker.head_lock import TurnStopped, head_op
@@ -336,8 +336,8 @@ def test_a_workers_own_push_waiting_for_another_processs_head_lock_ends_at_the_s
     assert not ctx.head_ops.held and ctx.head_op_began is None
     if pusher == "exit":
         assert (f"space {ctx.config.space16}: exit push not started: the worker is stopping "
-                f"(restart); any rows it would push stay in the store for the worker's next "
-                f"start") in caplog.text, caplog.text
+                f"(restart); any rows it would push stay in the store, unanchored, for the "
+                f"next push") in caplog.text, caplog.text
         assert "exit push not made" not in caplog.text, caplog.text
 
 

@@ -175,8 +175,8 @@ def test_a_watcher_an_attach_asks_for_in_the_stops_grace_is_the_next_workers(
     attach held on the worker's pool (KINT_TEST_HOLD_ATTACH) until the stop began, the
     supervisor's own restart, rows written through Sibyl's own client. The stop's begun
     is seen as its line and then two beats: the loop's turn after the one that logged the
-    stop request sends its beat, then stops the head turn (process.py), so the second beat
-    seen after it comes from a turn after the one that stopped the head turn."""
+    stop request sends its beat, then stops the watcher (process.py), so the second beat
+    seen after it comes from a turn after the one that stopped the watcher."""
     hold = tmp_path / "hold-attach"
     with anchored(new_machine(tmp_path / "m", chain_home, KINT_TEST_HOLD_ATTACH=str(hold),
                               **GRACE, **ENV), first="pushed before the stop") as sb:

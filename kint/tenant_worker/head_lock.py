@@ -98,7 +98,7 @@ class TurnStopped(ProtocolError):
     (`_take`'s `refuse_stopping`) or a waiting exit push (`_wait_turn`) does not take the
     space's turn, nor either of them, at its turn, another process's head lock
     (`_flock_unless_stopped`). What the store watcher and the exit push's line
-    (sessions.exit_push) read as no failure (the rows wait for the worker's next start),
+    (sessions.exit_push) read as no failure (the rows wait for the next push),
     told from other refusals by its class."""
 
     def __init__(self, reason: str) -> None:
@@ -148,7 +148,7 @@ def _flock_unless_stopped(fd: int, deadline: float, turn: HeadTurn) -> bool:
     for it (it holds the turn) to the grace's end, and a holder that let go meanwhile gave
     it the lock: it started its chain push in the grace, which the gate is there to
     prevent (the exit push's too: none of the worker's own pushes starts in the grace, and
-    what it would push stays in the store for the worker's next start). Here the
+    what it would push stays in the store for the next push). Here the
     stop (HeadTurn.stop, which wakes this wait) ends the wait refused TurnStopped, and a
     lock taken as the stop begins is let go refused the same way, before anything is
     sent."""

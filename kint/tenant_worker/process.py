@@ -242,9 +242,10 @@ class Worker(Heartbeat, OpReplies):
                     # (tests/support/kint_test_timings.py) in a forkserver that may have
                     # imported this module first.
                     stop_deadline = now + stop_grace.STOP_GRACE_SECONDS
-                    # An exit push waiting its turn ends now, logged (HeadTurn.stop), and
-                    # the store watcher with it: no push of its starts in the grace, nor
-                    # does it tick on in a worker on its way out (Watcher.stop).
+                    # The space's turn: stopped in `_dispatch` for a stop message, here
+                    # for a SIGTERM (HeadTurn.stop: an exit push waiting its turn ends,
+                    # logged). The store watcher stops here: no push of its starts in the
+                    # grace, nor does it tick on in a worker on its way out (Watcher.stop).
                     self.ctx.head_ops.stop(self.stop_reason)
                     if self.ctx.watcher is not None:
                         self.ctx.watcher.stop(self.ctx.head_ops.stopped)

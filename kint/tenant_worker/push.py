@@ -93,7 +93,8 @@ def push(ctx: SpaceContext, args: dict[str, Any], bound: ExitBound | None = None
     the hold_reason a request sends. `refuse_stopping` (every push of the worker's own,
     sessions.server_push, likewise never from a request's args): refused TurnStopped
     once the worker's stop began (head_lock._take; an exit push's wait is refused so by
-    head_lock._wait_turn), where a request's push runs in the stop's grace."""
+    head_lock._wait_turn, and a wait at its turn for another process's head lock by
+    head_lock._flock_unless_stopped), where a request's push runs in the stop's grace."""
     try:
         with head_op(ctx, "push", wait_until=bound.turn_by if bound else None,
                      refuse_stopping=refuse_stopping):

@@ -35,7 +35,7 @@ log = logging.getLogger("kint.worker")
 
 # What the exit push's line says of the rows once the worker's stop refused it (exit_push):
 # it sent nothing, and the store keeps whatever it would have pushed.
-NOT_STARTED = "any rows it would push stay in the store for the worker's next start"
+NOT_STARTED = "any rows it would push stay in the store, unanchored, for the next push"
 
 # What a read of the enrolment or of the data key's cache may meet for a moment: the
 # process or the box out of open files, memory, an I/O error. Not "cannot push", which
@@ -298,8 +298,9 @@ def exit_push(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     after): the log is the only place a closing server's failure is read. One the
     worker's stop refused before it began (TurnStopped: waiting its turn, or at its turn
     waiting for another process's head lock) is no failure: nothing was sent, and its
-    line says the rows stay in the store for the worker's next start (NOT_STARTED), where
-    `exit push not made (WORKER_DOWN)` read as one."""
+    line says the rows stay in the store for the next push (NOT_STARTED, in the words of
+    a push cut before its first epoch: exit_bound.cut_message), where `exit push not made
+    (WORKER_DOWN)` read as one."""
     from kint.tenant_worker.exit_bound import ExitBound
 
     bound = ExitBound.starting_now()  # before anything of it: the supervisor's clock runs
