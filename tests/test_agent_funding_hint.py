@@ -2,8 +2,9 @@
 "send ETH on chain C to 0x... (`kint status` names it), then try again", a hint built at
 run time that names no command, and it reached the agent as it was, as if the agent could
 send ETH. Funding the key is the owner's: kint-server tells the agent to stop and tell the
-human which address needs ETH on which chain, then to push again (the translation's
-cases: tests/test_worker_hints_for_agents.py).
+human which address needs ETH on which chain, then to push again; on the devchain, as here,
+the command that gives it, `kint devchain fund ADDRESS` (the translation's cases, Base's
+among them: tests/test_worker_hints_for_agents.py).
 
 A real anvil (the key's balance set to nothing with anvil_setBalance, as spending it would
 leave it), the machine's real supervisor and worker, a real kint-server driven by the MCP
@@ -37,9 +38,11 @@ def test_memory_push_with_a_session_key_short_of_eth_hands_its_funding_to_the_hu
         refused = agent.failed("memory_push")
         assert refused["error"] == "PUSH_FAILED", refused
         assert "too little for the next transaction" in refused["message"], refused
+        # On the devchain the human's command that funds it is named (it said "needs ETH on
+        # chain 31337, and funding it is the owner's": no wallet holds devchain ETH).
         assert refused["hint"] == (
-            f"stop and tell the human: this machine's session key {key} needs ETH on chain "
-            f"{record['chain_id']}, and funding it is the owner's; after that, call "
+            f"stop and tell the human: this machine's session key {key} needs devchain ETH, "
+            f"which `kint devchain fund {key}` in their terminal gives; after that, call "
             f"memory_push again"), refused
         # The owner funds it: the push the hint names anchors the row.
         fund(record["rpc_url"], key, 10**17)

@@ -6,7 +6,8 @@
   wallet the devchain's throwaway owner is not in. `kint devchain fund ADDRESS` now sends
   devchain ETH from anvil's first dev account (refused off the devchain), and the line
   names it and `kint authorize direct` with the owner key `kint connect --dev` keeps.
-  Following that line word for word makes B's writes on.
+  Following that line word for word makes B's writes on. A push before the fund named
+  the chain's id to send ETH on, as on Base: it names the same command.
 """
 
 from __future__ import annotations
@@ -83,18 +84,25 @@ def test_a_joiner_follows_the_next_line_on_the_devchain_and_writes(machines):
     assert owner_key.removeprefix("0x") not in said.stdout + said.stderr
     assert said.stderr == (f"the session key {key} holds no ETH yet: `kint devchain fund "
                            f"{key}` gives it devchain ETH before it pushes\n"), said.stderr
+    # A push before it is refused, and names the same command (it said "send ETH on chain
+    # 31337 to 0x…", as on Base, where no wallet holds devchain ETH).
+    client = sibyl_client(b.sibyl_db, b.tenant)
+    try:
+        client.set_entity("rules", "deploy-window", {"rule": "deploy only before noon"})
+    finally:
+        client.storage.close()
+    poor = b.kint("push", timeout=300)
+    assert poor.returncode != 0 and "too little for the next transaction" in poor.stderr, \
+        poor.stdout + poor.stderr
+    assert f"hint: `kint devchain fund {key}` gives it devchain ETH, then try again" \
+        in poor.stderr, poor.stderr
     # Then the fund command, word for word as the line names it.
     funded = ok(b.kint(*nxt.removeprefix("next: kint ").split(",")[0].split()))
     assert re.fullmatch(rf"funded {key} with 1 ETH from anvil's dev account 0x[0-9a-fA-F]{{40}}: "
                         rf"tx 0x[0-9a-f]{{64}} block \d+; it holds 1 ETH\n", funded.stdout), \
         funded.stdout
 
-    # B writes, anchors; A pulls and both verify B's row.
-    client = sibyl_client(b.sibyl_db, b.tenant)
-    try:
-        client.set_entity("rules", "deploy-window", {"rule": "deploy only before noon"})
-    finally:
-        client.storage.close()
+    # B's row, written above, anchors; A pulls and both verify it.
     ok(b.kint("push", timeout=300))
     ok(a.kint("pull", timeout=300))
     for sb in (a, b):

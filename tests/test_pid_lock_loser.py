@@ -245,7 +245,10 @@ def test_a_start_that_lost_to_one_that_died_starting_starts_again(sandbox, tmp_p
     again, and the start says why it has none, as before. `stopped`: having said
     `stopped`, as one a stop signal ended in its start does (a service manager's stop, a
     Ctrl-C; tests/test_pid_lock_stopped.py): that stop wins as well, where it was read as
-    died starting and undone.
+    died starting and undone, and the start says what is true, that it was stopped as it
+    started and running the command again starts one, where it said a supervisor was
+    already running (review36i N3). (The loser's stderr was read into `said`, this test's
+    parameter: every case wrote that line as the file's state and took the `served` way.)
     The daemon's own retry through the look is the real PID_LOCK_RETRY_S (3 s: `python -m
     kint.supervisor` installs no test timings), and it is frozen within milliseconds of its
     exec, most often before it reaches the lock. Were it ever not frozen within those 3 s,
@@ -281,8 +284,8 @@ def test_a_start_that_lost_to_one_that_died_starting_starts_again(sandbox, tmp_p
         os.pwrite(held, f"{os.getpid()}\n".encode(), 0)
         os.kill(daemon, signal.SIGCONT)
         assert wait_until(lambda: _gone(daemon), timeout=60)
-        said = (run_dir(home) / "supervisor.stderr").read_text()
-        assert f"already running for {home} (pid {os.getpid()})" in said, said
+        lost = (run_dir(home) / "supervisor.stderr").read_text()
+        assert f"already running for {home} (pid {os.getpid()})" in lost, lost
         if said is not None:  # as mark_serving, or mark_stopped, says so
             os.pwrite(held, f"{os.getpid()} {said}\n".encode(), 0)
         os.close(held)  # lets go: died starting, or stopped
@@ -290,8 +293,17 @@ def test_a_start_that_lost_to_one_that_died_starting_starts_again(sandbox, tmp_p
         out, err = start.communicate(timeout=120)
         if said is not None:
             assert start.returncode == 2, out + err
-            assert "exited with code 0 before it answered" in out, out
             assert running_pid(home) is None
+            refused = json.loads(out)
+            if said == "serving":
+                assert "exited with code 0 before it answered" in refused["message"], out
+                return
+            # It said "a supervisor is already running (pid N)" while none ran.
+            assert refused["message"] == (
+                f"no supervisor runs for {home}: the one that took it first (pid "
+                f"{os.getpid()}) was stopped by a signal as it started, and the one started "
+                f"here gave way to it"), out
+            assert refused["hint"] == "run the command again to start one", out
             return
         assert start.returncode == 0, out + err
         started = json.loads(out)

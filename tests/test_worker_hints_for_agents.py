@@ -125,7 +125,6 @@ def _built_at_run_time() -> dict[tuple[str, str], Callable[[], Iterator[tuple[st
     from kint.chain.calls import INSUFFICIENT_FUNDS, ChainRefused
     from kint.chain.chain_id import (ENDPOINT_NAMES, no_second_hint, on_other_chain,
                                      silent_second_hint)
-    from kint.protocol.hints import FUND_SESSION_KEY_HINT
     from kint.tenant_worker.former_key import FormerKey
     from kint.custody.errors import WrongSigner
     from kint.protocol.errors import UNSETTLED_HINT, ProtocolError as Refused
@@ -134,6 +133,7 @@ def _built_at_run_time() -> dict[tuple[str, str], Callable[[], Iterator[tuple[st
     from kint.tenant_worker.custody_errors import wrong_signer_hint
     from kint.tenant_worker.overtaken import Overtaken
     from kint.tenant_worker.push_refusals import gap_hint
+    from kint.tenant_worker.session_sender import fund_hint
 
     def gaps() -> Iterator[tuple[str, str]]:
         for rotated, unread in ((True, None), (False, "not served"), (False, None)):
@@ -263,10 +263,9 @@ def _built_at_run_time() -> dict[tuple[str, str], Callable[[], Iterator[tuple[st
         ("tenant_worker/former_key.py", "passed + FORMER_KEY_UNFILLABLE.format(hole=hole, "
                                         "address=self.address, space16=self.space16)"):
             unfillable,
-        ("tenant_worker/session_sender.py", "FUND_SESSION_KEY_HINT.format(chain_id=self.anchor."
-                                            "config.chain_id, address=self.account.address)"):
-            lambda: iter([("NOT_CONNECTED", FUND_SESSION_KEY_HINT.format(chain_id=8453,
-                                                                         address=ADDRESS))]),
+        ("tenant_worker/session_sender.py", "fund_hint(self.anchor.config, "
+                                            "self.account.address)"): lambda: (
+            ("NOT_CONNECTED", fund_hint(chain, ADDRESS)) for chain in _chains()),
         ("agent_server/tools.py", "hint"): lambda: (
             ("BAD_REQUEST", hint) for _, hint in DEV_TOOL_REFUSALS.values()),
         ("tenant_worker/state_health.py", "hint"): disk_full,
@@ -584,13 +583,25 @@ def test_a_former_keys_unfillable_nonce_and_a_rotated_data_key_end_with_the_agen
 def test_a_session_key_short_of_eth_is_the_owners_to_fund():
     """session_sender's "send ETH on chain C to 0x... (`kint status` names it), then try
     again" names no command the catch-all knows, and reached the agent as its step: the
-    agent holds no wallet. It stops and tells the human the address."""
-    from kint.protocol.hints import FUND_SESSION_KEY_HINT
+    agent holds no wallet. It stops and tells the human the address. On the devchain, where
+    no wallet holds its ETH, the worker names `kint devchain fund ADDRESS` (it said "send
+    ETH on chain 31337", as on Base), and the agent hands that command to the human; Base's
+    words, the worker's and the agent's, are as they were."""
+    from kint.tenant_worker.session_sender import fund_hint
 
-    hint = FUND_SESSION_KEY_HINT.format(chain_id=31337, address=ADDRESS)
+    base = SimpleNamespace(devchain=False, chain_id=8453)
+    hint = fund_hint(base, ADDRESS)
+    assert hint == (f"send ETH on chain 8453 to {ADDRESS} (`kint status` names it), then try "
+                    f"again")
     assert _said_to("memory_push", "NOT_CONNECTED", hint) == (
         f"stop and tell the human: this machine's session key {ADDRESS} needs ETH on chain "
-        f"31337, and funding it is the owner's; after that, call memory_push again")
+        f"8453, and funding it is the owner's; after that, call memory_push again")
+    hint = fund_hint(SimpleNamespace(devchain=True, chain_id=31337), ADDRESS)
+    assert hint == f"`kint devchain fund {ADDRESS}` gives it devchain ETH, then try again"
+    assert _said_to("memory_push", "NOT_CONNECTED", hint) == (
+        f"stop and tell the human: this machine's session key {ADDRESS} needs devchain ETH, "
+        f"which `kint devchain fund {ADDRESS}` in their terminal gives; after that, call "
+        f"memory_push again")
 
 
 def test_a_pulls_warnings_name_the_agents_tools_for_the_rows():

@@ -30,7 +30,8 @@ from kint.protocol.hints import (ARCHIVE_HINT, ASIDE_FIRST, ASIDE_THEN, CHECKSUM
                                  CONNECT_UNSET_OFFLINE, CONNECT_WHEN_READABLE, CORRUPT_FILE_HINT,
                                  CORRUPT_JOURNAL_HINT, DEFERRED_FILL_HINT, DISK_FULL_PULL_TAIL,
                                  FILL_AGAIN_HINT, FORMER_KEY_ELSEWHERE, FORMER_KEY_FUND,
-                                 FORMER_KEY_UNFILLABLE, FUND_SESSION_KEY_HINT, GAP_NEVER_OPENS_HINT,
+                                 FORMER_KEY_UNFILLABLE, FUND_DEVCHAIN_KEY_HINT,
+                                 FUND_SESSION_KEY_HINT, GAP_NEVER_OPENS_HINT,
                                  HEADER_TRANSPORT_HINT, NO_DATA_KEY_HINT, NO_LOCAL_SECRET_HINT,
                                  NOT_A_REKEY_HINT, NOT_CONNECTED_HINT, RECOVERY_CODE_HINT,
                                  RECOVERY_FILE_HINT, REKEY_JOURNAL_HINT, REKEY_JOURNAL_NEWER_HINT,
@@ -298,6 +299,10 @@ _AGENT_TEMPLATES = (
     (FUND_SESSION_KEY_HINT, "stop and tell the human: this machine's session key {address} "
                             "needs ETH on chain {chain_id}, and funding it is the owner's; "
                             "after that, call {tool} again"),
+    # On the devchain the human's command that funds it (no wallet holds devchain ETH).
+    (FUND_DEVCHAIN_KEY_HINT, "stop and tell the human: this machine's session key {address} "
+                             "needs devchain ETH, which `kint devchain fund {address}` in "
+                             "their terminal gives; after that, call {tool} again"),
     # A previous key's nonce whose fill the endpoint refused: its ETH is the owner's to
     # send, the pull that fills it again the agent's own.
     (FORMER_KEY_FUND + FILL_AGAIN_HINT,

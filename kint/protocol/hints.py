@@ -211,6 +211,9 @@ STALE_JOURNAL_HINT = "check KINT_RPC_URL and KINT_RPC_URL_2, then run `kint pull
 # funding it is the owner's, never the agent's. Built with the chain and the address.
 FUND_SESSION_KEY_HINT = ("send ETH on chain {chain_id} to {address} (`kint status` names it)"
                          + RETRY_THEN)
+# The same on the devchain, where no wallet holds its ETH: the command that gives it is
+# named, as join's next: line, doctor and authorize name it. Built with the address.
+FUND_DEVCHAIN_KEY_HINT = "`kint devchain fund {address}` gives it devchain ETH" + RETRY_THEN
 # A previous session key's nonce whose fill the endpoint refused (kint.tenant_worker's
 # former_key): the next pull fills it again, after the ETH it may need, which is the owner's.
 FORMER_KEY_FUND = "send ETH on chain {chain_id} to {address}, then "

@@ -89,17 +89,32 @@ def let_go_starting(home: Path) -> bool:
     Never one `kint supervisor stop` ended: that asks only a supervisor that answers,
     which has said `serving` by then; nor one a SIGTERM, SIGINT or SIGHUP ended before it
     served (`PID stopped`, autostart.run_foreground), whose stop a new start would undo."""
+    words = _let_go(home)
+    return words is not None and not words[1:]
+
+
+def stopped_starting(home: Path) -> int | None:
+    """The pid of the supervisor that let go of `home`'s pid lock, nobody holding it now,
+    when a signal ended it before it served (its file says `PID stopped`); else None. A
+    start that lost the lock to it says so, where it said one was running."""
+    words = _let_go(home)
+    return _pid_in(words) if words is not None and words[1:] == [STOPPED] else None
+
+
+def _let_go(home: Path) -> list[str] | None:
+    """The words of `home`'s pid file when nobody holds its lock; None when one does (a
+    supervisor, or one of the same race starting) or there is no file."""
     try:
         fd = os.open(run_dir(home) / PID_FILE, os.O_RDONLY)
     except FileNotFoundError:
-        return False
+        return None
     try:
         try:
             fcntl.flock(fd, _SHARED_NOW)
         except OSError:
-            return False  # held: by a supervisor, or one of the same race starting
+            return None
         try:
-            return not _words(os.pread(fd, 64, 0))[1:]
+            return _words(os.pread(fd, 64, 0))
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:

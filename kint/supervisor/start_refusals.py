@@ -13,7 +13,7 @@ from kint.front_closed import FrontClosed, kill_hint, read_note, stopped_hint, s
 from kint.paths import log_path
 from kint.seconds_text import seconds_text
 from kint.socket_paths import front_address, socket_dir
-from kint.supervisor.pidlock import holder
+from kint.supervisor.pidlock import holder, stopped_starting
 
 
 class SupervisorNotReachable(TimeoutError):
@@ -79,3 +79,18 @@ def unanswering_supervisor(home: Path) -> SupervisorNotReachable | None:
     if found is None or not found.serving:
         return None
     return silent_supervisor(home, found.pid)
+
+
+def lost_to_a_stopped_start(home: Path) -> SupervisorNotReachable | None:
+    """For a start whose supervisor exited refused the pid lock: the refusal when the one
+    it lost to was stopped by a signal as it started (a service manager's stop, a Ctrl-C;
+    its pid file says `stopped`) and let go, else None. Never "a supervisor is already
+    running" (the loser's last words), which it said while none ran; and none is started
+    in its place here, which would undo that stop: running the command again starts one."""
+    pid = stopped_starting(home)
+    if pid is None:
+        return None
+    return SupervisorNotReachable(
+        f"no supervisor runs for {home}: the one that took it first (pid {pid}) was stopped "
+        f"by a signal as it started, and the one started here gave way to it",
+        "run the command again to start one")

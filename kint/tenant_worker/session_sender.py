@@ -18,11 +18,12 @@ from web3.exceptions import TransactionNotFound
 
 from kint.chain.anchor import Anchor
 from kint.chain.calls import ChainRefused, answer_int, bounded, spent_nonce
+from kint.chain.config import ChainConfig
 from kint.chain.nonces import NonceBook, retry_seconds, unstick
 from kint.chain.rpc import RpcUnavailable
 from kint.chain.units import eth_text
 from kint.protocol import ErrorCode, ProtocolError
-from kint.protocol.hints import FUND_SESSION_KEY_HINT
+from kint.protocol.hints import FUND_DEVCHAIN_KEY_HINT, FUND_SESSION_KEY_HINT
 
 log = logging.getLogger("kint.worker")
 
@@ -62,6 +63,16 @@ def _transfer_to_self(anchor: Anchor, account: Any, nonce: int, price: int) -> b
     return bytes(account.sign_transaction(tx).raw_transaction)
 
 
+def fund_hint(config: ChainConfig, address: str) -> str:
+    """The hint of a session key `address` too poor for its next transaction on the chain of
+    `config`: on the devchain no wallet holds its ETH, so the command that gives it is named
+    (as join's next: line, doctor and authorize name it); elsewhere the chain and the
+    address to send ETH to, Base's words as they were."""
+    if config.devchain:
+        return FUND_DEVCHAIN_KEY_HINT.format(address=address)
+    return FUND_SESSION_KEY_HINT.format(chain_id=config.chain_id, address=address)
+
+
 @dataclass(frozen=True)
 class Signed:
     nonce: int
@@ -99,8 +110,7 @@ class SessionSender:
                 f"this machine's session key {self.account.address} holds {eth_text(has)} "
                 f"ETH, too little for the next transaction ({eth_text(need)} ETH at most); "
                 f"{nothing_dropped}",
-                FUND_SESSION_KEY_HINT.format(chain_id=self.anchor.config.chain_id,
-                                             address=self.account.address))
+                fund_hint(self.anchor.config, self.account.address))
         signed: list[bytes] = []
 
         def sign_at(nonce: int) -> bytes:
