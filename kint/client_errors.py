@@ -19,6 +19,10 @@ EXITED_HINT = ("run the command again (it starts a new supervisor); the supervis
 # that holds it.
 UNREACHED_HINT = ("run the command again: it reaches the supervisor that holds KINT_HOME "
                   "now, or starts one")
+# The hint of a start that gave way to a supervisor a signal stopped as it started (a
+# service manager's stop, a Ctrl-C): none runs, and none was started in its place, which
+# would undo that stop (start_refusals.lost_to_a_stopped_start).
+STOPPED_STARTING_HINT = "run the command again to start one"
 
 
 class KintError(Exception):

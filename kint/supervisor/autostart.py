@@ -105,10 +105,10 @@ def run_foreground(home: Path, extra_preload: tuple[str, ...] = (), *,
     # process ignores (`nohup`, a background job's SIGINT) stays ignored until then.
     before = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
     stopped = _stopped_starting(pid_fd, before)
-    for sig, handler in before.items():
-        if handler is not signal.SIG_IGN:
-            signal.signal(sig, stopped)
     try:
+        for sig, handler in before.items():  # inside: a signal among them still restores
+            if handler is not signal.SIG_IGN:
+                signal.signal(sig, stopped)
         files = open_files()
         if files is not None and files.too_few_to_start():
             return _out_of_files(f"it needs {START_FDS} for itself, {FDS_PER_WORKER} a "

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kint.client_errors import STOPPED_STARTING_HINT
 from kint.front_closed import FrontClosed, kill_hint, read_note, stopped_hint, stopped_note
 from kint.paths import log_path
 from kint.seconds_text import seconds_text
@@ -93,4 +94,4 @@ def lost_to_a_stopped_start(home: Path) -> SupervisorNotReachable | None:
     return SupervisorNotReachable(
         f"no supervisor runs for {home}: the one that took it first (pid {pid}) was stopped "
         f"by a signal as it started, and the one started here gave way to it",
-        "run the command again to start one")
+        STOPPED_STARTING_HINT)
