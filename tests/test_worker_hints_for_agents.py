@@ -184,11 +184,11 @@ def _built_at_run_time() -> dict[tuple[str, str], Callable[[], Iterator[tuple[st
             yield "DISK_FULL", state_health._disk_full("the store", "ENOSPC", op).hint
 
     def fills() -> Iterator[tuple[str, str]]:
-        key = SimpleNamespace(anchor=SimpleNamespace(config=SimpleNamespace(chain_id=8453)),
-                              address=ADDRESS)
-        for why in (INSUFFICIENT_FUNDS, "reverted"):
-            refused = FormerKey._refused_fill(key, 7, 8, ChainRefused(why, "refused"))
-            yield refused.code.value, refused.hint
+        for chain in _chains():
+            key = SimpleNamespace(anchor=SimpleNamespace(config=chain), address=ADDRESS)
+            for why in (INSUFFICIENT_FUNDS, "reverted"):
+                refused = FormerKey._refused_fill(key, 7, 8, ChainRefused(why, "refused"))
+                yield refused.code.value, refused.hint
 
     def unfillable() -> Iterator[tuple[str, str]]:
         for refused in _unfillable():
@@ -535,8 +535,8 @@ def test_a_former_keys_nonce_and_a_stale_journal_are_the_agents_pull():
     from kint.protocol.hints import STALE_JOURNAL_HINT
     from kint.tenant_worker.former_key import FormerKey
 
-    key = SimpleNamespace(anchor=SimpleNamespace(config=SimpleNamespace(chain_id=8453)),
-                          address=ADDRESS)
+    key = SimpleNamespace(anchor=SimpleNamespace(config=SimpleNamespace(
+        chain_id=8453, devchain=False)), address=ADDRESS)
     plain = FormerKey._refused_fill(key, 7, 8, ChainRefused("reverted", "refused")).hint
     assert _said_to("memory_push", "RPC_UNAVAILABLE", plain).startswith(
         "call memory_pull in a minute: it fills nonce 7 again")
@@ -545,6 +545,18 @@ def test_a_former_keys_nonce_and_a_stale_journal_are_the_agents_pull():
     assert said == (f"stop and tell the human: the previous session key {ADDRESS} needs ETH "
                     f"on chain 8453 to fill nonce 7, and funding it is the owner's; after "
                     f"that, call memory_pull again: it fills nonce 7 again"), said
+    # On the devchain the previous key's ETH comes from the human's `kint devchain fund`,
+    # as the current key's does (no wallet holds devchain ETH); Base's words above kept.
+    dev = SimpleNamespace(anchor=SimpleNamespace(config=SimpleNamespace(
+        chain_id=31337, devchain=True)), address=ADDRESS)
+    dev_funds = FormerKey._refused_fill(dev, 7, 8, ChainRefused(INSUFFICIENT_FUNDS, "no")).hint
+    assert dev_funds.startswith(f"`kint devchain fund {ADDRESS}` gives it devchain ETH, then "
+                                f"run `kint pull`"), dev_funds
+    said = _said_to("memory_pull", "RPC_UNAVAILABLE", dev_funds)
+    assert said == (f"stop and tell the human: the previous session key {ADDRESS} needs "
+                    f"devchain ETH to fill nonce 7, which `kint devchain fund {ADDRESS}` in "
+                    f"their terminal gives; after that, call memory_pull again: it fills "
+                    f"nonce 7 again"), said
     # From memory_pull, the pull is its own call again (`{pull}`, which a template's words
     # could not name: KeyError).
     assert _said_to("memory_pull", "RPC_UNAVAILABLE", plain).startswith(

@@ -30,7 +30,8 @@ from kint.protocol.hints import (ARCHIVE_HINT, ASIDE_FIRST, ASIDE_THEN, CHECKSUM
                                  CONNECT_OFFLINE_DAEMON, CONNECT_OFFLINE_FILE,
                                  CONNECT_UNSET_OFFLINE, CONNECT_WHEN_READABLE, CORRUPT_FILE_HINT,
                                  CORRUPT_JOURNAL_HINT, DEFERRED_FILL_HINT, DISK_FULL_PULL_TAIL,
-                                 FILL_AGAIN_HINT, FORMER_KEY_ELSEWHERE, FORMER_KEY_FUND,
+                                 FILL_AGAIN_HINT, FORMER_KEY_DEVCHAIN_FUND,
+                                 FORMER_KEY_ELSEWHERE, FORMER_KEY_FUND,
                                  FORMER_KEY_UNFILLABLE, FUND_DEVCHAIN_KEY_HINT,
                                  FUND_SESSION_KEY_HINT, GAP_NEVER_OPENS_HINT,
                                  HEADER_TRANSPORT_HINT, NO_DATA_KEY_HINT, NO_LOCAL_SECRET_HINT,
@@ -315,6 +316,10 @@ _AGENT_TEMPLATES = (
      "stop and tell the human: the previous session key {address} needs ETH on chain "
      "{chain_id} to fill nonce {hole}, and funding it is the owner's; after that, call "
      "{pull}: it fills nonce {hole} again"),
+    (FORMER_KEY_DEVCHAIN_FUND + FILL_AGAIN_HINT,
+     "stop and tell the human: the previous session key {address} needs devchain ETH to "
+     "fill nonce {hole}, which `kint devchain fund {address}` in their terminal gives; "
+     "after that, call {pull}: it fills nonce {hole} again"),
     (FILL_AGAIN_HINT, "call {pull} in a minute: it fills nonce {hole} again; if it is "
                       "refused the same way, stop and tell the human what it says"),
     # A previous key's nonce nothing here can fill: the ways past it are the human's, the

@@ -217,6 +217,8 @@ FUND_DEVCHAIN_KEY_HINT = "`kint devchain fund {address}` gives it devchain ETH" 
 # A previous session key's nonce whose fill the endpoint refused (kint.tenant_worker's
 # former_key): the next pull fills it again, after the ETH it may need, which is the owner's.
 FORMER_KEY_FUND = "send ETH on chain {chain_id} to {address}, then "
+# The same on the devchain, where no wallet holds its ETH: the command that gives it.
+FORMER_KEY_DEVCHAIN_FUND = "`kint devchain fund {address}` gives it devchain ETH, then "
 FILL_AGAIN_HINT = "run `kint pull`: it fills nonce {hole} again"
 # A previous session key's nonce that nothing here can fill (its keystore no longer opens
 # here): putting the keystore back, spending the nonce from elsewhere or moving the journal

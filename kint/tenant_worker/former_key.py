@@ -52,7 +52,8 @@ from kint.chain.config import same_endpoint
 from kint.chain.nonces import retry_seconds
 from kint.chain.rpc import ReceiptTimedOut, RpcUnavailable
 from kint.protocol import ErrorCode, ProtocolError
-from kint.protocol.hints import (FILL_AGAIN_HINT, FORMER_KEY_ELSEWHERE, FORMER_KEY_FUND,
+from kint.protocol.hints import (FILL_AGAIN_HINT, FORMER_KEY_DEVCHAIN_FUND,
+                                 FORMER_KEY_ELSEWHERE, FORMER_KEY_FUND,
                                  FORMER_KEY_UNFILLABLE)
 from kint.paths import space_files
 from kint.settings.urls import redact_url
@@ -306,9 +307,8 @@ class FormerKey:
                                                   space16=self.space16))
 
     def _refused_fill(self, hole: int, nonce: int, err: ChainRefused) -> ProtocolError:
-        fund = (FORMER_KEY_FUND.format(chain_id=self.anchor.config.chain_id,
-                                       address=self.address)
-                if err.error == INSUFFICIENT_FUNDS else "")
+        fund = (_fund(self.anchor.config, self.address) if err.error == INSUFFICIENT_FUNDS
+                else "")
         return ProtocolError(
             ErrorCode.RPC_UNAVAILABLE,
             f"the interrupted push's transaction, nonce {nonce} of the previous session key "
@@ -375,3 +375,12 @@ def _journal(path: Path) -> PendingEpoch | None:
         return PendingEpoch.load(path)
     except (OSError, ProtocolError):
         return None
+
+
+def _fund(config: Any, address: str) -> str:
+    """What funds the previous key `address` for its fill on the chain of `config`: on the
+    devchain the command that gives it ETH (no wallet holds devchain ETH, as push's
+    session_sender.fund_hint says of the current key), elsewhere the chain to send ETH on."""
+    if config.devchain:
+        return FORMER_KEY_DEVCHAIN_FUND.format(address=address)
+    return FORMER_KEY_FUND.format(chain_id=config.chain_id, address=address)
