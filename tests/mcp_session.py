@@ -163,3 +163,25 @@ def quiet_agent(root: Path, chain_home: Path) -> Iterator[AgentProcess]:
     yield process
     process.close()
     sb.shutdown()
+
+
+def a_session_writes_and_closes(sb: Any, env: dict[str, str], **wait: Any) -> None:
+    """A kint-server session of machine `sb` (run with `env`) that waits out its start-up
+    pull, writes one row and closes: what asks its worker for the exit push."""
+    closing = AgentProcess(env).start()
+    try:
+        sb.wait_for(lambda: closing.call("memory_pull")["ok"],
+                    what="the server's start-up pull ended", **wait)
+        assert closing.call("memory_remember", category="notes", name="exit-push",
+                            body={"text": "written by the closing session"})["ok"] is True
+    finally:
+        closing.close()  # asks the worker for its exit push
+
+
+def exit_push_said(sb: Any, **wait: Any) -> str:
+    """The supervisor log of machine `sb` once it has the exit push's line: what it
+    anchored (or cut), or why it was not made or not started."""
+    log_path = sb.kint_home / "supervisor.log"
+    return sb.wait_for(lambda: ("exit push: anchored" in (t := log_path.read_text())
+                                or "exit push not" in t) and t,
+                       what="the exit push's line", **wait)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from chain_machines import machine_behind_proxy
 from conftest import sibyl_client
-from mcp_session import AgentProcess
+from mcp_session import a_session_writes_and_closes, exit_push_said
 
 WAIT = {"timeout": 90, "interval": 0.2}
 # The watcher's wait after its failure: far longer than the test, so nothing but a push
@@ -58,19 +58,10 @@ def test_an_exit_push_cut_before_its_first_epoch_leaves_the_watchers_wait(
         assert (failed["attempts"], failed["wait_s"]) == (1, RETRY_S), failed
         proxy.forward()
 
-        closing = AgentProcess({**sb.env, "KINT_NO_WATCHER": "1",
-                                "KINT_RPC_TIMEOUT": SANE_RPC_TIMEOUT_S}).start()
-        try:
-            sb.wait_for(lambda: closing.call("memory_pull")["ok"],
-                        what="the server's start-up pull ended", **WAIT)
-            assert closing.call("memory_remember", category="notes", name="exit-push",
-                                body={"text": "written by the closing session"})["ok"] is True
-        finally:
-            closing.close()  # asks the worker for its exit push
+        a_session_writes_and_closes(sb, {**sb.env, "KINT_NO_WATCHER": "1",
+                                         "KINT_RPC_TIMEOUT": SANE_RPC_TIMEOUT_S}, **WAIT)
+        text = exit_push_said(sb, **WAIT)
         log_path = sb.kint_home / "supervisor.log"
-        text = sb.wait_for(lambda: ("exit push: anchored" in (t := log_path.read_text())
-                                    or "exit push not" in t) and t,
-                           what="the exit push's line", **WAIT)
         assert "exit push: anchored none of its 1 epoch(s); stopped before the first: too " \
                "little is left of its bound (0 s)" in text, text[-3000:]
         still = _failure(sb, db)

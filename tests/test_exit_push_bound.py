@@ -28,7 +28,7 @@ from pathlib import Path
 
 from chain_machines import machine_behind_proxy
 from conftest import write_store
-from mcp_session import AgentProcess
+from mcp_session import AgentProcess, a_session_writes_and_closes, exit_push_said
 
 WAIT = {"timeout": 90, "interval": 0.1}
 HOLD = {"methods": ["eth_sendRawTransaction"], "seconds": 120}
@@ -153,9 +153,7 @@ def test_a_restart_during_the_exit_push_stops_it_before_its_next_epoch_said(
                         what="the worker's stop begun", **WAIT)
         restart.join(180)
         assert restarted["out"].returncode == 0, restarted["out"].stderr
-        text = sb.wait_for(lambda: ("exit push: anchored" in (t := log_path.read_text())
-                                    or "exit push not" in t) and t,
-                           what="the exit push's line", **WAIT)
+        text = exit_push_said(sb, **WAIT)
         line = CUT.search(text)
         assert line is not None, text[-3000:]
         assert line.group(3) == "the worker is stopping (restart)"
@@ -201,19 +199,9 @@ def test_the_room_for_an_epoch_is_the_calls_own_rpc_timeout(tmp_path, chain_home
         "supervisor's TIMEOUT, said only here")
     with machine_behind_proxy(tmp_path / "m", chain_home) as (sb, _):
         db = sb.sibyl_db
-        closing = AgentProcess({**sb.env, "KINT_NO_WATCHER": "1",
-                                "KINT_RPC_TIMEOUT": "40"}).start()
-        try:
-            sb.wait_for(lambda: closing.call("memory_pull")["ok"],
-                        what="the server's start-up pull ended", **WAIT)
-            assert closing.call("memory_remember", category="notes", name="exit-push",
-                                body={"text": "written by the closing session"})["ok"]
-        finally:
-            closing.close()  # asks the worker for its exit push
-        log_path = sb.kint_home / "supervisor.log"
-        text = sb.wait_for(lambda: ("exit push: anchored" in (t := log_path.read_text())
-                                    or "exit push not" in t) and t,
-                           what="the exit push's line", **WAIT)
+        a_session_writes_and_closes(sb, {**sb.env, "KINT_NO_WATCHER": "1",
+                                         "KINT_RPC_TIMEOUT": "40"}, **WAIT)
+        text = exit_push_said(sb, **WAIT)
         assert "exit push: anchored 1 row change(s) in 1 epoch(s), head epoch 1" in text, \
             text[-3000:]
         sb.wait_for(lambda: (sb.row(db)["head"] or {}).get("seq") == 1,
