@@ -28,7 +28,7 @@ import pytest
 
 from chain_machines import kjson, machine_behind_proxy, new_machine, ok
 from conftest import write_rules
-from mcp_session import AgentProcess
+from mcp_session import AgentProcess, a_session_writes_and_closes
 from test_worker_recycle import QUICK
 from kint import settings
 from kint.chain.calls import RPC_TIMEOUT_WORDS
@@ -206,15 +206,8 @@ def test_a_push_that_times_out_names_the_rpc_timeout_it_waited_and_whose(tmp_pat
         # server asks for no watcher, and its own pull has ended before it writes (a pull
         # refused BUSY is the start-up pull still running): no other push or pull of the
         # space holds it when the exit push comes, which would make it wait its turn.
-        closing = AgentProcess({**sb.env, "KINT_RPC_TIMEOUT": "0.5",
-                                "KINT_NO_WATCHER": "1"}).start()
-        try:
-            sb.wait_for(lambda: closing.call("memory_pull")["ok"],
-                        what="a pull of the closing server's own", **WAIT)
-            assert closing.call("memory_remember", category="notes", name="exit-push",
-                                body={"text": "pushed as the server closes"})["ok"] is True
-        finally:
-            closing.close()
+        a_session_writes_and_closes(sb, {**sb.env, "KINT_RPC_TIMEOUT": "0.5",
+                                         "KINT_NO_WATCHER": "1"}, **WAIT)
         log = sb.kint_home / "supervisor.log"
         sb.wait_for(lambda: "exit push not made" in log.read_text(), what="the exit push",
                     **WAIT)
