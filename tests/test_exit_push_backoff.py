@@ -16,8 +16,8 @@ epoch is never started: the cut the bound makes whatever the box's speed.
 from __future__ import annotations
 
 from chain_machines import machine_behind_proxy
-from conftest import sibyl_client
 from mcp_session import a_session_writes_and_closes, exit_push_said
+from test_watcher_backoff import _failure, failed_watcher_push
 
 WAIT = {"timeout": 90, "interval": 0.2}
 # The watcher's wait after its failure: far longer than the test, so nothing but a push
@@ -31,11 +31,6 @@ WORKER = {"KINT_POLL_SECONDS": "0.25", "KINT_TEST_POLL_MINIMUM_S": "0.25",
 SANE_RPC_TIMEOUT_S = "30"  # the connect's and the exit push's: meant to go through
 
 
-def _failure(sb, db) -> dict | None:
-    # Without the chain: the watcher's failure as the worker keeps it.
-    return sb.call("status", db)["watcher_failure"]
-
-
 def test_an_exit_push_cut_before_its_first_epoch_leaves_the_watchers_wait(
         tmp_path, chain_home):
     """The watcher's push fails (the endpoint hangs) and its wait begins; the endpoint
@@ -47,14 +42,7 @@ def test_an_exit_push_cut_before_its_first_epoch_leaves_the_watchers_wait(
                               connect_settings={"KINT_RPC_TIMEOUT": SANE_RPC_TIMEOUT_S},
                               **WORKER) as (sb, proxy):
         db = sb.sibyl_db
-        config = sb.kint_home / "config.toml"
-        config.write_text(f"push_retry_seconds = {RETRY_S}\n")
-        config.chmod(0o600)
-        assert sb.call("attach", db, args={"session": "watching", "watcher": True})["watcher"]
-        proxy.set_mode("hang")
-        client = sibyl_client(db, sb.tenant)
-        client.set_entity("notes", "first", {"text": "the endpoint is down"})
-        failed = sb.wait_for(lambda: _failure(sb, db), what="the watcher's failed push", **WAIT)
+        client, failed = failed_watcher_push(sb, proxy, "watching", RETRY_S, **WAIT)
         assert (failed["attempts"], failed["wait_s"]) == (1, RETRY_S), failed
         proxy.forward()
 

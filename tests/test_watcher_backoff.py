@@ -57,6 +57,23 @@ def _failure(sb, db) -> dict | None:
     return sb.call("status", db)["watcher_failure"]
 
 
+def failed_watcher_push(sb, proxy, session: str, retry_s: int, **wait):
+    """The watcher of `sb`'s store attached as `session`, its KINT_PUSH_RETRY_SECONDS
+    `retry_s` from config.toml (not the environment, which would beat the file), and a row
+    written through Sibyl while `proxy` hangs every call: the Sibyl client that wrote it, and
+    the watcher's failure once its push failed."""
+    db = sb.sibyl_db
+    config = sb.kint_home / "config.toml"
+    config.write_text(f"push_retry_seconds = {retry_s}\n")
+    config.chmod(0o600)
+    assert sb.call("attach", db, args={"session": session, "watcher": True})["watcher"]
+    proxy.set_mode("hang")
+    client = sibyl_client(db, sb.tenant)
+    client.set_entity("notes", "first", {"text": "the endpoint is down"})
+    return client, sb.wait_for(lambda: _failure(sb, db), what="the watcher's failed push",
+                               **wait)
+
+
 @pytest.fixture(scope="module")
 def machines(tmp_path_factory, chain_home):
     """The two real-parts tests' machines, started together (their supervisors' starts
@@ -83,18 +100,11 @@ def test_a_failed_watcher_push_waits_doubles_and_is_reset_by_a_push_and_a_config
     with behind_proxy(machines[0], chain_home,
                       connect_settings={"KINT_RPC_TIMEOUT": SANE_RPC_TIMEOUT_S}) as (sb, proxy):
         db = sb.sibyl_db
-        # KINT_PUSH_RETRY_SECONDS from config.toml (not the environment, which would beat
-        # the file): the change of configuration below also sets a wait of 1 s, the
-        # least, so that the watcher's own push after it is not a whole RETRY_S away.
+        # The wait from config.toml: the change of configuration below also sets a wait of
+        # 1 s, the least, so that the watcher's own push after it is not a whole RETRY_S
+        # away.
         config = sb.kint_home / "config.toml"
-        config.write_text(f"push_retry_seconds = {RETRY_S}\n")
-        config.chmod(0o600)
-        assert sb.call("attach", db, args={"session": "backoff", "watcher": True})["watcher"]
-        proxy.set_mode("hang")
-        client = sibyl_client(db, sb.tenant)
-        client.set_entity("notes", "first", {"text": "the endpoint is down"})
-
-        first = sb.wait_for(lambda: _failure(sb, db), what="the watcher's failed push", **WAIT)
+        client, first = failed_watcher_push(sb, proxy, "backoff", RETRY_S, **WAIT)
         assert first["code"] == "RPC_UNAVAILABLE", first
         assert (first["attempts"], first["wait_s"]) == (1, RETRY_S), first
         calls = len(proxy.calls)
