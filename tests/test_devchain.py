@@ -542,14 +542,35 @@ def test_connect_dev_keeps_a_devchain_errors_own_code(tmp_path, chain_home):
         sb.shutdown()
 
 
+def _all_at_once(actions: list) -> None:
+    """Each of `actions` on a thread of its own, all let go at one barrier (as two machines'
+    deploys meet on one devchain); asserts none raised."""
+    import threading
+
+    start = threading.Barrier(len(actions))
+    failed: list[BaseException] = []
+
+    def run(action) -> None:  # noqa: ANN001 - a thunk
+        start.wait()
+        try:
+            action()
+        except BaseException as err:  # noqa: BLE001 - the assertion below shows it
+            failed.append(err)
+
+    threads = [threading.Thread(target=run, args=(a,)) for a in actions]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not failed, failed
+
+
 def test_deploys_at_once_from_the_one_dev_account_all_land(chain_home):
     """Every deploy on a devchain comes from anvil's first dev account: several at once
     (two machines of one devchain, the suite's two workers) read the same pending nonce,
     and the ones that lost were refused "nonce too low" or "already imported" (a reviewer
     saw one fail in each of 20 rounds of two). Each is signed again at the nonce read anew:
     every deploy lands, at an address of its own."""
-    import threading
-
     from chain_machines import devchain_web3
     from kint.chain.artifact import test_smart_account_artifact
     from kint.chain.devchain.powers import deploy_artifact
@@ -557,23 +578,8 @@ def test_deploys_at_once_from_the_one_dev_account_all_land(chain_home):
     w3 = devchain_web3(chain_home)
     art = test_smart_account_artifact()
     owner = "0x" + "11" * 20
-    start = threading.Barrier(4)
     landed: list[str] = []
-    failed: list[BaseException] = []
-
-    def deploy() -> None:
-        start.wait()
-        try:
-            landed.append(deploy_artifact(w3, art, owner))
-        except BaseException as err:  # noqa: BLE001 - the assertion below shows it
-            failed.append(err)
-
-    threads = [threading.Thread(target=deploy) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    assert not failed, failed
+    _all_at_once([lambda: landed.append(deploy_artifact(w3, art, owner))] * 4)
     assert len(set(landed)) == 4 and all(w3.eth.get_code(a) for a in landed), landed
 
 
@@ -584,8 +590,6 @@ def test_funds_and_deploys_at_once_from_the_one_dev_account_all_land(chain_home)
     replace a deploy of a lower price. It goes through the deploys' sender now: at their one
     price (so a collision is refused, never a replacement), sent again when refused so.
     Two transfers and two deploys at once all land, each transfer at DEPLOY_GAS_PRICE."""
-    import threading
-
     from chain_machines import devchain_web3
     from kint.chain.artifact import test_smart_account_artifact
     from kint.chain.devchain.powers import (DEPLOY_GAS_PRICE, deploy_artifact,
@@ -595,27 +599,12 @@ def test_funds_and_deploys_at_once_from_the_one_dev_account_all_land(chain_home)
     url = json.loads(devchain_record(chain_home).read_text())["rpc_url"]
     art = test_smart_account_artifact()
     targets = ["0x" + f"{n:02x}" * 20 for n in (0x5a, 0x5b)]
-    start = threading.Barrier(4)
     sent: list[dict] = []
     landed: list[str] = []
-    failed: list[BaseException] = []
-
-    def run(action) -> None:  # noqa: ANN001 - a thunk
-        start.wait()
-        try:
-            action()
-        except BaseException as err:  # noqa: BLE001 - the assertion below shows it
-            failed.append(err)
-
     actions = [lambda t=t: sent.append(transfer_from_dev_account(url, t, 10**15))
                for t in targets]
     actions += [lambda: landed.append(deploy_artifact(w3, art, "0x" + "12" * 20))] * 2
-    threads = [threading.Thread(target=run, args=(a,)) for a in actions]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    assert not failed, failed
+    _all_at_once(actions)
     assert len(set(landed)) == 2 and all(w3.eth.get_code(a) for a in landed), landed
     assert len(sent) == 2 and all(s["balance_wei"] >= 10**15 for s in sent), sent
     prices = [w3.eth.get_transaction(s["tx"])["gasPrice"] for s in sent]
