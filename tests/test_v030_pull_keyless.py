@@ -3,8 +3,10 @@ transaction and needs "a cached data key" (09-cli.md, "What each command touches
 "restoring and reading never send a transaction" (03-new-machine.md). Its exit table's
 "`pull` too, for the session key" (exit 3) is the local passphrase that loads the session
 key, which also seals the key cache (05-keys.md): tests/test_v030_lines.py holds pull to
-that. Here the keystore alone is gone: the pull restores and exits 0, and the push after it,
-which signs with the key, exits 3.
+that. Here the keystore alone is gone, with no interrupted push's journal waiting: the pull
+restores and exits 0, and the push after it, which signs with the key, exits 3. With such a
+journal the pull settles it first, which needs the key, and exits 3
+(tests/test_pending_resend_settled.py).
 
 Through the real CLI on the session's devchain.
 """
