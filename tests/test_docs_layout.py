@@ -125,8 +125,16 @@ def test_every_link_within_a_page_names_one_of_its_headings():
 def test_the_faults_table_links_every_fault_section():
     """docs/faults.md: each fault has its section (a `###` heading) and a row of the table
     that links to it, one for one, in the sections' order: a fault written below and left
-    out of the table is one a reader scanning the table never sees."""
+    out of the table is one a reader scanning the table never sees. And each row's test
+    files are its section's **Tested by** files, in their order: the page says them twice,
+    and a file added to one place only would otherwise pass unseen."""
     text = (ROOT / "docs" / "faults.md").read_text()
     sections = [_slug(h) for h in re.findall(r"^### (.+)$", text, re.M)]
-    rows = re.findall(r"^\| \[[^\]]+\]\(#([^)]+)\) \|", text, re.M)
-    assert sections and rows == sections, (len(rows), len(sections))
+    rows = re.findall(r"^\| \[[^\]]+\]\(#([^)]+)\) \|.*\|(.*)\|$", text, re.M)
+    assert sections and [anchor for anchor, _ in rows] == sections, (len(rows), len(sections))
+    bodies = re.split(r"^### .+$", text, flags=re.M)[1:]
+    for (anchor, tests), body in zip(rows, bodies):
+        assert "**Tested by:**" in body, f"{anchor} says no **Tested by:**"
+        tested_by = body.split("**Tested by:**", 1)[1]
+        files = re.findall(r"`(tests/[^`]+)`", tested_by)
+        assert re.findall(r"`(tests/[^`]+)`", tests) == files, anchor

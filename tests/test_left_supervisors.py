@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import RUN_LOCK, remove_abandoned_runs, make_sandbox, wait_until, write_store
+from conftest import RUN_LOCK, make_sandbox, remove_abandoned_runs, wait_until, write_store
 from kint.supervisor.pidlock import running_pid
 from support.basetemp_lock import CODE
 from support.left_supervisors import (alive, group_alive, group_members, left_under,

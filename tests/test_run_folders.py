@@ -15,8 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import (DEVCHAIN_KINT_HOME, hold_run_lock, remove_abandoned_runs,
-                      make_sandbox, pid_alive, wait_until)
+from conftest import (DEVCHAIN_KINT_HOME, hold_run_lock, make_sandbox, pid_alive,
+                      remove_abandoned_runs, wait_until)
 from kint.chain.config import devchain_record
 from kint.chain.devchain.identity import recorded_anvil_runs
 
