@@ -330,7 +330,10 @@ def rows_by_tenant(db: str) -> dict[str, int]:
     holds many tenants (Hermes profiles aside, every harness on the default store), and
     `pull --discard-local` moves the whole file, so what it would take away from each is
     all of these. {} when the store does not exist; StoreDenied when this user may not open
-    it (a folder it may not search would otherwise read as no store)."""
+    it (a folder it may not search would otherwise read as no store); StoreUnreadable, with
+    no SQLite error, for a store SQLite reads whose tables none have a tenant_id (another
+    tool's file, or a Sibyl whose schema this kint does not know): counted as {}, it was
+    taken for a store nobody's rows are in, and moved aside."""
     reason = denied_reason(db)
     if reason is not None:
         raise StoreDenied(denied_message(db, reason))
@@ -342,17 +345,24 @@ def rows_by_tenant(db: str) -> dict[str, int]:
                 "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE "
                 "'sqlite_%' AND sql NOT LIKE 'CREATE VIRTUAL%'")]
             counts: dict[str, int] = {}
+            keyed = False
             for table in tables:
                 quoted = '"' + table.replace('"', '""') + '"'
                 columns = {row[1] for row in conn.execute(f"PRAGMA table_info({quoted})")}
                 if "tenant_id" not in columns:
                     continue
+                keyed = True
                 for tenant, n in conn.execute(
                         f"SELECT tenant_id, count(*) FROM {quoted} GROUP BY tenant_id"):
                     counts[str(tenant)] = counts.get(str(tenant), 0) + int(n)
-            return counts
         except sqlite3.DatabaseError as err:
             raise unreadable(db, err) from None
+    if tables and not keyed:
+        named = ", ".join(tables[:5]) + (f" and {len(tables) - 5} more" if len(tables) > 5
+                                         else "")
+        raise StoreUnreadable(f"the store {db} holds tables but none with Sibyl's tenant_id "
+                              f"({named}): not a store whose tenants kint can count")
+    return counts
 
 
 def archived_entities(conn: sqlite3.Connection, tenant: str, db: str) -> set[tuple[str, str]]:
