@@ -185,6 +185,52 @@ def test_a_server_push_over_a_locked_archive_is_busy_not_held(machine, tmp_path)
     assert "push HELD" not in (sb.kint_home / "supervisor.log").read_text()
 
 
+def test_status_with_a_baseline_over_a_locked_archive_is_busy(machine, tmp_path):
+    """`kint status` of a connected space with a session attached (the drift baseline live)
+    runs the drift check (status.py, `held`), which reads the archive when the store holds
+    none of the anchored rows. With the lock taken there, after the counts were read, the
+    status is BUSY naming the store and the lock, with the hint to run it again, as the
+    push's is (above): never INTERNAL sending the user to check the file, nor a hold over a
+    "lost" store. Once the lock is let go, it answers, the rule told forgotten, not lost."""
+    from kint.protocol.hints import STORE_LOCKED_HINT
+    from kint.spaces import resolve
+
+    sb, tenant = machine, "kint-archive-status"
+    db = _forgotten_on_a_rollback_store(sb, tmp_path, tenant)
+    ref = resolve(tenant, db)
+    scope = {"tenant": ref.tenant, "db": ref.db, "space": ref.label}
+    with sb.client() as kint:  # the baseline: the store as the session found it
+        kint.call("attach", **scope, args={"session": "agent", "watcher": False},
+                  timeout_s=60)
+
+    reached = Path(str(sb.hold) + ".reached")
+    reached.unlink(missing_ok=True)
+    sb.hold.touch()
+    proc = subprocess.Popen([KINT, "--tenant", tenant, "--db", str(db), "status"],
+                            env=sb.env, text=True, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        sb.wait_for(reached.exists, timeout=60, what="the status to reach the archive")
+        with locked(db):
+            sb.hold.unlink()
+            out, err = proc.communicate(timeout=90)
+    finally:
+        sb.hold.unlink(missing_ok=True)
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode != 0 and "[BUSY]" in err, out + err
+    assert f"the store {db} is locked by another process" in err, err
+    assert STORE_LOCKED_HINT in err.replace("\n", " "), err
+    assert "[INTERNAL]" not in err and "check the store file" not in err, err
+
+    # Let go, the archive is read: the rule was forgotten (behind this session's tools),
+    # not lost with the store.
+    held = kjson(sb, "--tenant", tenant, "--db", str(db), "status")["held"]
+    assert held["message"].startswith("refusing to anchor: 1 row(s) changed behind Sibyl's "
+                                      "tools"), held
+
+
 def test_a_pull_over_an_archive_kint_does_not_read_names_the_store(machine, tmp_path):
     """An archive of a shape kint does not read (its `category` renamed, as another Sibyl's
     might be) raised StoreUnreadable, which no part of the op answered: the pull said
