@@ -5,6 +5,8 @@ database) goes aside so, as the way out of it; a file SQLite reads and kint cann
 is refused, nothing moved: a newer Sibyl's schema this kint does not read (here a table
 keyed by a collation kint's SQLite lacks, another tenant's row in it), or another tool's
 file that --db names (no table with Sibyl's tenant_id). v0.3.0 moved any file aside.
+Sibyl's own store with a hot journal (a writer killed mid-transaction) is no such file: its
+transaction is rolled back, as the worker's row count does, and the store counted.
 
 Real parts: a machine on the session's devchain (real supervisor and workers), real Sibyl
 stores, the real `kint pull --discard-local`.
@@ -20,8 +22,9 @@ from pathlib import Path
 import pytest
 
 from chain_machines import kjson, new_machine
-from conftest import write_rules as write
+from conftest import sibyl_client, write_rules as write
 from kint.protocol.hints import STORE_UNCOUNTED_DISCARD_HINT
+from test_store_cut_short import killed_mid_transaction
 
 
 @pytest.fixture(scope="module")
@@ -95,6 +98,26 @@ def test_another_tools_file_at_the_stores_path_is_not_moved_aside(machine, tmp_p
     _refused_unmoved(sb, db, tenant, "holds tables but none with Sibyl's tenant_id (notes)")
 
 
+def test_a_store_a_killed_writer_cut_short_is_rolled_back_then_moved_aside(machine, tmp_path):
+    """Sibyl's own store in rollback-journal mode, its writer killed mid-transaction while
+    the worker runs (no start check to roll it back): the count's read-only read meets the
+    hot journal (SQLITE_READONLY_ROLLBACK), and the discard refused it as a store kint
+    cannot count. It is rolled back as the worker's row count does (one read-write open),
+    counted, moved aside and restored, as before the count was asked."""
+    sb, tenant = machine, "kint-discard-cut-short"
+    db = _anchored(sb, tmp_path, tenant)
+    sb.shutdown()  # no connection on it: a WAL store leaves WAL only when alone
+    with closing(sqlite3.connect(db)) as conn:
+        assert conn.execute("PRAGMA journal_mode=DELETE").fetchone() == ("delete",)
+    sb.start_entitled()
+    kjson(sb, "--tenant", tenant, "--db", str(db), "status")  # the worker runs
+    killed_mid_transaction(db)
+    kjson(sb, "--tenant", tenant, "--db", str(db), "pull", "--discard-local")
+    assert len(_backups(db)) == 1
+    assert "SQLite rolled it back" in (sb.kint_home / "supervisor.log").read_text()
+    _holds_only_kept(db, tenant)
+
+
 def test_a_store_sqlite_cannot_read_is_still_moved_aside_and_restored(machine, tmp_path):
     """The way out of a damaged store stays: a file SQLite reads as no database is moved
     aside uncounted (nobody's rows can be read from it), kept as the backup, and the pull
@@ -113,8 +136,11 @@ def test_a_store_sqlite_cannot_read_is_still_moved_aside_and_restored(machine, t
     assert len(_backups(db)) == 1
     assert "moving it aside without counting its tenants" in \
         (sb.kint_home / "supervisor.log").read_text()
-    from conftest import sibyl_client
+    _holds_only_kept(db, tenant)
 
+
+def _holds_only_kept(db: Path, tenant: str) -> None:
+    """The restored store holds the anchored rule `_anchored` wrote, and nothing more."""
     client = sibyl_client(db, tenant)
     try:
         assert [e["name"] for e in client.list_entities(category="rules")] == ["kept"]
