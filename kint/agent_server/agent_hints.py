@@ -258,10 +258,13 @@ _AGENT_HINTS = {
     # A discard that could not count the store's tenants (discard.refuse_if_shared): the
     # file is the human's to look at, or to move aside by hand.
     STORE_UNCOUNTED_DISCARD_HINT: "stop and tell the human: the store was not moved, as kint "
-                                  "cannot count whose rows it holds (it may be another "
-                                  "tool's, or a newer Sibyl's); the human checks "
-                                  "SIBYL_MEMORY_DB in kint-server's MCP configuration, or "
-                                  "moves the store aside, then call {pull}",
+                                  "cannot count whose rows it holds, and the error says "
+                                  "why; with no table of Sibyl's tenant_id, or a schema "
+                                  "kint does not read, it is another tool's file or a "
+                                  "newer Sibyl's store: the human checks SIBYL_MEMORY_DB "
+                                  "in kint-server's MCP configuration, or moves the store "
+                                  "aside, then call {pull}; any other SQLite error is the "
+                                  "human's to put right before you call {pull} again",
     STORE_HINT: "stop and tell the human: SIBYL_MEMORY_DB in kint-server's MCP configuration "
                 "must name Sibyl's store file (`kint doctor` checks it)",
     # A pull's walk meets it, and a pull is what heals it, whichever tool met it.

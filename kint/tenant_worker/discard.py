@@ -47,8 +47,10 @@ def refuse_if_shared(ctx: SpaceContext) -> None:
     read as a database (store_errors.is_damaged: corrupt, not a database, an I/O error) is
     let through: nobody's rows can be read from it, and discarding it (kept as the backup)
     is the way out. One SQLite reads and kint cannot count is refused, naming why: a schema
-    it does not read (SQLite's error, a newer Sibyl's collation, say), or tables none of
-    which has Sibyl's tenant_id (store.rows_by_tenant). Such a file is not damaged, so
+    it does not read (SQLite's error, a newer Sibyl's collation, say), tables none of which
+    has Sibyl's tenant_id (store.rows_by_tenant), or any other SQLite error that says
+    nothing of the file (out of memory, a cut-short transaction SQLite could not roll
+    back; one it could is rolled back and counted). Such a file is not damaged, so
     nothing makes it nobody's: it may hold other tenants' rows in a shape this kint does
     not know, or be another tool's file that --db names by mistake, and v0.3.0 moved it
     aside all the same (09-cli.md: the whole file moves), putting a restore in its place

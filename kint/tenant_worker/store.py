@@ -356,7 +356,7 @@ def rows_by_tenant(db: str, recover: bool = True) -> dict[str, int]:
         named = ", ".join(tables[:5]) + (f" and {len(tables) - 5} more" if len(tables) > 5
                                          else "")
         raise StoreUnreadable(f"the store {db} holds tables but none with Sibyl's tenant_id "
-                              f"({named}): not a store whose tenants kint can count")
+                              f"({named})")
     return counts or {}
 
 
