@@ -156,7 +156,13 @@ class DriftBaseline:
         failed as a damaged file fails (store_errors.is_damaged), or None for any other
         failure: a lock, this user's permission, a read that failed outside the file. So
         `status` shows the hold a server-side push meets over that store
-        (push_refusals.read_refusal), where it failed INTERNAL itself."""
+        (push_refusals.read_refusal), where it failed INTERNAL itself.
+
+        Only the hold is shared. Status refuses the other failures as its own count of the
+        store's rows refuses the same SQLite error (state_health.store_refusal, as pull and
+        export do), so one status never words one store two ways; the push's words for
+        them (read_refusal) are about the push: "nothing was anchored", run the push again,
+        nothing held. A hold is the push's state, which status exists to show."""
         if isinstance(err, (StoreLocked, StoreDenied)) or err.error is None \
                 or not is_damaged(err.error):
             return None
