@@ -150,7 +150,7 @@ def _store_rows(ctx: SpaceContext, hold_reason: str | None) -> list[Row] | None:
         raise read_refusal(ctx, err, hold_reason) from None
 
 
-def read_refusal(ctx: SpaceContext, err: sqlite3.DatabaseError,
+def read_refusal(ctx: SpaceContext, err: sqlite3.Error,
                  hold_reason: str | None) -> ProtocolError:
     """What a push answers a read of the store that failed with `err`: the rows'
     (`_store_rows`) and the drift check's (its rows and its archive) alike, so one store is
