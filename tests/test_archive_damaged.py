@@ -37,8 +37,9 @@ def machine(tmp_path_factory, chain_home):
 
 
 def _damage_archive(db: Path) -> None:
-    """Every b-tree page of Sibyl's archive (the table and its indexes) overwritten, the WAL
-    folded into the store first: its other tables read as before."""
+    """The root page of each b-tree of Sibyl's archive (the table and its indexes; with one
+    archived row, the whole of each) overwritten, the WAL folded into the store first: its
+    other tables read as before."""
     with closing(sqlite3.connect(db)) as conn:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
         size = conn.execute("PRAGMA page_size").fetchone()[0]
