@@ -146,3 +146,17 @@ def _holds_only_kept(db: Path, tenant: str) -> None:
         assert [e["name"] for e in client.list_entities(category="rules")] == ["kept"]
     finally:
         client.storage.close()
+
+
+def test_a_tenant_id_column_is_told_whatever_its_case(tmp_path):
+    """SQLite's column names know no case, so a table that spells Sibyl's column TENANT_ID
+    is keyed by it: counted, where the count took it for an unkeyed table and a store of
+    such tables for another tool's file. In process: the count alone, on a real file."""
+    from kint.tenant_worker.store import rows_by_tenant
+
+    db = tmp_path / "memory.db"
+    with closing(sqlite3.connect(db)) as conn:
+        conn.execute("CREATE TABLE entities (TENANT_ID TEXT, name TEXT)")
+        conn.execute("INSERT INTO entities VALUES ('someone-else', 'theirs')")
+        conn.commit()
+    assert rows_by_tenant(str(db)) == {"someone-else": 1}

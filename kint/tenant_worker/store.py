@@ -361,15 +361,16 @@ def rows_by_tenant(db: str, recover: bool = True) -> dict[str, int]:
 
 
 def _tenant_counts(conn: sqlite3.Connection) -> tuple[list[str], dict[str, int] | None]:
-    """The store's tables and every tenant's rows over those with a tenant_id column (None
-    when none has one), for rows_by_tenant; SQLite's errors raised as they come."""
+    """The store's tables and every tenant's rows over those with a tenant_id column (any
+    case: SQLite's names know none; None when none has one), for rows_by_tenant; SQLite's
+    errors raised as they come."""
     tables = [name for (name,) in conn.execute(
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE "
         "'sqlite_%' AND sql NOT LIKE 'CREATE VIRTUAL%'")]
     counts: dict[str, int] | None = None
     for table in tables:
         quoted = '"' + table.replace('"', '""') + '"'
-        columns = {row[1] for row in conn.execute(f"PRAGMA table_info({quoted})")}
+        columns = {row[1].lower() for row in conn.execute(f"PRAGMA table_info({quoted})")}
         if "tenant_id" not in columns:
             continue
         counts = counts if counts is not None else {}
