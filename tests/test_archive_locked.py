@@ -4,6 +4,7 @@ another process's lock refused was taken for an empty archive: the pull restored
 the tenant forgot on purpose, kint-server's push was held for a human over a "lost" store,
 and verify said "`kint pull` restores them". Now the lock is what it is: the pull and the
 server push answer BUSY, restoring and anchoring nothing, verify says nothing of the rows.
+A lock met by the drift check's second read of the rows is the push's BUSY too.
 An archive of a shape kint does not read is refused naming the store, not as a bug in kint.
 
 Real parts: real Sibyl stores, a real second process holding SQLite's exclusive lock on the
@@ -65,10 +66,13 @@ def _rules(db: Path, tenant: str) -> set[str]:
 @pytest.fixture(scope="module")
 def machine(tmp_path_factory, chain_home):
     """A machine whose workers hold each read of a store's archive while the file `hold`
-    exists (KINT_TEST_HOLD_ARCHIVE, tests/support/kint_test_faults.py)."""
+    exists (KINT_TEST_HOLD_ARCHIVE, tests/support/kint_test_faults.py), and each drift
+    check's read of the rows while the file `hold_rows` exists (KINT_TEST_HOLD_DRIFT_ROWS)."""
     root = tmp_path_factory.mktemp("archive-locked")
-    sb = new_machine(root, chain_home, KINT_TEST_HOLD_ARCHIVE=str(root / "hold-archive"))
+    sb = new_machine(root, chain_home, KINT_TEST_HOLD_ARCHIVE=str(root / "hold-archive"),
+                     KINT_TEST_HOLD_DRIFT_ROWS=str(root / "hold-drift-rows"))
     sb.hold = root / "hold-archive"
+    sb.hold_rows = root / "hold-drift-rows"
     yield sb
     sb.shutdown()
 
@@ -183,6 +187,98 @@ def test_a_server_push_over_a_locked_archive_is_busy_not_held(machine, tmp_path)
                             f"locked); nothing was anchored"), busy.message
     assert busy.hint == STORE_LOCKED_PUSH_HINT
     assert "push HELD" not in (sb.kint_home / "supervisor.log").read_text()
+
+
+def test_a_server_push_whose_drift_check_meets_a_lock_on_the_rows_is_the_pushs_busy(
+        machine, tmp_path):
+    """The drift check reads the store's rows again (drift.evaluate's export_rows) after
+    the push's own read of them: a lock taken between the two is refused as that read
+    refuses it (push_refusals.read_refusal), BUSY ending "nothing was anchored", the push's
+    hint, where state_health.guarded's BUSY left out what the push did."""
+    from kint.client import KintError
+    from kint.spaces import resolve
+
+    sb, tenant = machine, "kint-drift-rows-push"
+    db = _forgotten_on_a_rollback_store(sb, tmp_path, tenant)
+    ref = resolve(tenant, db)
+    scope = {"tenant": ref.tenant, "db": ref.db, "space": ref.label}
+    with sb.client() as kint:  # the baseline: the drift check runs
+        kint.call("attach", **scope, args={"session": "agent", "watcher": False},
+                  timeout_s=60)
+
+    reached = Path(str(sb.hold_rows) + ".reached")
+    reached.unlink(missing_ok=True)
+    sb.hold_rows.touch()
+    refused: list[KintError] = []
+
+    def push() -> None:
+        with sb.client() as kint:
+            try:
+                kint.call("push", **scope, args={"hold_reason": "tool"}, timeout_s=120)
+            except KintError as err:
+                refused.append(err)
+
+    pushing = threading.Thread(target=push, daemon=True)
+    pushing.start()
+    try:
+        sb.wait_for(reached.exists, timeout=60, what="the drift check to reach the rows")
+        with locked(db):
+            sb.hold_rows.unlink()
+            pushing.join(timeout=90)
+            assert not pushing.is_alive(), "the push did not end"
+    finally:
+        sb.hold_rows.unlink(missing_ok=True)
+    assert len(refused) == 1, "the push went through under another process's lock"
+    busy = refused[0]
+    assert (busy.code, busy.hint) == ("BUSY", STORE_LOCKED_PUSH_HINT), busy
+    assert busy.message == (f"the store {db} is locked by another process (database is "
+                            f"locked); nothing was anchored"), busy.message
+
+
+def test_status_with_a_baseline_over_a_locked_archive_is_busy(machine, tmp_path):
+    """`kint status` of a connected space with a session attached (the drift baseline live)
+    runs the drift check (status.py, `held`), which reads the archive when the store holds
+    none of the anchored rows. With the lock taken there, after the counts were read, the
+    status is BUSY naming the store and the lock, with the hint to run it again, as the
+    push's is (above): never INTERNAL sending the user to check the file, nor a hold over a
+    "lost" store. Once the lock is let go, it answers, the rule told forgotten, not lost."""
+    from kint.protocol.hints import STORE_LOCKED_HINT
+    from kint.spaces import resolve
+
+    sb, tenant = machine, "kint-archive-status"
+    db = _forgotten_on_a_rollback_store(sb, tmp_path, tenant)
+    ref = resolve(tenant, db)
+    scope = {"tenant": ref.tenant, "db": ref.db, "space": ref.label}
+    with sb.client() as kint:  # the baseline: the store as the session found it
+        kint.call("attach", **scope, args={"session": "agent", "watcher": False},
+                  timeout_s=60)
+
+    reached = Path(str(sb.hold) + ".reached")
+    reached.unlink(missing_ok=True)
+    sb.hold.touch()
+    proc = subprocess.Popen([KINT, "--tenant", tenant, "--db", str(db), "status"],
+                            env=sb.env, text=True, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        sb.wait_for(reached.exists, timeout=60, what="the status to reach the archive")
+        with locked(db):
+            sb.hold.unlink()
+            out, err = proc.communicate(timeout=90)
+    finally:
+        sb.hold.unlink(missing_ok=True)
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode != 0 and "[BUSY]" in err, out + err
+    assert f"the store {db} is locked by another process" in err, err
+    assert STORE_LOCKED_HINT in err.replace("\n", " "), err
+    assert "[INTERNAL]" not in err and "check the store file" not in err, err
+
+    # Let go, the archive is read: the rule was forgotten (behind this session's tools),
+    # not lost with the store.
+    held = kjson(sb, "--tenant", tenant, "--db", str(db), "status")["held"]
+    assert held["message"].startswith("refusing to anchor: 1 row(s) changed behind Sibyl's "
+                                      "tools"), held
 
 
 def test_a_pull_over_an_archive_kint_does_not_read_names_the_store(machine, tmp_path):

@@ -15,6 +15,7 @@ import os
 import signal
 import sqlite3
 import time
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -23,10 +24,12 @@ from conftest import TENANT, write_store
 from kint.tenant_worker.store import StoreReader, check_openable
 
 
-def _killed_mid_transaction(db: Path) -> None:
+def killed_mid_transaction(db: Path) -> None:
     """Leave `db` as a writer killed inside a transaction leaves it: a hot rollback
-    journal beside it (the store in rollback-journal mode, as any SQLite tool may set)."""
-    with sqlite3.connect(db) as conn:
+    journal beside it (the store in rollback-journal mode, as any SQLite tool may set).
+    Its own connection is closed before the writer starts, so none of this process's is
+    left open on the store (test_discard_uncounted's discard moves it)."""
+    with closing(sqlite3.connect(db)) as conn:
         conn.execute("PRAGMA journal_mode=DELETE").fetchone()
     read, write = os.pipe()
     pid = os.fork()
@@ -55,7 +58,7 @@ def test_a_transaction_a_killed_writer_cut_short_is_rolled_back_at_the_workers_s
         tmp_path, caplog):
     db = write_store(tmp_path / "memory.db")
     before = StoreReader(str(db), TENANT).facts().rows
-    _killed_mid_transaction(db)
+    killed_mid_transaction(db)
     ro = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     with pytest.raises(sqlite3.OperationalError, match="readonly database"):
         ro.execute("PRAGMA schema_version").fetchone()  # what every read met before
@@ -77,6 +80,6 @@ def test_a_worker_already_counting_the_store_rolls_it_back_at_its_next_count(tmp
     db = write_store(tmp_path / "memory.db")
     reader = StoreReader(str(db), TENANT)
     before = reader.facts().rows
-    _killed_mid_transaction(db)
+    killed_mid_transaction(db)
     assert reader.facts().rows == before  # counted anew: the files changed
     assert not Path(f"{db}-journal").exists()

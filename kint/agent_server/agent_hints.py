@@ -42,7 +42,8 @@ from kint.protocol.hints import (ARCHIVE_HINT, ASIDE_FIRST, ASIDE_THEN, CHECKSUM
                                  SESSION_KEY_LOCKED_HINT, SESSION_KEY_MISSING_HINT,
                                  SNAPSHOT_TOO_LARGE_HINT, STALE_JOURNAL_HINT, STORE_LOCKED_HINT,
                                  STORE_LOCKED_PULL_HINT, STORE_LOCKED_PUSH_HINT,
-                                 STORE_READ_FAILED_HINT, STORE_UNREADABLE_HINT,
+                                 STORE_READ_FAILED_HINT, STORE_UNCOUNTED_DISCARD_HINT,
+                                 STORE_UNREADABLE_HINT,
                                  UNAUTHORIZED_HINT, UNAUTHORIZED_KEPT_HINT,
                                  UNAUTHORIZED_PUSH_HINT, UNREAD_GAP_HINT, WRAPS_ROTATED_HINT)
 from kint.sibyl_client import LOCKED_HINT, UNREADABLE_HINT
@@ -254,6 +255,16 @@ _AGENT_HINTS = {
     STORE_UNREADABLE_HINT: "stop and tell the human: the store file cannot be read as kint "
                            "reads it (kint only reads it); `kint doctor` says what is wrong "
                            "with the store",
+    # A discard that could not count the store's tenants (discard.refuse_if_shared): the
+    # file is the human's to look at, or to move aside by hand.
+    STORE_UNCOUNTED_DISCARD_HINT: "stop and tell the human: the store was not moved, as kint "
+                                  "cannot count whose rows it holds, and the error says "
+                                  "why; with no table of Sibyl's tenant_id, or a schema "
+                                  "kint does not read, it is another tool's file or a "
+                                  "newer Sibyl's store: the human checks SIBYL_MEMORY_DB "
+                                  "in kint-server's MCP configuration, or moves the store "
+                                  "aside, then call {pull}; any other SQLite error is the "
+                                  "human's to put right before you call {pull} again",
     STORE_HINT: "stop and tell the human: SIBYL_MEMORY_DB in kint-server's MCP configuration "
                 "must name Sibyl's store file (`kint doctor` checks it)",
     # A pull's walk meets it, and a pull is what heals it, whichever tool met it.

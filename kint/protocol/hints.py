@@ -202,6 +202,19 @@ STORE_LOCKED_HINT = "run it again once the other writer lets go of the store"
 STORE_UNREADABLE_HINT = "check the store file; kint only reads it"
 STORE_READ_FAILED_HINT = ("that is not a damaged store, so nothing is held: run the push "
                           "again; if it fails the same way, the supervisor log has the details")
+# A discard's count of the store's tenants that SQLite read and kint could not make out
+# (discard.refuse_if_shared): no table with Sibyl's tenant_id, or a SQLite error that is not
+# a damaged file (a schema this kint's SQLite does not read; any other error SQLite's own,
+# a cut-short transaction it could not roll back, say). The file may be another tool's, or
+# hold other tenants' rows, so it is the human's to look at or to move aside by hand.
+STORE_UNCOUNTED_DISCARD_HINT = (
+    "a discard moves the whole file, so it moves only a store whose tenants kint can count, "
+    "or one SQLite cannot read at all; the error says why this one could not be counted: "
+    "no table with Sibyl's tenant_id, or a schema this kint's SQLite does not read (a "
+    "collation it lacks), means --db (or SIBYL_MEMORY_DB) names another tool's file or a "
+    "newer Sibyl's store: check it, or, to discard it all the same, move it aside yourself, "
+    "then `kint pull`; any other SQLite error is SQLite's own (the supervisor log may say "
+    "more): run the pull again once it is put right")
 
 # An interrupted push's journal the endpoint answered for with a head or an event that does
 # not fit it (kint.tenant_worker.pending): kept, and settled by a pull through an endpoint

@@ -24,11 +24,13 @@ from typing import Callable
 from urllib.parse import quote
 
 from kint.protocol import ErrorCode, ProtocolError
-from kint.protocol.hints import DISCARD_FROM_AGENT, STORE_LOCKED_PULL_HINT
+from kint.protocol.hints import (DISCARD_FROM_AGENT, STORE_LOCKED_PULL_HINT,
+                                 STORE_UNCOUNTED_DISCARD_HINT)
 from kint.sibyl_client import account_gate
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.store import rows_by_tenant
-from kint.tenant_worker.store_errors import StoreDenied, StoreLocked, StoreUnreadable
+from kint.tenant_worker.store_errors import (StoreDenied, StoreLocked, StoreUnreadable,
+                                            is_damaged)
 
 log = logging.getLogger("kint.worker")
 
@@ -41,11 +43,20 @@ def refuse_if_shared(ctx: SpaceContext) -> None:
     tenant in one file, so moving the file aside would take every other tenant's rows out
     of the live store with this one's, and restore only this one's; the next push of an
     anchored other tenant would then anchor the deletion of every one of its rows. Asked
-    with `refuse_if_held`, before the walk and again at the move. A store that cannot be
-    read at all is let through: nobody's rows can be read from it, and discarding it (kept
-    as the backup) is the way out; one this user may not open is refused (StoreDenied):
-    nothing says it is damaged, and moving it would put a restore over a good store; nor is
-    one another process holds locked (StoreLocked): it is being written."""
+    with `refuse_if_held`, before the walk and again at the move. A store SQLite cannot
+    read as a database (store_errors.is_damaged: corrupt, not a database, an I/O error) is
+    let through: nobody's rows can be read from it, and discarding it (kept as the backup)
+    is the way out. One SQLite reads and kint cannot count is refused, naming why: a schema
+    it does not read (SQLite's error, a newer Sibyl's collation, say), tables none of which
+    has Sibyl's tenant_id (store.rows_by_tenant), or any other SQLite error that says
+    nothing of the file (out of memory, a cut-short transaction SQLite could not roll
+    back; one it could is rolled back and counted). Such a file is not damaged, so
+    nothing makes it nobody's: it may hold other tenants' rows in a shape this kint does
+    not know, or be another tool's file that --db names by mistake, and v0.3.0 moved it
+    aside all the same (09-cli.md: the whole file moves), putting a restore in its place
+    and taking it from whatever wrote it. One this user may not open is refused too
+    (StoreDenied): nothing says it is damaged, and moving it would put a restore over a
+    good store; nor is one another process holds locked (StoreLocked): it is being written."""
     try:
         counts = rows_by_tenant(ctx.config.db)
     except StoreDenied as err:
@@ -59,6 +70,10 @@ def refuse_if_shared(ctx: SpaceContext) -> None:
         raise ProtocolError(ErrorCode.BUSY, f"{err}; nothing was moved",
                             STORE_LOCKED_PULL_HINT) from None
     except StoreUnreadable as err:
+        if err.error is None or not is_damaged(err.error):  # SQLite reads it: not damaged
+            raise ProtocolError(ErrorCode.SIBYL_ERROR, f"{err}; whose rows it holds cannot "
+                                f"be counted, so nothing was moved",
+                                STORE_UNCOUNTED_DISCARD_HINT) from None
         log.warning("pull: %s; moving it aside without counting its tenants", err)
         return
     others = sorted((t, n) for t, n in counts.items() if t != ctx.config.tenant and n)

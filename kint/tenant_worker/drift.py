@@ -29,6 +29,8 @@ from kint.rows.export import export_rows
 from kint.tenant_worker.changes import store_lost
 from kint.tenant_worker.statefiles import Mirror
 from kint.tenant_worker.store import archived_entities
+from kint.tenant_worker.store_errors import (StoreDenied, StoreLocked, StoreUnreadable,
+                                            is_damaged)
 from kint.tenant_worker.verify import refused_values
 
 log = logging.getLogger("kint.worker")
@@ -92,7 +94,11 @@ class DriftBaseline:
                  reason: str, *, db: str) -> Hold | None:
         """The hold for a server-side push now, or None. Records it for `memory_status`.
         `db`, the store `conn` reads, names it when its archive cannot be read: StoreLocked
-        or StoreUnreadable (store.archived_entities), never a hold over a "lost" store."""
+        or StoreUnreadable (store.archived_entities), never a hold over a "lost" store. A
+        push answers that failure as its read of the rows answers the same SQLite error
+        (push_refusals.read_refusal: a damaged archive is held as a damaged store, by
+        `unreadable`); `status` shows that hold too (`damaged_archive`), and refuses the
+        rest as its own count of the rows does (state_health.store_refusal)."""
         rows = export_rows(conn, tenant)
         current = {r.canonical_id: r for r in rows}
         anchored = mirror.rows if mirror is not None else {}
@@ -144,6 +150,23 @@ class DriftBaseline:
             f"it); `kint pull --discard-local` moves it aside and restores the anchored "
             f"values.", reason, _now())
         return self._record(hold, reason) or hold
+
+    def damaged_archive(self, err: StoreUnreadable, db: str, reason: str) -> Hold | None:
+        """The hold `unreadable` over a store whose archive's read (store.archived_entities)
+        failed as a damaged file fails (store_errors.is_damaged), or None for any other
+        failure: a lock, this user's permission, a read that failed outside the file. So
+        `status` shows the hold a server-side push meets over that store
+        (push_refusals.read_refusal), where it failed INTERNAL itself.
+
+        Only the hold is shared. Status refuses the other failures as its own count of the
+        store's rows refuses the same SQLite error (state_health.store_refusal, as pull and
+        export do), so one status never words one store two ways; the push's words for
+        them (read_refusal) are about the push: "nothing was anchored", run the push again,
+        nothing held. A hold is the push's state, which status exists to show."""
+        if isinstance(err, (StoreLocked, StoreDenied)) or err.error is None \
+                or not is_damaged(err.error):
+            return None
+        return self.unreadable(db, str(err.error), reason)
 
     def _record(self, hold: Hold | None, reason: str) -> Hold | None:
         """Keep `hold` for `memory_status` (None: nothing is held now), and log each

@@ -112,7 +112,10 @@ def rows_to_push(ctx: SpaceContext, mirror: Mirror | None,
     """What the store holds now (None: not created yet, refused when that forgets anchored
     rows; a store kint cannot read is refused by `_store_rows`). A server-side push
     (`hold_reason`) passes the drift hold first, so a store that lost rows it should not
-    have is not anchored as a wish to forget them."""
+    have is not anchored as a wish to forget them. The drift check reads the store again
+    (its rows, and the archive: store.archived_entities); a read of it that fails is
+    answered as the rows' read answers the same failure (`read_refusal`): a damaged archive
+    holds the push as a damaged store does, where it was INTERNAL naming the store."""
     cfg = ctx.config
     rows = _store_rows(ctx, hold_reason)
     if rows is None:  # not created yet: no rows, unless that forgets anchored ones
@@ -124,57 +127,69 @@ def rows_to_push(ctx: SpaceContext, mirror: Mirror | None,
             with ctx.reading() as conn:
                 hold = ctx.drift.evaluate(conn, cfg.tenant, mirror, hold_reason, db=cfg.db)
         except StoreUnreadable as err:  # its read of the archive (store.archived_entities)
-            raise store_refusal(err, "push", NOTHING_ANCHORED) from None
+            if err.error is None:
+                raise store_refusal(err, "push", NOTHING_ANCHORED) from None
+            raise read_refusal(ctx, err.error, hold_reason) from None
+        except sqlite3.DatabaseError as err:  # its read of the rows (export_rows)
+            if store_full(err):
+                raise  # DISK_FULL, naming the store (state_health.guarded)
+            raise read_refusal(ctx, err, hold_reason) from None
         if hold is not None:
             raise hold_error(hold)
     return rows
 
 
 def _store_rows(ctx: SpaceContext, hold_reason: str | None) -> list[Row] | None:
-    """The store's rows (None: not created yet). A store whose file kint cannot read
-    (`store_errors.is_damaged`: corrupt, not a database, not to be opened or read) is refused: a
-    server-side push is held over it (docs/how-it-works.md: an unchecked push is what the
-    hold stops), and a push from a terminal says which file, with nothing anchored. One
-    this user may not open (kint.store_denied) is refused as that, held for nobody and
-    never sent to `--discard-local`: the push goes through once the permission is fixed. A
-    read that failed for another reason is refused as what it is, never as a damaged file:
-    a lock is BUSY, a full disk DISK_FULL (state_health.guarded), anything else names
-    SQLite's error and is tried again by the next push, not held for a human."""
+    """The store's rows (None: not created yet); a read that failed is refused as
+    `read_refusal` says, a full disk as DISK_FULL (state_health.guarded)."""
     try:
         return ctx.store_rows()
     except sqlite3.DatabaseError as err:
-        db = ctx.config.db
-        if is_locked(err):
-            # Another process holds the store's lock past the read's busy wait: the store
-            # is fine and the push can run once it lets go. Not a hold, which waits for a
-            # human, and not "cannot be read", which sends one to `--discard-local`.
-            raise ProtocolError(ErrorCode.BUSY, f"the store {db} is locked by "
-                                f"another process ({err}); nothing was anchored",
-                                STORE_LOCKED_PUSH_HINT) from None
         if store_full(err):
             raise  # DISK_FULL, naming the store (state_health.guarded)
-        denied = denied_reason(db, err)
-        if denied is not None:  # a store this user may not open: fixed by a human, not held
-            raise ProtocolError(ErrorCode.SIBYL_ERROR, f"{denied_message(db, denied)}; "
-                                f"nothing was anchored", DENIED_HINT) from None
-        if not is_damaged(err):
-            name = getattr(err, "sqlite_errorname", None) or type(err).__name__
-            # The details the hint sends a user to: where in the read it failed.
-            log.warning("space %s: reading the store %s failed (%s: %s); nothing is held",
-                        ctx.config.space16, db, name, err, exc_info=True)
-            raise ProtocolError(ErrorCode.INTERNAL, f"reading the store {db} failed "
-                                f"({name}: {err}); nothing was anchored",
-                                STORE_READ_FAILED_HINT) from None
-        if hold_reason is not None:
-            from kint.tenant_worker.drift import hold_error
+        raise read_refusal(ctx, err, hold_reason) from None
 
-            hold = ctx.drift.unreadable(db, str(err), hold_reason)
-            raise hold_error(hold, NOTHING_ANCHORED_OR_DROPPED) from None
-        raise ProtocolError(ErrorCode.INTERNAL, f"the store {db} cannot be read "
-                            f"({err}); nothing was anchored",
-                            "check the store file (kint only reads it); `kint pull "
-                            "--discard-local` moves it aside and restores the anchored "
-                            "values") from None
+
+def read_refusal(ctx: SpaceContext, err: sqlite3.Error,
+                 hold_reason: str | None) -> ProtocolError:
+    """What a push answers a read of the store that failed with `err`: the rows'
+    (`_store_rows`) and the drift check's (its rows and its archive) alike, so one store is
+    answered one way whichever read met it. A store whose file kint cannot read
+    (`store_errors.is_damaged`: corrupt, not a database, not to be opened or read) is
+    refused: a server-side push is held over it (docs/how-it-works.md: an unchecked push is
+    what the hold stops), and a push from a terminal says which file, with nothing
+    anchored. One this user may not open (kint.store_denied) is refused as that, held for
+    nobody and never sent to `--discard-local`: the push goes through once the permission
+    is fixed. A read that failed for another reason is refused as what it is, never as a
+    damaged file: a lock is BUSY, anything else names SQLite's error and is tried again by
+    the next push, not held for a human."""
+    db = ctx.config.db
+    if is_locked(err):
+        # Another process holds the store's lock past the read's busy wait: the store
+        # is fine and the push can run once it lets go. Not a hold, which waits for a
+        # human, and not "cannot be read", which sends one to `--discard-local`.
+        return ProtocolError(ErrorCode.BUSY, f"the store {db} is locked by another process "
+                             f"({err}){NOTHING_ANCHORED}", STORE_LOCKED_PUSH_HINT)
+    denied = denied_reason(db, err)
+    if denied is not None:  # a store this user may not open: fixed by a human, not held
+        return ProtocolError(ErrorCode.SIBYL_ERROR, f"{denied_message(db, denied)}"
+                             f"{NOTHING_ANCHORED}", DENIED_HINT)
+    if not is_damaged(err):
+        name = getattr(err, "sqlite_errorname", None) or type(err).__name__
+        # The details the hint sends a user to: where in the read it failed.
+        log.warning("space %s: reading the store %s failed (%s: %s); nothing is held",
+                    ctx.config.space16, db, name, err, exc_info=err)
+        return ProtocolError(ErrorCode.INTERNAL, f"reading the store {db} failed "
+                             f"({name}: {err}){NOTHING_ANCHORED}", STORE_READ_FAILED_HINT)
+    if hold_reason is not None:
+        from kint.tenant_worker.drift import hold_error
+
+        hold = ctx.drift.unreadable(db, str(err), hold_reason)
+        return hold_error(hold, NOTHING_ANCHORED_OR_DROPPED)
+    return ProtocolError(ErrorCode.INTERNAL, f"the store {db} cannot be read ({err})"
+                         f"{NOTHING_ANCHORED}",
+                         "check the store file (kint only reads it); `kint pull "
+                         "--discard-local` moves it aside and restores the anchored values")
 
 
 def _refuse_forgetting_anchored_rows(db: str, mirror: Mirror | None) -> None:

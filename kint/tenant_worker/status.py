@@ -109,9 +109,14 @@ def _chain_status(ctx: SpaceContext) -> dict[str, Any]:
         split = {"changed": len(local.rows), "deleted": len(local.deleted)}
     held = None
     if enrolment is not None and mirror is not None and os.path.exists(ctx.config.db):
-        with ctx.reading() as conn:
-            hold = ctx.drift.evaluate(conn, ctx.config.tenant, mirror, "status",
-                                      db=ctx.config.db)
+        try:
+            with ctx.reading() as conn:
+                hold = ctx.drift.evaluate(conn, ctx.config.tenant, mirror, "status",
+                                          db=ctx.config.db)
+        except StoreUnreadable as err:  # the archive's read: a damaged one is the push's hold
+            hold = ctx.drift.damaged_archive(err, ctx.config.db, "status")
+            if hold is None:
+                raise  # a lock BUSY, a closed store SIBYL_ERROR (state_health.guarded)
         held = hold.to_json() if hold is not None else None
     from kint.tenant_worker import settled_notice
     from kint.tenant_worker.lost_restore import in_progress

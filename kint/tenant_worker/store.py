@@ -324,13 +324,18 @@ class StoreReader:
         raise unreadable(self.db, failed) from None
 
 
-def rows_by_tenant(db: str) -> dict[str, int]:
+def rows_by_tenant(db: str, recover: bool = True) -> dict[str, int]:
     """Every tenant's row count in the store, over every table of Sibyl's with a tenant_id
     (the anchored tiers and Sibyl's own: relations, archives, events...): one Sibyl store
     holds many tenants (Hermes profiles aside, every harness on the default store), and
     `pull --discard-local` moves the whole file, so what it would take away from each is
     all of these. {} when the store does not exist; StoreDenied when this user may not open
-    it (a folder it may not search would otherwise read as no store)."""
+    it (a folder it may not search would otherwise read as no store); StoreUnreadable, with
+    no SQLite error, for a store SQLite reads whose tables none have a tenant_id (another
+    tool's file, or a Sibyl whose schema this kint does not know): counted as {}, it was
+    taken for a store nobody's rows are in, and moved aside. A transaction a killed writer
+    cut short is rolled back once (`_recovered`) and counted again, as `_count_rows` does:
+    the read-only count cannot undo it, and the discard refused Sibyl's own store for it."""
     reason = denied_reason(db)
     if reason is not None:
         raise StoreDenied(denied_message(db, reason))
@@ -338,21 +343,41 @@ def rows_by_tenant(db: str) -> dict[str, int]:
         return {}
     with closing(_connect_ro(db)) as conn:
         try:
-            tables = [name for (name,) in conn.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE "
-                "'sqlite_%' AND sql NOT LIKE 'CREATE VIRTUAL%'")]
-            counts: dict[str, int] = {}
-            for table in tables:
-                quoted = '"' + table.replace('"', '""') + '"'
-                columns = {row[1] for row in conn.execute(f"PRAGMA table_info({quoted})")}
-                if "tenant_id" not in columns:
-                    continue
-                for tenant, n in conn.execute(
-                        f"SELECT tenant_id, count(*) FROM {quoted} GROUP BY tenant_id"):
-                    counts[str(tenant)] = counts.get(str(tenant), 0) + int(n)
-            return counts
+            tables, counts = _tenant_counts(conn)
         except sqlite3.DatabaseError as err:
-            raise unreadable(db, err) from None
+            failed = err
+        else:
+            failed = None
+    if failed is not None:
+        if recover and _cut_short(failed) and _recovered(db):
+            return rows_by_tenant(db, recover=False)
+        raise unreadable(db, failed) from None
+    if tables and counts is None:
+        named = ", ".join(tables[:5]) + (f" and {len(tables) - 5} more" if len(tables) > 5
+                                         else "")
+        raise StoreUnreadable(f"the store {db} holds tables but none with Sibyl's tenant_id "
+                              f"({named})")
+    return counts or {}
+
+
+def _tenant_counts(conn: sqlite3.Connection) -> tuple[list[str], dict[str, int] | None]:
+    """The store's tables and every tenant's rows over those with a tenant_id column (any
+    case: SQLite's names know none; None when none has one), for rows_by_tenant; SQLite's
+    errors raised as they come."""
+    tables = [name for (name,) in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE "
+        "'sqlite_%' AND sql NOT LIKE 'CREATE VIRTUAL%'")]
+    counts: dict[str, int] | None = None
+    for table in tables:
+        quoted = '"' + table.replace('"', '""') + '"'
+        columns = {row[1].lower() for row in conn.execute(f"PRAGMA table_info({quoted})")}
+        if "tenant_id" not in columns:
+            continue
+        counts = counts if counts is not None else {}
+        for tenant, n in conn.execute(
+                f"SELECT tenant_id, count(*) FROM {quoted} GROUP BY tenant_id"):
+            counts[str(tenant)] = counts.get(str(tenant), 0) + int(n)
+    return tables, counts
 
 
 def archived_entities(conn: sqlite3.Connection, tenant: str, db: str) -> set[tuple[str, str]]:

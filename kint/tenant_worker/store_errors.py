@@ -12,7 +12,15 @@ from kint.store_denied import DENIED_HINT, denied_message, denied_reason
 
 
 class StoreUnreadable(Exception):
-    """The store exists but cannot be read as a SQLite database."""
+    """The store exists but cannot be read as a SQLite database. `error` is SQLite's error
+    when one said so (None: kint's own look at the file did, `spaces.store_problem`): a
+    caller that answers a damaged file otherwise than a read that failed outside it (a
+    server-side push holds over the first only: push_refusals.read_refusal) tells them
+    apart by it, as it tells the store's other reads."""
+
+    def __init__(self, message: str, error: sqlite3.Error | None = None) -> None:
+        super().__init__(message)
+        self.error = error
 
 
 class StoreDenied(StoreUnreadable):
@@ -88,7 +96,7 @@ def unreadable(db: str, err: sqlite3.DatabaseError) -> StoreUnreadable:
     """The error for a read of the store that failed: StoreLocked when another process
     holds it, StoreDenied when this user may not open it, else StoreUnreadable."""
     if is_locked(err):
-        return StoreLocked(f"the store {db} is locked by another process ({err})")
+        return StoreLocked(f"the store {db} is locked by another process ({err})", err)
     return cannot_open(db, err, "cannot be read")
 
 
@@ -97,5 +105,5 @@ def cannot_open(db: str, err: sqlite3.Error, failed: str) -> StoreUnreadable:
     (kint.store_denied), else StoreUnreadable saying SQLite's words."""
     reason = denied_reason(db, err)
     if reason is not None:
-        return StoreDenied(denied_message(db, reason))
-    return StoreUnreadable(f"store {db} {failed}: {err}{sqlite_code(err)}")
+        return StoreDenied(denied_message(db, reason), err)
+    return StoreUnreadable(f"store {db} {failed}: {err}{sqlite_code(err)}", err)

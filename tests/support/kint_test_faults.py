@@ -60,6 +60,9 @@ exists (at most HOLD_MAX_S):
   `kint.tenant_worker.local_state`, `verify_empty` and `drift` imported it), the store's rows
   already read, waits for it to go, having first created `<file>.reached`: a test takes
   another process's lock of the store in that gap, as a writer that starts there would.
+- `KINT_TEST_HOLD_DRIFT_ROWS`: the drift check's read of the store's rows (`export_rows` as
+  `kint.tenant_worker.drift` imported it), a push's own read of them made, waits for it to
+  go, having first created `<file>.reached`, for the same purpose.
 
 One wrapper shortens rather than holds: while the file `KINT_TEST_RECEIPT_WAIT` names exists,
 `Anchor.wait` gives up after the seconds it holds (not kint's 60), so a test meets a receipt
@@ -131,6 +134,7 @@ HOLD_ENV = "KINT_TEST_HOLD_SETTLE"
 HOLD_DISPATCH_ENV = "KINT_TEST_HOLD_DISPATCH"
 HOLD_ATTACH_ENV = "KINT_TEST_HOLD_ATTACH"
 HOLD_ARCHIVE_ENV = "KINT_TEST_HOLD_ARCHIVE"
+HOLD_DRIFT_ROWS_ENV = "KINT_TEST_HOLD_DRIFT_ROWS"
 HOLD_MAX_S = 120.0
 FAIL_START_ENV = "KINT_TEST_FAIL_START"
 RECEIPT_WAIT_ENV = "KINT_TEST_RECEIPT_WAIT"
@@ -515,6 +519,7 @@ def _install() -> None:
 
     for reader in (local_state, verify_empty, drift):
         reader.archived_entities = _held(reader.archived_entities, HOLD_ARCHIVE_ENV, True)
+    drift.export_rows = _held(drift.export_rows, HOLD_DRIFT_ROWS_ENV, True)
     from sibyl_memory_client import MemoryClient
 
     MemoryClient.set_entity = _around(MemoryClient.set_entity, None,  # type: ignore

@@ -1,0 +1,144 @@
+"""A store whose archive (memory_forget moves an entity there) is damaged, its rows still
+read: kint-server's drift check reads that archive when the anchored rows are gone from
+the store (changes.store_lost), and its failure was answered INTERNAL naming the store,
+where the push's own read of a damaged store holds the push for a human (push_refusals).
+Now the drift check's failure is answered as the rows' read answers the same SQLite
+error (push_refusals.read_refusal): the push is HELD, nothing anchored, and `kint
+status` shows that hold (it failed INTERNAL itself).
+
+Real parts: a real Sibyl store whose archive's b-tree pages are overwritten with bytes
+SQLite cannot make sense of (its rows' pages untouched), and a machine on the session's
+devchain (real supervisor and workers), the push asked of the supervisor as kint-server's
+tool push asks it (a session attached: the drift baseline live).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+
+from chain_machines import kjson, new_machine
+from conftest import sibyl_client
+from conftest import write_rules as write
+from kint.outcomes import NOTHING_ANCHORED_OR_DROPPED
+
+MALFORMED = "database disk image is malformed"
+
+
+@pytest.fixture(scope="module")
+def machine(tmp_path_factory, chain_home):
+    sb = new_machine(tmp_path_factory.mktemp("archive-damaged"), chain_home)
+    yield sb
+    sb.shutdown()
+
+
+def _damage_archive(db: Path) -> None:
+    """The root page of each b-tree of Sibyl's archive (the table and its indexes; with one
+    archived row, the whole of each) overwritten, the WAL folded into the store first: its
+    other tables read as before."""
+    with closing(sqlite3.connect(db)) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        size = conn.execute("PRAGMA page_size").fetchone()[0]
+        pages = [p for (p,) in conn.execute(
+            "SELECT rootpage FROM sqlite_master WHERE tbl_name = 'archived_entities' AND "
+            "rootpage > 0")]
+    assert len(pages) >= 1
+    with open(db, "r+b") as fh:
+        for page in pages:
+            fh.seek((page - 1) * size)
+            fh.write(b"\xff" * size)
+
+
+def _forgotten_in_a_damaged_archive(sb, tmp_path: Path, tenant: str) -> Path:
+    """A store of `tenant` whose one rule was anchored, then forgotten through Sibyl (the
+    store holds none of the anchored rows: the drift check reads the archive), its archive
+    damaged with the supervisor stopped (no worker's connection open on it)."""
+    db = tmp_path / "forgets.db"
+    write(db, tenant, **{"forgotten": "anchored, then forgotten"})
+    kjson(sb, "--tenant", tenant, "--db", str(db), "connect", "--dev")
+    kjson(sb, "--tenant", tenant, "--db", str(db), "push")
+    client = sibyl_client(db, tenant)
+    try:
+        client.archive_entity("rules", "forgotten", reason="no longer true")
+    finally:
+        client.storage.close()
+    sb.shutdown()
+    _damage_archive(db)
+    sb.start_entitled()
+    return db
+
+
+def test_a_server_push_over_a_damaged_archive_is_held_as_a_damaged_store(machine, tmp_path):
+    """The drift check met the damaged archive and answered INTERNAL ("store PATH cannot be
+    read: database disk image is malformed"), where the same store's damaged rows hold the
+    push. Now HELD, as kint-server's push over a store kint cannot read is; `kint status`
+    (with the session's baseline) shows the hold, where it failed INTERNAL; nothing was
+    anchored."""
+    from kint.client import KintError
+    from kint.spaces import resolve
+
+    sb, tenant = machine, "kint-archive-damaged"
+    db = _forgotten_in_a_damaged_archive(sb, tmp_path, tenant)
+    ref = resolve(tenant, db)
+    scope = {"tenant": ref.tenant, "db": ref.db, "space": ref.label}
+    head = kjson(sb, "--tenant", tenant, "--db", str(db), "status")["head"]
+    with sb.client() as kint:  # the baseline: the store as the session found it
+        kint.call("attach", **scope, args={"session": "agent", "watcher": False},
+                  timeout_s=60)
+        with pytest.raises(KintError) as refused:
+            kint.call("push", **scope, args={"hold_reason": "tool"}, timeout_s=120)
+    held = refused.value
+    assert held.code == "HELD", (held.code, held.message)
+    assert held.message.startswith(f"refusing to anchor: kint cannot read the store {db} "
+                                   f"({MALFORMED})"), held.message
+    assert held.hint == NOTHING_ANCHORED_OR_DROPPED
+
+    out = sb.kint("--tenant", tenant, "--db", str(db), "status", "--json")
+    assert out.returncode == 0, out.stdout + out.stderr
+    status = json.loads(out.stdout)
+    assert status["held"]["message"] == held.message, status["held"]
+    assert status["head"] == head  # nothing anchored
+
+
+def test_a_server_push_over_an_archive_kint_does_not_read_is_the_rows_refusal(machine,
+                                                                             tmp_path):
+    """An archive of a shape kint does not read (its `category` renamed, as another Sibyl's
+    might be) is no damaged file: the rows' read of a store whose table is so is refused as
+    SQLite's error, nothing held, to be tried again. The drift check said it otherwise
+    ("store PATH cannot be read", the hint to check the file); now the same refusal as
+    the rows' read, and nothing waits for a human."""
+    from kint.client import KintError
+    from kint.protocol.hints import STORE_READ_FAILED_HINT
+    from kint.spaces import resolve
+
+    sb, tenant = machine, "kint-archive-renamed"
+    db = tmp_path / "forgets.db"
+    write(db, tenant, **{"forgotten": "anchored, then forgotten"})
+    kjson(sb, "--tenant", tenant, "--db", str(db), "connect", "--dev")
+    kjson(sb, "--tenant", tenant, "--db", str(db), "push")
+    client = sibyl_client(db, tenant)
+    try:
+        client.archive_entity("rules", "forgotten", reason="no longer true")
+    finally:
+        client.storage.close()
+    with closing(sqlite3.connect(db)) as conn:
+        conn.execute("ALTER TABLE archived_entities RENAME COLUMN category TO cat")
+    ref = resolve(tenant, db)
+    scope = {"tenant": ref.tenant, "db": ref.db, "space": ref.label}
+    log = sb.kint_home / "supervisor.log"
+    held = log.read_text().count("push HELD")
+    with sb.client() as kint:
+        kint.call("attach", **scope, args={"session": "agent", "watcher": False},
+                  timeout_s=60)
+        with pytest.raises(KintError) as refused:
+            kint.call("push", **scope, args={"hold_reason": "tool"}, timeout_s=120)
+    err = refused.value
+    assert err.code == "INTERNAL", (err.code, err.message)
+    assert err.message == (f"reading the store {db} failed (SQLITE_ERROR: no such column: "
+                           f"category); nothing was anchored"), err.message
+    assert err.hint == STORE_READ_FAILED_HINT
+    assert log.read_text().count("push HELD") == held
