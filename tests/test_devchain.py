@@ -29,6 +29,7 @@ from kint.chain import devchain
 from kint.chain.config import devchain_record
 from kint.chain.devchain.records import anchor_file, state_path
 from kint.paths import devchain_dir
+from rpc_proxy import closed_port_url
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -467,6 +468,43 @@ def test_a_copied_record_never_stops_another_homes_anvil(tmp_path, chain_home):
     shown = json.loads(status.stdout.rsplit("\n", 2)[0])  # the modules' line follows
     assert status.returncode == 0 and shown["pid"] == record["pid"], status.stdout
     assert _chain_libraries(loaded) == [] and "requests" in loaded, loaded  # the list is real
+
+
+def test_a_copied_record_whose_pid_means_nothing_here_is_judged_by_its_endpoint(tmp_path,
+                                                                                chain_home):
+    """A second machine's copy of the session devchain's record, its anvil reached by URL
+    while its pid says nothing here (another host's process: a pid that exited here, or
+    the same pid started in another boot). Status deleted such a copy, so the next command
+    signed for Base; it now says the devchain runs, and keeps the copy. A copy whose
+    endpoint does not answer is said to be that, the record kept, and stop leaves it."""
+    record = json.loads(devchain_record(chain_home).read_text())
+    sb = make_sandbox(tmp_path / "machine-b")
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    elsewhere = [{**record, "pid": gone.pid},
+                 {**record, "identity": {**record["identity"], "started": "other-boot:1"}}]
+    for copy in elsewhere:
+        _write_record(sb, copy)
+        out = sb.kint("devchain", "status")
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert out.stdout.strip() == (
+            f"devchain running at {record['rpc_url']} (started from another KINT_HOME, state "
+            f"{record['state']}), EpochAnchor {record['anchor']}")
+        assert json.loads(_record(sb).read_text()) == copy
+    silent = {**elsewhere[0], "rpc_url": closed_port_url()}
+    _write_record(sb, silent)
+    out = sb.kint("devchain", "status")
+    assert out.returncode == 3, out.stdout + out.stderr
+    assert out.stderr.splitlines()[:2] == [
+        f"kint: error: the devchain recorded here, copied from another KINT_HOME (state "
+        f"{record['state']}), does not answer at {silent['rpc_url']}; the record is kept "
+        f"[RPC_UNAVAILABLE]",
+        "hint: on the machine that started it, `kint devchain status` says whether it runs "
+        "and `kint devchain start` starts it again; then copy its "
+        "KINT_HOME/devchain/devchain.json here again (a start takes a new port)"], out.stderr
+    stopped = sb.kint("devchain", "stop")
+    assert stopped.returncode == 0 and "started from another KINT_HOME" in stopped.stdout
+    assert json.loads(_record(sb).read_text()) == silent
 
 
 def _chain_libraries(modules: list[str]) -> list[str]:

@@ -19,6 +19,11 @@ from kint.paths import kint_home
 from kint.protocol.errors import ErrorCode
 
 NONE_RUNNING_HINT = "`kint devchain start` starts one"
+# A copied record (a second machine's, docs/quickstart.md) whose endpoint does not answer:
+# its anvil is another KINT_HOME's, started and stopped there; a start there takes a new port.
+COPY_SILENT_HINT = ("on the machine that started it, `kint devchain status` says whether it "
+                    "runs and `kint devchain start` starts it again; then copy its "
+                    "KINT_HOME/devchain/devchain.json here again (a start takes a new port)")
 
 
 def _or_exit(action: Callable[[ModuleType], Any]) -> Any:
@@ -73,9 +78,23 @@ def devchain_stop() -> None:
 @devchain_group.command("status")
 @json_option("Print the record as JSON.")
 def devchain_status(as_json: bool) -> None:
-    """Whether the devchain runs, where, and EpochAnchor's address. Exit 3 when it does not."""
+    """Whether the devchain runs, where, and EpochAnchor's address. Exit 3 when it does not.
+
+    A record copied from another KINT_HOME is judged by whether its endpoint answers, and
+    kept either way."""
+    from kint.chain.devchain.records import copied
+
     home = kint_home()
     record = _or_exit(lambda devchain: devchain.status(home))
+    kept = _or_exit(lambda devchain: devchain.read_record(home)) if record is None else record
+    elsewhere = kept is not None and copied(kept, home)
+    if record is None and elsewhere:
+        from kint.settings.urls import redact_url
+
+        refuse(ErrorCode.RPC_UNAVAILABLE, f"the devchain recorded here, copied from another "
+               f"KINT_HOME (state {kept.get('state')}), does not answer at "
+               f"{redact_url(str(kept.get('rpc_url')))}; the record is kept",
+               COPY_SILENT_HINT, NO_DEVCHAIN)
     if record is None:
         # Refused as `kint supervisor status` refuses with none running: the code on
         # stderr (the JSON error object under --json) and what starts one, exit 3.
@@ -83,6 +102,9 @@ def devchain_status(as_json: bool) -> None:
                NONE_RUNNING_HINT, NO_DEVCHAIN)
     if as_json:
         echo_json(record)
+    elif elsewhere:
+        click.echo(f"devchain running at {record['rpc_url']} (started from another KINT_HOME, "
+                   f"state {record.get('state')}), EpochAnchor {record['anchor']}")
     else:
         click.echo(f"devchain running at {record['rpc_url']} (pid {record['pid']}), "
                    f"EpochAnchor {record['anchor']}")

@@ -10,7 +10,10 @@ a fresh deployment. A start whose deployment fails stops the anvil it began.
 
 `devchain/devchain.json` exists only while its anvil runs: it is written once anvil answers
 and EpochAnchor is deployed, and removed by `stop`, or by `status`/`start` on finding that
-its anvil is gone.
+its anvil is gone. A record copied from another KINT_HOME (a second machine's, as
+docs/quickstart.md has it) describes an anvil this home did not start, maybe on another host
+or reached through a forward: its pid means nothing here, so `status` and `stop` judge it
+by whether its endpoint answers and never remove it (the user copies it again).
 
 web3 (and eth_account, through the dev powers) is imported by `start` alone, for the
 deployment: `status` and `stop` read a record, ask anvil its chain id and signal a process,
@@ -38,7 +41,7 @@ from kint.chain.config import devchain_record
 from kint.chain.devchain.anvil import CHAIN_ID, INSTALL_HINT, anvil_binary
 from kint.chain.devchain.errors import DevchainError
 from kint.chain.devchain.identity import process_identity, recorded_anvil_runs
-from kint.chain.devchain.records import (anchor_file, forget, locked, previous_anchor,
+from kint.chain.devchain.records import (anchor_file, copied, forget, locked, previous_anchor,
                                          read_record, started_here, state_path)
 from kint.paths import atomic_write, devchain_dir
 from kint.pid_file_lock import FOREIGN_FILE_HINT, NotOwnFile, open_own_file
@@ -68,12 +71,14 @@ def answers(url: str) -> bool:
 
 
 def _running(home: Path) -> dict[str, Any] | None:
-    """The record of a running devchain, or None. A record whose anvil is gone (exited, or
-    its pid now someone else's) is removed. Call with the lock held."""
+    """The record of a running devchain, or None. A record of this home's anvil that is gone
+    (exited, or its pid now someone else's) is removed; a copied one (another home's anvil,
+    whose pid says nothing here) is kept, and counts as running when its endpoint answers.
+    Call with the lock held."""
     record = read_record(home)
     if record is None:
         return None
-    if not recorded_anvil_runs(record):
+    if not copied(record, home) and not recorded_anvil_runs(record):
         forget(home, record)
         return None
     url = record.get("rpc_url")
@@ -205,14 +210,17 @@ def start(home: Path) -> dict[str, Any]:
 def stop(home: Path, timeout_s: float = STOP_TIMEOUT_S) -> str:
     """Stop this KINT_HOME's anvil (it dumps its state on the way out) and remove its
     record. Returns "stopped"; "not running" when no anvil of this home runs (a stale record
-    is removed); or "elsewhere" when the record is a copy naming another KINT_HOME's
-    running anvil, which is left alone (and so is the record)."""
+    of this home is removed); or "elsewhere" when the record is a copy naming another
+    KINT_HOME's anvil, which is left alone (and so is the record, running or not: whether
+    that anvil runs is for its own home to say)."""
     if read_record(home) is None:
         return "not running"
     with locked(home):
         record = read_record(home)
         if record is None:
             return "not running"
+        if copied(record, home):
+            return "elsewhere"
         if not recorded_anvil_runs(record):
             forget(home, record)
             return "not running"

@@ -33,6 +33,14 @@ def started_here(record: dict[str, Any], home: Path) -> bool:
     return isinstance(state, str) and os.path.realpath(state) == os.path.realpath(state_path(home))
 
 
+def copied(record: dict[str, Any], home: Path) -> bool:
+    """The record names another KINT_HOME's state file: a copy (docs/quickstart.md, "A second
+    machine on the devchain") of a record whose anvil this home did not start, and whose pid
+    means nothing here. A record naming no state file (one kint wrote before it kept one)
+    is this home's own."""
+    return "state" in record and not started_here(record, home)
+
+
 def anchor_file(home: Path) -> Path:
     return devchain_dir(home) / "anchor.json"
 
