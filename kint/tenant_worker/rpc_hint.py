@@ -30,13 +30,15 @@ from kint.chain.calls import RPC_TIMEOUT_WORDS
 from kint.chain.config import DEVCHAIN_SOURCE, SPACE_URLS_SOURCE, ChainConfig
 from kint.protocol.errors import (DEFAULT_HINTS, DEVCHAIN_RPC_CHECK, DEVCHAIN_RPC_HINT,
                                   FILE_RPC_CHECK, RETRY_THEN, RPC_CHECK, SPACE_RPC_CHECK,
-                                  UNSETTLED_HINT, UNSETTLED_THEN, ErrorCode, ProtocolError)
+                                  SPACE_STALE_HINT, UNSETTLED_HINT, UNSETTLED_THEN, ErrorCode,
+                                  ProtocolError)
 from kint.settings.schema import BY_NAME
 from kint.settings.values import shown
 from kint.settings.wire import source_text
 from kint.tenant_worker.space import SpaceContext
 
 GENERIC = DEFAULT_HINTS[ErrorCode.RPC_UNAVAILABLE]
+STALE_GENERIC = DEFAULT_HINTS[ErrorCode.STALE_RPC]
 
 
 def endpoint_check(chain: ChainConfig) -> str:
@@ -60,18 +62,24 @@ def endpoint_hint(chain: ChainConfig) -> str:
 def name_the_endpoint(ctx: SpaceContext, err: ProtocolError) -> None:
     """Give `err` the hint of the endpoint in force, when it is RPC_UNAVAILABLE with the
     generic hint (a handler's own hint is kept), or ends with UNSETTLED_HINT (whatever its
-    code: an endpoint that contradicts itself is STALE_RPC). Runs under the call's
+    code: an endpoint that contradicts itself is STALE_RPC); a STALE_RPC with the code's
+    own hint (a head older than this machine saw) names a space's kept endpoints, where it
+    said "check KINT_RPC_URL and KINT_RPC_URL_2", settings they replace. Runs under the call's
     settings, so it names the endpoint the call used; when the chain settings cannot be
     read now, the generic hint stays."""
     hint = err.hint or ""
     generic = err.code is ErrorCode.RPC_UNAVAILABLE and hint == GENERIC
-    if not generic and not hint.endswith(UNSETTLED_HINT):
+    stale = err.code is ErrorCode.STALE_RPC and hint == STALE_GENERIC
+    if not generic and not stale and not hint.endswith(UNSETTLED_HINT):
         return
     try:
         chain = ctx.chain()
     except ProtocolError:
         return
-    if generic:
+    if stale:  # the settings' words stay where they are the endpoints in force
+        if chain.rpc_source == SPACE_URLS_SOURCE:
+            err.hint = SPACE_STALE_HINT
+    elif generic:
         err.hint = endpoint_hint(chain)
     else:  # what comes before it (`fund 0x... if the refusal says so; `) is kept
         err.hint = hint.removesuffix(UNSETTLED_HINT) + endpoint_check(chain) + UNSETTLED_THEN
