@@ -5,8 +5,10 @@ the chain id of the endpoint it is given, which cannot tell the two apart, and a
 checks nothing again. Pull and push both refuse the head of seq 0 below the seq 1 this
 machine anchored (STALE_RPC, nothing applied, nothing sent to the other chain); their hint
 said "check KINT_RPC_URL and KINT_RPC_URL_2", settings the kept endpoints replace, and names
-the kept endpoints now. Real anvils (the session's and one started here), supervisor,
-worker and Sibyl store; the kept endpoint is a loopback proxy, pointed at the second anvil.
+the kept endpoints now. A kept endpoint nothing answers on (the devchain started again, on a
+new port) is refused naming them too (pinned). Real anvils (the session's and one started
+here), supervisor, worker and Sibyl store; the kept endpoint is a loopback proxy, pointed at
+the second anvil.
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ def test_a_kept_endpoint_on_another_devchain_is_refused_naming_the_kept_endpoint
             pulled = sb.kint("pull")
             write_rules(sb.sibyl_db, sb.tenant, release="a rule for the next push")
             pushed = sb.kint("push")
+        # The devchain started again takes a new port: the kept one answers nothing now.
+        silent = sb.kint("pull")
         assert pulled.returncode == 6, pulled.stdout + pulled.stderr
         assert pulled.stderr.splitlines()[:2] == [
             "kint: error: the endpoint's head (seq 0) is older than the newest this machine "
@@ -58,6 +62,12 @@ def test_a_kept_endpoint_on_another_devchain_is_refused_naming_the_kept_endpoint
         assert pushed.stderr.splitlines()[1] == HINT, pushed.stderr
         assert "[STALE_RPC]" in pushed.stderr.splitlines()[0], pushed.stderr
         assert _block(second["rpc_url"]) == before  # nothing was sent to the other chain
+        assert silent.returncode == 5, silent.stdout + silent.stderr
+        assert silent.stderr.splitlines()[:2] == [
+            "kint: error: reading the head: the endpoint could not be reached (ConnectionError) "
+            "[RPC_UNAVAILABLE]",
+            "hint: check the endpoints this space was given by `kint connect --rpc-urls` and "
+            "that they answer, then try again"], silent.stderr
     finally:
         sb.shutdown()
         other.kint("devchain", "stop")
