@@ -507,6 +507,42 @@ def test_a_copied_record_whose_pid_means_nothing_here_is_judged_by_its_endpoint(
     assert json.loads(_record(sb).read_text()) == silent
 
 
+def test_start_over_a_copied_record_starts_nothing_here(tmp_path, fake_anvil):
+    """`kint devchain start` on a second machine holding a copy of the first's record (its
+    pid meaning nothing here): start forgot the copy and began an anvil of this home's, a
+    chain where the spaces connected through the copy have no epoch. It now says the
+    copy's devchain runs while its endpoint answers, and refuses once it does not, the copy
+    kept, nothing started either way."""
+    first = make_sandbox(tmp_path / "first")
+    proc, record = _start_fake(first, fake_anvil)
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    copy = {**record, "pid": gone.pid}
+    sb = make_sandbox(tmp_path / "second", KINT_ANVIL=str(fake_anvil),
+                      FAKE_ANVIL_PIDFILE=str(tmp_path / "second.pid"))
+    _write_record(sb, copy)
+    try:
+        out = sb.kint("devchain", "start")
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert out.stdout.strip() == (
+            f"devchain running at {record['rpc_url']} (started from another KINT_HOME, state "
+            f"{record['state']}), EpochAnchor {record['anchor']}")
+    finally:
+        _reap(proc)
+    out = sb.kint("devchain", "start")
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert out.stderr.splitlines()[:2] == [
+        f"kint: error: the devchain recorded here, copied from another KINT_HOME (state "
+        f"{record['state']}), does not answer at {record['rpc_url']}; nothing was started "
+        f"[RPC_UNAVAILABLE]",
+        "hint: on the machine that started it, `kint devchain status` says whether it runs "
+        "and `kint devchain start` starts it again; then copy its "
+        "KINT_HOME/devchain/devchain.json here again (a start takes a new port); or, for a "
+        f"devchain of this KINT_HOME's own, remove {_record(sb)} first"], out.stderr
+    assert not (tmp_path / "second.pid").exists()  # no anvil was begun here
+    assert json.loads(_record(sb).read_text()) == copy
+
+
 def _chain_libraries(modules: list[str]) -> list[str]:
     return [m for m in modules if m.split(".")[0] in ("web3", "eth_account")]
 

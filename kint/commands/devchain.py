@@ -19,11 +19,6 @@ from kint.paths import kint_home
 from kint.protocol.errors import ErrorCode
 
 NONE_RUNNING_HINT = "`kint devchain start` starts one"
-# A copied record (a second machine's, docs/quickstart.md) whose endpoint does not answer:
-# its anvil is another KINT_HOME's, started and stopped there; a start there takes a new port.
-COPY_SILENT_HINT = ("on the machine that started it, `kint devchain status` says whether it "
-                    "runs and `kint devchain start` starts it again; then copy its "
-                    "KINT_HOME/devchain/devchain.json here again (a start takes a new port)")
 
 
 def _or_exit(action: Callable[[ModuleType], Any]) -> Any:
@@ -53,9 +48,11 @@ def devchain_group() -> None:
 @devchain_group.command("start")
 def devchain_start() -> None:
     """Start anvil on 127.0.0.1 (chain id 31337) and deploy EpochAnchor on a fresh chain."""
-    record = _or_exit(lambda devchain: devchain.start(kint_home()))
-    click.echo(f"devchain running at {record['rpc_url']} (pid {record['pid']}), EpochAnchor "
-               f"{record['anchor']}")
+    from kint.chain.devchain.records import copied
+
+    home = kint_home()
+    record = _or_exit(lambda devchain: devchain.start(home))
+    click.echo(_running_line(record, copied(record, home)))
 
 
 @devchain_group.command("stop")
@@ -82,6 +79,7 @@ def devchain_status(as_json: bool) -> None:
 
     A record copied from another KINT_HOME is judged by whether its endpoint answers, and
     kept either way."""
+    from kint.chain.devchain.errors import COPY_SILENT_HINT
     from kint.chain.devchain.records import copied
 
     home = kint_home()
@@ -102,12 +100,16 @@ def devchain_status(as_json: bool) -> None:
                NONE_RUNNING_HINT, NO_DEVCHAIN)
     if as_json:
         echo_json(record)
-    elif elsewhere:
-        click.echo(f"devchain running at {record['rpc_url']} (started from another KINT_HOME, "
-                   f"state {record.get('state')}), EpochAnchor {record['anchor']}")
     else:
-        click.echo(f"devchain running at {record['rpc_url']} (pid {record['pid']}), "
-                   f"EpochAnchor {record['anchor']}")
+        click.echo(_running_line(record, elsewhere))
+
+
+def _running_line(record: dict[str, Any], elsewhere: bool) -> str:
+    """`start`'s and `status`'s line; a copied record's anvil is named by its home's state
+    file, its pid being another home's (another host's, maybe)."""
+    started = (f"started from another KINT_HOME, state {record.get('state')}" if elsewhere
+               else f"pid {record['pid']}")
+    return f"devchain running at {record['rpc_url']} ({started}), EpochAnchor {record['anchor']}"
 
 
 # The most `--eth` gives in one call: the devchain's ETH is worth nothing, but a typo of a

@@ -22,3 +22,10 @@ class DevchainSilent(DevchainError):
     """The devchain a record names did not answer (RPC_UNAVAILABLE) before anything was
     sent to it: a stopped devchain, as for `kint devchain status`, which a command may
     refuse with that command's status rather than a failure's."""
+
+
+# A copied record (a second machine's, docs/quickstart.md) whose endpoint does not answer:
+# its anvil is another KINT_HOME's, started and stopped there; a start there takes a new port.
+COPY_SILENT_HINT = ("on the machine that started it, `kint devchain status` says whether it "
+                    "runs and `kint devchain start` starts it again; then copy its "
+                    "KINT_HOME/devchain/devchain.json here again (a start takes a new port)")

@@ -12,8 +12,8 @@ a fresh deployment. A start whose deployment fails stops the anvil it began.
 and EpochAnchor is deployed, and removed by `stop`, or by `status`/`start` on finding that
 its anvil is gone. A record copied from another KINT_HOME (a second machine's, as
 docs/quickstart.md has it) describes an anvil this home did not start, maybe on another host
-or reached through a forward: its pid means nothing here, so `status` and `stop` judge it
-by whether its endpoint answers and never remove it (the user copies it again).
+or reached through a forward: its pid means nothing here, so `status`, `stop` and `start`
+judge it by whether its endpoint answers and never remove it (the user copies it again).
 
 web3 (and eth_account, through the dev powers) is imported by `start` alone, for the
 deployment: `status` and `stop` read a record, ask anvil its chain id and signal a process,
@@ -39,7 +39,7 @@ import requests
 from kint.chain.artifact import epoch_anchor_artifact
 from kint.chain.config import devchain_record
 from kint.chain.devchain.anvil import CHAIN_ID, INSTALL_HINT, anvil_binary
-from kint.chain.devchain.errors import DevchainError
+from kint.chain.devchain.errors import COPY_SILENT_HINT, DevchainError
 from kint.chain.devchain.identity import process_identity, recorded_anvil_runs
 from kint.chain.devchain.records import (anchor_file, copied, forget, locked, previous_anchor,
                                          read_record, started_here, state_path)
@@ -47,6 +47,7 @@ from kint.paths import atomic_write, devchain_dir
 from kint.pid_file_lock import FOREIGN_FILE_HINT, NotOwnFile, open_own_file
 from kint.protocol import ErrorCode
 from kint.settings.schema import environment_for
+from kint.settings.urls import redact_url
 
 if TYPE_CHECKING:
     from web3 import Web3
@@ -127,10 +128,27 @@ def _end(proc: subprocess.Popen[bytes]) -> None:
             proc.wait()
 
 
+def _copy_in_force(home: Path, record: dict[str, Any]) -> dict[str, Any]:
+    """`start` over a record copied from another KINT_HOME: that devchain when its endpoint
+    answers; refused, the record kept, when it does not. A start here would replace the copy
+    with an anvil of this home's, a chain of its own where the spaces connected through the
+    copy have no epoch, unasked."""
+    url = str(record.get("rpc_url"))
+    if answers(url):
+        return record
+    raise DevchainError(f"the devchain recorded here, copied from another KINT_HOME (state "
+                        f"{record.get('state')}), does not answer at {redact_url(url)}; "
+                        f"nothing was started",
+                        hint=f"{COPY_SILENT_HINT}; or, for a devchain of this KINT_HOME's own, "
+                             f"remove {devchain_record(home)} first")
+
+
 def start(home: Path) -> dict[str, Any]:
     """Start anvil (or return the running one), deploying EpochAnchor on a fresh chain."""
     with locked(home):
         previous = read_record(home)
+        if previous is not None and copied(previous, home):
+            return _copy_in_force(home, previous)
         if previous is not None and recorded_anvil_runs(previous):
             url = str(previous.get("rpc_url"))
             if answers(url):
