@@ -12,8 +12,11 @@ a fresh deployment. A start whose deployment fails stops the anvil it began.
 and EpochAnchor is deployed, and removed by `stop`, or by `status`/`start` on finding that
 its anvil is gone. A record copied from another KINT_HOME (a second machine's, as
 docs/quickstart.md has it) describes an anvil this home did not start, maybe on another host
-or reached through a forward: its pid means nothing here, so `status`, `stop` and `start`
-judge it by whether its endpoint answers and never remove it (the user copies it again).
+or reached through a forward: its pid means nothing here, so none of them removes it (the
+user copies it again): `status` and `start` judge it by whether its endpoint answers, and
+`stop` leaves it, asking nothing. A copy is told by the id of the KINT_HOME that started its
+anvil, which each record carries (records.copied): its state path alone is the same on a
+second host whose KINT_HOME has the same path.
 
 web3 (and eth_account, through the dev powers) is imported by `start` alone, for the
 deployment: `status` and `stop` read a record, ask anvil its chain id and signal a process,
@@ -41,8 +44,8 @@ from kint.chain.config import devchain_record
 from kint.chain.devchain.anvil import CHAIN_ID, INSTALL_HINT, anvil_binary
 from kint.chain.devchain.errors import COPY_SILENT_HINT, DevchainError
 from kint.chain.devchain.identity import process_identity, recorded_anvil_runs
-from kint.chain.devchain.records import (anchor_file, copied, forget, locked, previous_anchor,
-                                         read_record, started_here, state_path)
+from kint.chain.devchain.records import (anchor_file, copied, forget, locked, own_home_id,
+                                         previous_anchor, read_record, state_path)
 from kint.paths import atomic_write, devchain_dir
 from kint.pid_file_lock import FOREIGN_FILE_HINT, NotOwnFile, open_own_file
 from kint.protocol import ErrorCode
@@ -153,11 +156,9 @@ def start(home: Path) -> dict[str, Any]:
             url = str(previous.get("rpc_url"))
             if answers(url):
                 return previous
-            hint = ("run `kint devchain stop`, then `kint devchain start`"
-                    if started_here(previous, home) else
-                    "it was started from another KINT_HOME: see to it there")
             raise DevchainError(f"the devchain's anvil (pid {previous['pid']}) runs but does not "
-                                f"answer at {url}", hint=hint)
+                                f"answer at {url}",
+                                hint="run `kint devchain stop`, then `kint devchain start`")
         if previous is not None:
             forget(home, previous)
         binary = anvil_binary()
@@ -215,7 +216,7 @@ def start(home: Path) -> dict[str, Any]:
             atomic_write(anchor_file(home), orjson.dumps({"anchor": anchor}))
             record = {"pid": proc.pid, "rpc_url": url, "chain_id": CHAIN_ID, "anchor": anchor,
                       "port": port, "state": str(state), "anvil": str(binary),
-                      "identity": identity}
+                      "identity": identity, "home": own_home_id(home)}
             atomic_write(devchain_record(home), orjson.dumps(record, option=orjson.OPT_INDENT_2))
         except BaseException:
             _end(proc)
@@ -242,8 +243,6 @@ def stop(home: Path, timeout_s: float = STOP_TIMEOUT_S) -> str:
         if not recorded_anvil_runs(record):
             forget(home, record)
             return "not running"
-        if not started_here(record, home):
-            return "elsewhere"
         pid = int(record["pid"])
         os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout_s
