@@ -500,8 +500,8 @@ def test_a_copied_record_whose_pid_means_nothing_here_is_judged_by_its_endpoint(
         f"{record['state']}), does not answer at {silent['rpc_url']}; the record is kept "
         f"[RPC_UNAVAILABLE]",
         "hint: on the machine that started it, `kint devchain status` says whether it runs "
-        "and `kint devchain start` starts it again; then copy its "
-        "KINT_HOME/devchain/devchain.json here again (a start takes a new port)"], out.stderr
+        "and `kint devchain start` starts it again; a machine with a copy of its record then "
+        "copies the new KINT_HOME/devchain/devchain.json (a start takes a new port)"], out.stderr
     stopped = sb.kint("devchain", "stop")
     assert stopped.returncode == 0 and "started from another KINT_HOME" in stopped.stdout
     assert json.loads(_record(sb).read_text()) == silent
@@ -536,8 +536,8 @@ def test_start_over_a_copied_record_starts_nothing_here(tmp_path, fake_anvil):
         f"{record['state']}), does not answer at {record['rpc_url']}; nothing was started "
         f"[RPC_UNAVAILABLE]",
         "hint: on the machine that started it, `kint devchain status` says whether it runs "
-        "and `kint devchain start` starts it again; then copy its "
-        "KINT_HOME/devchain/devchain.json here again (a start takes a new port); or, for a "
+        "and `kint devchain start` starts it again; a machine with a copy of its record then "
+        "copies the new KINT_HOME/devchain/devchain.json (a start takes a new port); or, for a "
         f"devchain of this KINT_HOME's own, remove {_record(sb)} first"], out.stderr
     assert not (tmp_path / "second.pid").exists()  # no anvil was begun here
     assert json.loads(_record(sb).read_text()) == copy

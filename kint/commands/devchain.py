@@ -79,7 +79,7 @@ def devchain_status(as_json: bool) -> None:
 
     A record copied from another KINT_HOME is judged by whether its endpoint answers, and
     kept either way."""
-    from kint.chain.devchain.errors import COPY_SILENT_HINT
+    from kint.chain.devchain.errors import STOPPED_HINT
     from kint.chain.devchain.records import copied
 
     home = kint_home()
@@ -92,7 +92,7 @@ def devchain_status(as_json: bool) -> None:
         refuse(ErrorCode.RPC_UNAVAILABLE, f"the devchain recorded here, copied from another "
                f"KINT_HOME (state {kept.get('state')}), does not answer at "
                f"{redact_url(str(kept.get('rpc_url')))}; the record is kept",
-               COPY_SILENT_HINT, NO_DEVCHAIN)
+               STOPPED_HINT, NO_DEVCHAIN)
     if record is None:
         # Refused as `kint supervisor status` refuses with none running: the code on
         # stderr (the JSON error object under --json) and what starts one, exit 3.

@@ -24,8 +24,12 @@ class DevchainSilent(DevchainError):
     refuse with that command's status rather than a failure's."""
 
 
-# A copied record (a second machine's, docs/quickstart.md) whose endpoint does not answer:
-# its anvil is another KINT_HOME's, started and stopped there; a start there takes a new port.
-COPY_SILENT_HINT = ("on the machine that started it, `kint devchain status` says whether it "
-                    "runs and `kint devchain start` starts it again; then copy its "
-                    "KINT_HOME/devchain/devchain.json here again (a start takes a new port)")
+# What to do about a record whose devchain does not answer, true on the machine that
+# started it (its anvil stopped or died) and on one that copied its record (the first's
+# devchain stopped, or started again: a start takes a new port). One wording wherever that is
+# said: `kint devchain status`, `start` and `stop` over a silent copy, and `fund`
+# (powers.transfer_from_dev_account), where two said it in slightly different words.
+STOPPED_HINT = ("on the machine that started it, `kint devchain status` says whether it "
+                "runs and `kint devchain start` starts it again; a machine with a copy of its "
+                "record then copies the new KINT_HOME/devchain/devchain.json (a start takes a "
+                "new port)")

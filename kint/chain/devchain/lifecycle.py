@@ -42,7 +42,7 @@ import requests
 from kint.chain.artifact import epoch_anchor_artifact
 from kint.chain.config import devchain_record
 from kint.chain.devchain.anvil import CHAIN_ID, INSTALL_HINT, anvil_binary
-from kint.chain.devchain.errors import COPY_SILENT_HINT, DevchainError
+from kint.chain.devchain.errors import STOPPED_HINT, DevchainError
 from kint.chain.devchain.identity import process_identity, recorded_anvil_runs
 from kint.chain.devchain.records import (anchor_file, copied, forget, locked, own_home_id,
                                          previous_anchor, read_record, state_path)
@@ -142,7 +142,7 @@ def _copy_in_force(home: Path, record: dict[str, Any]) -> dict[str, Any]:
     raise DevchainError(f"the devchain recorded here, copied from another KINT_HOME (state "
                         f"{record.get('state')}), does not answer at {redact_url(url)}; "
                         f"nothing was started",
-                        hint=f"{COPY_SILENT_HINT}; or, for a devchain of this KINT_HOME's own, "
+                        hint=f"{STOPPED_HINT}; or, for a devchain of this KINT_HOME's own, "
                              f"remove {devchain_record(home)} first")
 
 
