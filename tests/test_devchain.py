@@ -27,6 +27,7 @@ from chain_machines import make_session_key
 from conftest import KINT, kint_loading, make_sandbox, pid_alive, wait_until
 from kint.chain import devchain
 from kint.chain.config import devchain_record
+from kint.chain.devchain.errors import STOPPED_HINT
 from kint.chain.devchain.records import anchor_file, state_path
 from kint.paths import devchain_dir
 from rpc_proxy import closed_port_url
@@ -458,8 +459,10 @@ def test_a_copied_record_never_stops_another_homes_anvil(tmp_path, chain_home):
     out, loaded = kint_loading(sb.env, "devchain", "stop")
     assert out.returncode == 0, out.stderr
     assert _chain_libraries(loaded) == [], loaded
-    assert "no devchain of this KINT_HOME is running" in out.stdout
-    assert "was started from another KINT_HOME" in out.stdout
+    assert out.stdout.splitlines()[:-1] == [  # the modules' line follows
+        f"no devchain of this KINT_HOME is running; the one recorded here (state "
+        f"{record['state']}) was started from another KINT_HOME and answers at "
+        f"{record['rpc_url']}: stop it there"], out.stdout
     assert _record(sb).exists()
     assert requests.post(record["rpc_url"], json={"jsonrpc": "2.0", "id": 1,
                                                   "method": "eth_chainId", "params": []},
@@ -502,8 +505,13 @@ def test_a_copied_record_whose_pid_means_nothing_here_is_judged_by_its_endpoint(
         "hint: on the machine that started it, `kint devchain status` says whether it runs "
         "and `kint devchain start` starts it again; a machine with a copy of its record then "
         "copies the new KINT_HOME/devchain/devchain.json (a start takes a new port)"], out.stderr
-    stopped = sb.kint("devchain", "stop")
-    assert stopped.returncode == 0 and "started from another KINT_HOME" in stopped.stdout
+    stopped = sb.kint("devchain", "stop")  # no pid (another host's), nor "stop it there"
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    assert stopped.stdout.splitlines() == [
+        f"no devchain of this KINT_HOME is running; the one recorded here (state "
+        f"{record['state']}) was started from another KINT_HOME and does not answer at "
+        f"{silent['rpc_url']}; the record is kept"], stopped.stdout
+    assert stopped.stderr.splitlines() == [f"hint: {STOPPED_HINT}"], stopped.stderr
     assert json.loads(_record(sb).read_text()) == silent
 
 

@@ -64,12 +64,28 @@ def devchain_stop() -> None:
     if outcome == "stopped":
         click.echo("devchain stopped")
     elif outcome == "elsewhere":
-        record = _or_exit(lambda devchain: devchain.read_record(home)) or {}
-        click.echo(f"no devchain of this KINT_HOME is running; the one recorded here (pid "
-                   f"{record.get('pid')}, state {record.get('state')}) was started from another "
-                   f"KINT_HOME: stop it there")
+        _left_elsewhere(_or_exit(lambda devchain: devchain.read_record(home)) or {})
     else:
         click.echo("no devchain was running")
+
+
+def _left_elsewhere(record: dict[str, Any]) -> None:
+    """What `stop` says of a copied record it left: its anvil named by its home's state file,
+    not by its pid (another home's, another host's maybe, which says nothing here), and
+    whether its endpoint answers; "stop it there" only of one that does, with the hint of
+    a silent one (STOPPED_HINT) on stderr, as a refusal's. Not running here is no error."""
+    from kint.chain.devchain.errors import STOPPED_HINT
+    from kint.chain.devchain.lifecycle import answers
+    from kint.settings.urls import redact_url
+
+    url = str(record.get("rpc_url"))
+    said = (f"no devchain of this KINT_HOME is running; the one recorded here (state "
+            f"{record.get('state')}) was started from another KINT_HOME")
+    if answers(url):
+        click.echo(f"{said} and answers at {redact_url(url)}: stop it there")
+        return
+    click.echo(f"{said} and does not answer at {redact_url(url)}; the record is kept")
+    click.echo(f"hint: {STOPPED_HINT}", err=True)
 
 
 @devchain_group.command("status")

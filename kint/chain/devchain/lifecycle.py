@@ -14,9 +14,10 @@ its anvil is gone. A record copied from another KINT_HOME (a second machine's, a
 docs/quickstart.md has it) describes an anvil this home did not start, maybe on another host
 or reached through a forward: its pid means nothing here, so none of them removes it (the
 user copies it again): `status` and `start` judge it by whether its endpoint answers, and
-`stop` leaves it, asking nothing. A copy is told by the id of the KINT_HOME that started its
-anvil, which each record carries (records.copied): its state path alone is the same on a
-second host whose KINT_HOME has the same path.
+`stop` leaves it, asking nothing (`kint devchain stop` then says whether it answers). A copy
+is told by the id of the KINT_HOME that started its anvil, which each record carries
+(records.copied): its state path alone is the same on a second host whose KINT_HOME has the
+same path.
 
 web3 (and eth_account, through the dev powers) is imported by `start` alone, for the
 deployment: `status` and `stop` read a record, ask anvil its chain id and signal a process,
