@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 
 from eth_account import Account
 
@@ -25,7 +26,12 @@ def test_a_dev_owners_rekey_names_how_to_sign_for_it_and_that_route_rotates(tmp_
         write_rules(sb.sibyl_db, sb.tenant, release="a rule before the rotation")
         ok(sb.kint("push"))
         key_file = sb.kint_home / "devchain" / f"owner-{owner.lower()}.key"
-        refused = sb.kint("rekey")
+        key = key_file.read_text().strip()
+        # Given as a refused call may give them: the space's flags and the rekey's own. The
+        # hint's rekey is this one; a bare `kint rekey` would rekey the default space.
+        given = ("--tenant", sb.tenant, "--db", str(sb.sibyl_db), "rekey", "--confirmations",
+                 "1")
+        refused = sb.kint(*given)
         assert refused.returncode == 2, refused.stdout + refused.stderr
         assert refused.stderr.splitlines()[:2] == [
             f"kint: error: rekey needs every key that is to keep opening the vault, and none "
@@ -33,15 +39,17 @@ def test_a_dev_owners_rekey_names_how_to_sign_for_it_and_that_route_rotates(tmp_
             f"--dev` made, and no kint command signs with it [BAD_REQUEST]",
             f"hint: sign with the key in {key_file}: `kint canonical-payload --owner {owner} > "
             f"kint-canonical.json`, then `cast wallet sign -i --data --from-file "
-            f"kint-canonical.json | kint rekey --signature -`, pasting that key at cast's "
-            f"prompt (never on argv)"], refused.stderr
-        # The route the hint names. cast is not on this box (only anvil's npm package is):
-        # eth_account signs the same typed data with the same key, as cast's EIP-712
-        # signing does.
+            f"kint-canonical.json | {shlex.join(['kint', *given, '--signature', '-'])}`, "
+            f"pasting that key at cast's prompt (never on argv)"], refused.stderr
+        # The route the hint names, its rekey run as the hint spells it. cast is not on this
+        # box (only anvil's npm package is): eth_account signs the same typed data with the
+        # same key, as cast's EIP-712 signing does.
+        rekey = re.search(r"\| (kint [^`]*)`", refused.stderr.splitlines()[1]).group(1)
         payload = ok(sb.kint("canonical-payload", "--owner", owner)).stdout
-        signed = Account.sign_typed_data(key_file.read_text().strip(),
-                                         full_message=json.loads(payload))
-        rotated = ok(sb.kint("rekey", "--signature", "-", input=signed.signature.hex() + "\n"))
+        signed = Account.sign_typed_data(key, full_message=json.loads(payload))
+        rotated = ok(sb.kint(*shlex.split(rekey)[1:], input=signed.signature.hex() + "\n"))
         assert re.match(r"data key \S+ -> \S+$", rotated.stdout.splitlines()[0]), rotated.stdout
+        for said in (refused, rotated):  # the key's path is named, never the key
+            assert key.removeprefix("0x") not in said.stdout + said.stderr
     finally:
         sb.shutdown()
