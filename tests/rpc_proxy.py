@@ -407,7 +407,9 @@ class RpcProxy:
     # -- upstream ----------------------------------------------------------------------
 
     def upstream(self, body: bytes) -> bytes:
-        return post_json(self.upstream_host, self.upstream_port, body)
+        with self._lock:  # read as one pair: `repoint` changes both under the lock
+            host, port = self.upstream_host, self.upstream_port
+        return post_json(host, port, body)
 
     def upstream_call(self, method: str, params: list[Any]) -> Any:
         body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
