@@ -64,19 +64,29 @@ def hold_pid_lock(home: Path, before_named: Callable[[], None] | None = None) ->
 
 def named_holder(home: Path) -> int | None:
     """For a supervisor refused `home`'s pid lock to name the one that holds it: the pid
-    the file names once that is a live process, looked at again every 20 ms for up to
-    NAMED_WITHIN_S; None when it names none by then, or nobody holds the lock. A loser
-    of two starts at once is refused the instant the winner takes the lock, before the
-    winner writes its pid: it named the last, stopped, supervisor (a pid some other
-    process may have by now), or none."""
+    the file names once the kernel says that process holds the lock, looked at again every
+    20 ms for up to NAMED_WITHIN_S; None when it names none by then, or nobody holds the
+    lock. A loser of two starts at once is refused the instant the winner takes the lock,
+    before the winner writes its pid: it named the last, stopped, supervisor, or, the pid
+    being alive, whatever process has it since (a supervisor killed, its pid reused: the
+    user told to stop a stranger). Only the holder of the lock is named: its own open
+    file of the pid file lists the lock (/proc/PID/fdinfo, lock_table.holds_flock). Where
+    that cannot be read (no /proc: macOS) no pid is named, rather than a wrong one."""
     # Here: only a refused supervisor asks, and every client imports this module.
-    from kint.envsettings import pid_alive
+    from kint.tenant_worker.lock_table import holds_flock
 
     deadline = time.monotonic() + NAMED_WITHIN_S
     while True:
-        found = holder(home)
-        if found is not None and found.pid > 0 and pid_alive(found.pid):
-            return found.pid
+        try:  # opened at each look, as `holder` does: the file at the path now
+            fd = os.open(run_dir(home) / PID_FILE, os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        try:
+            found = _holder_of(fd)
+            if found is not None and found.pid > 0 and holds_flock(found.pid, fd):
+                return found.pid
+        finally:
+            os.close(fd)
         if found is None or time.monotonic() >= deadline:
             return None
         time.sleep(0.02)
