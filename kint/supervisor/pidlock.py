@@ -33,8 +33,9 @@ STOPPED = "stopped"
 PID_LOCK_RETRY_S = 3.0
 # How long a supervisor refused the lock looks again for the holder's pid to name, while
 # the file names no live process: the winner of two starts at once writes its pid a moment
-# after it takes the lock (pid_file_lock.hold_pid_file), the file saying until then what
-# the last supervisor wrote, or nothing.
+# after it takes the lock (pid_file_lock.hold_pid_file), the file saying nothing until
+# then (emptied as the lock is taken), or, in the instant before that, what the last
+# supervisor wrote.
 NAMED_WITHIN_S = 1.0
 
 

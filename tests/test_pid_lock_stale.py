@@ -1,0 +1,103 @@
+"""A supervisor killed in the instant after it took KINT_HOME's pid lock, before its file
+names it, with real processes: what the last supervisor wrote there is not left as its
+last words (pid_file_lock.hold_pid_file empties the file as the lock is taken).
+
+Before, the file still said what the one before wrote until the new one named itself: a
+supervisor stopped as it started long ago (`X stopped`), then a winner killed in that
+instant (SIGKILL, the OOM killer), and a start whose daemon lost the lock to it refused
+naming X, `the one that took it first (pid X) was stopped by a signal as it started`, a
+pid long gone, and started none in the place of one that died starting (review36j N2).
+
+The winner is held in that instant at an event (tests/support/run_supervisor_start_held.py
+`--at lock` prints `held` there), and the client's daemon is frozen (SIGSTOP) while the
+winner takes the lock, as in tests/test_pid_lock_loser.py: no guessed times."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+
+from conftest import KINT, SUPPORT, wait_until
+from kint.paths import run_dir
+from kint.proc_stat import process_stopped
+from kint.supervisor.pidlock import PID_FILE, holder, running_pid
+from test_pid_lock_loser import ON_PROC, _daemon_of, _gone, gone_pid
+
+
+def _frozen_with_the_lock_free(daemon: int, pid_file, look: int) -> None:
+    """Freeze `daemon` (SIGSTOP) at a moment it holds no lock on `pid_file`, and let go of
+    this process's shared `look` (closed): frozen inside its own look at the lock, it
+    would keep the next supervisor from taking it, so it is let go on and frozen again."""
+    while True:
+        os.kill(daemon, signal.SIGSTOP)
+        assert wait_until(lambda: process_stopped(daemon), timeout=60)
+        probe = os.open(pid_file, os.O_RDWR)
+        os.close(look)
+        try:
+            fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.close(probe)  # free, and nobody but a client's instant look takes it now
+            return
+        except BlockingIOError:  # the daemon's look, or the client's
+            fcntl.flock(probe, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            look = probe
+            os.kill(daemon, signal.SIGCONT)
+
+
+@ON_PROC
+def test_a_winner_killed_before_it_names_itself_leaves_no_pid_of_another(sandbox, tmp_path):
+    """`kint supervisor start`'s daemon loses the pid lock to a `--foreground` start (which
+    takes no start lock) killed before its file names it, over a file that said a long-gone
+    supervisor was stopped as it started: the file says nothing while the winner holds it,
+    so the start reads a death in the start and starts its supervisor again, serving, where
+    it refused naming the gone pid with none running."""
+    home = sandbox.kint_home
+    run_dir(home).mkdir(parents=True, mode=0o700)
+    home.chmod(0o700)
+    pid_file = run_dir(home) / PID_FILE
+    gone = gone_pid()
+    pid_file.write_text(f"{gone} stopped\n")
+    pid_file.chmod(0o600)
+    look = os.open(pid_file, os.O_RDWR)
+    fcntl.flock(look, fcntl.LOCK_SH | fcntl.LOCK_NB)  # as a client's look, till it is frozen
+    start = subprocess.Popen([KINT, "supervisor", "start", "--json"], env=sandbox.env,
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    daemon = winner = None
+    try:
+        daemon = wait_until(lambda: _daemon_of(home), timeout=60, interval=0.005)
+        assert daemon, start.communicate(timeout=60)
+        _frozen_with_the_lock_free(daemon, pid_file, look)
+        winner = subprocess.Popen(
+            [sys.executable, str(SUPPORT / "run_supervisor_start_held.py"), "--home",
+             str(home), "--at", "lock"], env=sandbox.env, stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        assert winner.stdout.readline().strip() == "held", winner.communicate(timeout=60)
+        assert pid_file.read_text() == "", (gone, pid_file.read_text())
+        os.kill(daemon, signal.SIGCONT)
+        assert wait_until(lambda: _gone(daemon), timeout=60)
+        lost = (run_dir(home) / "supervisor.stderr").read_text()
+        assert f"already running for {home}; this one exits" in lost, lost
+        winner.kill()  # in the instant before it names itself
+        winner.communicate(timeout=60)
+        out, err = start.communicate(timeout=120)
+        assert start.returncode == 0, out + err
+        started = json.loads(out)
+        found = holder(home)
+        assert started["started"] is True and found is not None and found.serving
+        assert found.pid == started["pid"] not in (gone, winner.pid, daemon), (started, found)
+    finally:
+        if daemon is not None and not _gone(daemon):  # failed midway: never left frozen
+            os.kill(daemon, signal.SIGKILL)
+        if winner is not None and winner.poll() is None:
+            winner.kill()
+            winner.communicate(timeout=60)
+        if start.poll() is None:
+            start.kill()
+            start.wait(timeout=60)
+        if running_pid(home) is not None:
+            sandbox.shutdown()
+
