@@ -21,8 +21,13 @@ UNREACHED_HINT = ("run the command again: it reaches the supervisor that holds K
                   "now, or starts one")
 # The hint of a start that gave way to a supervisor a signal stopped as it started (a
 # service manager's stop, a Ctrl-C): none runs, and none was started in its place, which
-# would undo that stop (start_refusals.lost_to_a_stopped_start).
+# would undo that stop (start_refusals.lost_to_one_gone).
 STOPPED_STARTING_HINT = "run the command again to start one"
+# The hint of a start that gave way to a supervisor that served and has ended since (a
+# `kint supervisor stop`, which ends only one that answers, or a crash): none runs, and
+# none was started in its place, which would undo that stop.
+SERVED_ENDED_HINT = ("run the command again to start one; the supervisor log says how the "
+                     "one before it ended")
 
 
 class KintError(Exception):

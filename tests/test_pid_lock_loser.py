@@ -244,6 +244,11 @@ def test_a_loser_names_the_winner_once_it_writes_its_pid(sandbox, tmp_path):
                            f"(pid {os.getpid()}); this one exits [BUSY]\n"), (gone, said)
 
 
+# How a start that lost the lock says the one it lost to ended, by that one's last word.
+ENDED = {"serving": "served and has ended since",
+         "stopped": "was stopped by a signal as it started"}
+
+
 def _daemon_of(home: Path) -> int | None:
     """The pid of a supervisor daemon of `home` (`python -m kint.supervisor --home HOME`,
     as a client's start spawns it), once it has its own command line; None before."""
@@ -277,7 +282,8 @@ def test_a_start_that_lost_to_one_that_died_starting_starts_again(sandbox, tmp_p
     without ever saying `serving`, as a supervisor that died starting does.
     `served`: it lets go having said `serving`, as one `kint supervisor stop` ended does
     (that stop asks only a supervisor that answers): that stop wins, nothing is started
-    again, and the start says why it has none, as before. `stopped`: having said
+    again, and the start says so, that the one it gave way to served and has ended, where
+    it said its supervisor "exited with code 0 before it answered". `stopped`: having said
     `stopped`, as one a stop signal ended in its start does (a service manager's stop, a
     Ctrl-C; tests/test_pid_lock_stopped.py): that stop wins as well, where it was read as
     died starting and undone, and the start says what is true, that it was stopped as it
@@ -330,15 +336,15 @@ def test_a_start_that_lost_to_one_that_died_starting_starts_again(sandbox, tmp_p
             assert start.returncode == 2, out + err
             assert running_pid(home) is None
             refused = json.loads(out)
-            if said == "serving":
-                assert "exited with code 0 before it answered" in refused["message"], out
-                return
-            # It said "a supervisor is already running (pid N)" while none ran.
+            # It said "a supervisor is already running (pid N)" while none ran, and of the
+            # one that served, that the supervisor "exited with code 0 before it answered".
             assert refused["message"] == (
                 f"no supervisor runs for {home}: the one that took it first (pid "
-                f"{os.getpid()}) was stopped by a signal as it started, and the one started "
-                f"here gave way to it"), out
-            assert refused["hint"] == "run the command again to start one", out
+                f"{os.getpid()}) " + ENDED[said] + ", and the one started here gave way "
+                "to it"), out
+            assert refused["hint"] == "run the command again to start one" + (
+                "; the supervisor log says how the one before it ended"
+                if said == "serving" else ""), out
             return
         assert start.returncode == 0, out + err
         started = json.loads(out)

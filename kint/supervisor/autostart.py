@@ -39,7 +39,7 @@ from kint.socket_paths import socket_dir
 from kint.supervisor.pidlock import (PID_FILE, AlreadyRunning, hold_pid_lock, holder,
                                      let_go_starting, mark_serving, mark_stopped, named_holder)
 from kint.supervisor.settings import STOP_BOUND_S
-from kint.supervisor.start_refusals import (SupervisorNotReachable, lost_to_a_stopped_start,
+from kint.supervisor.start_refusals import (SupervisorNotReachable, lost_to_one_gone,
                                             note_refused, silent_supervisor, stop_not_ended,
                                             stop_noted)
 
@@ -339,10 +339,10 @@ def _wait_for_supervisor(home: Path, ping, deadline: float, wait_s: float,
                 started = spawn_daemon(home, on_demand=on_demand)
             elif started.poll() is not None:
                 if started_again or started.returncode != 0 or not let_go_starting(home):
-                    # Lost to one a signal stopped as it started: said so, none started.
-                    if started.returncode == 0 and (
-                            stopped := lost_to_a_stopped_start(home)) is not None:
-                        raise stopped
+                    # Lost to one a signal stopped as it started, or one that served and
+                    # ended since: said so, none started.
+                    if started.returncode == 0 and (gone := lost_to_one_gone(home)) is not None:
+                        raise gone
                     raise SupervisorNotReachable(
                         f"the supervisor exited with code {started.returncode} before it "
                         f"answered{_last_words(home)}",

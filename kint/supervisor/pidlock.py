@@ -104,12 +104,25 @@ def let_go_starting(home: Path) -> bool:
     return words is not None and not words[1:]
 
 
-def stopped_starting(home: Path) -> int | None:
-    """The pid of the supervisor that let go of `home`'s pid lock, nobody holding it now,
-    when a signal ended it before it served (its file says `PID stopped`); else None. A
-    start that lost the lock to it says so, where it said one was running."""
+class LetGo(NamedTuple):
+    """What the pid file of a home nobody holds says of the supervisor that let go of it:
+    its pid (-1 when the file's first word is not one) and its last word (SERVING,
+    STOPPED, or None: it died starting)."""
+
+    pid: int
+    said: str | None
+
+
+def let_go_by(home: Path) -> LetGo | None:
+    """What the supervisor that let go of `home`'s pid lock last said, nobody holding it
+    now; None when one holds it, or there is no file. A start that lost the lock to it
+    says what became of it (start_refusals.lost_to_one_gone), where it said the one it
+    lost to was running."""
     words = _let_go(home)
-    return _pid_in(words) if words is not None and words[1:] == [STOPPED] else None
+    if words is None:
+        return None
+    pid = _pid_in(words)
+    return LetGo(pid, words[1] if words[1:] else None)
 
 
 def _let_go(home: Path) -> list[str] | None:

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kint.client_errors import STOPPED_STARTING_HINT
+from kint.client_errors import SERVED_ENDED_HINT, STOPPED_STARTING_HINT
 from kint.front_closed import FrontClosed, kill_hint, read_note, stopped_hint, stopped_note
 from kint.paths import log_path
 from kint.seconds_text import seconds_text
 from kint.socket_paths import front_address, socket_dir
-from kint.supervisor.pidlock import holder, stopped_starting
+from kint.supervisor.pidlock import SERVING, STOPPED, holder, let_go_by
 
 
 class SupervisorNotReachable(TimeoutError):
@@ -82,16 +82,24 @@ def unanswering_supervisor(home: Path) -> SupervisorNotReachable | None:
     return silent_supervisor(home, found.pid)
 
 
-def lost_to_a_stopped_start(home: Path) -> SupervisorNotReachable | None:
+def lost_to_one_gone(home: Path) -> SupervisorNotReachable | None:
     """For a start whose supervisor exited refused the pid lock: the refusal when the one
-    it lost to was stopped by a signal as it started (a service manager's stop, a Ctrl-C;
-    its pid file says `stopped`) and let go, else None. Never "a supervisor is already
-    running" (the loser's last words), which it said while none ran; and none is started
-    in its place here, which would undo that stop: running the command again starts one."""
-    pid = stopped_starting(home)
-    if pid is None:
+    it lost to let go of it since without dying in its start, else None (that one is
+    started again in its place). Stopped by a signal as it started (a service manager's
+    stop, a Ctrl-C; its pid file says `stopped`), or ended once it served (its file says
+    `serving`: a `kint supervisor stop` ends only a supervisor that answers): never "a
+    supervisor is already running" (the loser's last words), which it said while none
+    ran, nor "exited with code 0 before it answered", as it said of the one that served;
+    and none is started in its place here, which would undo that stop: running the command
+    again starts one."""
+    gone = let_go_by(home)
+    if gone is None or gone.said not in (STOPPED, SERVING):
         return None
+    first = f"no supervisor runs for {home}: the one that took it first (pid {gone.pid})"
+    if gone.said == STOPPED:
+        return SupervisorNotReachable(
+            f"{first} was stopped by a signal as it started, and the one started here gave "
+            "way to it", STOPPED_STARTING_HINT)
     return SupervisorNotReachable(
-        f"no supervisor runs for {home}: the one that took it first (pid {pid}) was stopped "
-        f"by a signal as it started, and the one started here gave way to it",
-        STOPPED_STARTING_HINT)
+        f"{first} served and has ended since, and the one started here gave way to it",
+        SERVED_ENDED_HINT)
