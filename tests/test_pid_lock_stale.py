@@ -8,6 +8,9 @@ instant (SIGKILL, the OOM killer), and a start whose daemon lost the lock to it 
 naming X, `the one that took it first (pid X) was stopped by a signal as it started`, a
 pid long gone, and started none in the place of one that died starting (review36j N2).
 
+A file whose first word is no pid (garbled) has the start name none, where it said
+`(pid -1)` (review36j N3).
+
 The winner is held in that instant at an event (tests/support/run_supervisor_start_held.py
 `--at lock` prints `held` there), and the client's daemon is frozen (SIGSTOP) while the
 winner takes the lock, as in tests/test_pid_lock_loser.py: no guessed times."""
@@ -21,10 +24,13 @@ import signal
 import subprocess
 import sys
 
+import pytest
+
 from conftest import KINT, SUPPORT, wait_until
 from kint.paths import run_dir
 from kint.proc_stat import process_stopped
 from kint.supervisor.pidlock import PID_FILE, holder, running_pid
+from kint.supervisor.start_refusals import lost_to_one_gone
 from test_pid_lock_loser import ON_PROC, _daemon_of, _gone, gone_pid
 
 
@@ -101,3 +107,21 @@ def test_a_winner_killed_before_it_names_itself_leaves_no_pid_of_another(sandbox
         if running_pid(home) is not None:
             sandbox.shutdown()
 
+
+@pytest.mark.parametrize("said", ["stopped", "serving"])
+def test_a_garbled_pid_is_named_by_no_pid(sandbox, said):
+    """The start that lost the lock to a supervisor that let go of it, its file's first
+    word no pid, says what became of that one naming no pid, where it said `(pid -1)`. Read
+    from a real pid file nobody holds, as the start reads it once its daemon exited."""
+    home = sandbox.kint_home
+    run_dir(home).mkdir(parents=True, mode=0o700)
+    home.chmod(0o700)
+    pid_file = run_dir(home) / PID_FILE
+    pid_file.write_text(f"4x2 {said}\n")
+    pid_file.chmod(0o600)
+    refused = lost_to_one_gone(home)
+    assert refused is not None
+    ended = ("was stopped by a signal as it started" if said == "stopped"
+             else "served and has ended since")
+    assert str(refused) == (f"no supervisor runs for {home}: the one that took it first "
+                            f"{ended}, and the one started here gave way to it"), refused

@@ -106,10 +106,10 @@ def let_go_starting(home: Path) -> bool:
 
 class LetGo(NamedTuple):
     """What the pid file of a home nobody holds says of the supervisor that let go of it:
-    its pid (-1 when the file's first word is not one) and its last word (SERVING,
-    STOPPED, or None: it died starting)."""
+    its pid (None when the file's first word is not one: a refusal names no pid, where it
+    named `pid -1`) and its last word (SERVING, STOPPED, or None: it died starting)."""
 
-    pid: int
+    pid: int | None
     said: str | None
 
 
@@ -122,7 +122,7 @@ def let_go_by(home: Path) -> LetGo | None:
     if words is None:
         return None
     pid = _pid_in(words)
-    return LetGo(pid, words[1] if words[1:] else None)
+    return LetGo(pid if pid > 0 else None, words[1] if words[1:] else None)
 
 
 def _let_go(home: Path) -> list[str] | None:

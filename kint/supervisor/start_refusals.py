@@ -91,11 +91,12 @@ def lost_to_one_gone(home: Path) -> SupervisorNotReachable | None:
     supervisor is already running" (the loser's last words), which it said while none
     ran, nor "exited with code 0 before it answered", as it said of the one that served;
     and none is started in its place here, which would undo that stop: running the command
-    again starts one."""
+    again starts one. Named by its pid where its file's first word is one."""
     gone = let_go_by(home)
     if gone is None or gone.said not in (STOPPED, SERVING):
         return None
-    first = f"no supervisor runs for {home}: the one that took it first (pid {gone.pid})"
+    first = f"no supervisor runs for {home}: the one that took it first" + (
+        f" (pid {gone.pid})" if gone.pid is not None else "")
     if gone.said == STOPPED:
         return SupervisorNotReachable(
             f"{first} was stopped by a signal as it started, and the one started here gave "
