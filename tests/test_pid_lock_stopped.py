@@ -5,15 +5,20 @@ pid lock to it reads a stop, not a death in the start, and starts none in its pl
 (pidlock.let_go_starting; tests/test_pid_lock_loser.py shows that start given each file).
 Before, the signal's default action ended it with the file naming its pid alone, read as
 "died starting", and a command's on-demand start served the home after `systemctl stop`.
+How it ends: as `--foreground` (the signal's own end; through the `kint` command a Ctrl-C
+says `interrupted`, exit 130) and as the daemon (one line of stderr saying which signal,
+where SIGINT left a traceback).
 
 The supervisor is held in that span at an event (tests/support/run_supervisor_start_held.py
 prints `held` there and waits for its stdin), never a guessed time."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -22,31 +27,86 @@ from kint.paths import run_dir
 from kint.supervisor.pidlock import PID_FILE, holder, let_go_starting
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP],
-                         ids=["SIGTERM", "SIGINT", "SIGHUP"])
+STOP_SIGNALS = pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP],
+                                       ids=["SIGTERM", "SIGINT", "SIGHUP"])
+
+
+def _held_start(sandbox, *args: str) -> subprocess.Popen[str]:
+    """The sandbox's supervisor started held in its start (`args` to the support script)."""
+    return subprocess.Popen(
+        [sys.executable, str(SUPPORT / "run_supervisor_start_held.py"), "--home",
+         str(sandbox.kint_home), *args],
+        env=sandbox.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def _stopped_there(proc: subprocess.Popen[str], sig: int) -> str:
+    """Send `sig` to the held start `proc` once its pid file names it, and return its
+    stderr once it ended, its file saying it was stopped."""
+    named = proc.pid
+    assert proc.stdout.readline().strip() == "held", proc.communicate(timeout=60)
+    pid_file = run_dir(Path(proc.args[proc.args.index("--home") + 1])) / PID_FILE
+    assert pid_file.read_text().split() == [str(named)]  # the premise: named, starting
+    os.kill(proc.pid, sig)
+    _out, err = proc.communicate(timeout=60)
+    assert pid_file.read_text() == f"{named} stopped\n", err
+    return err
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is None:
+        proc.kill()
+        proc.communicate(timeout=60)
+
+
+@STOP_SIGNALS
 def test_a_supervisor_stopped_in_its_start_says_so(sandbox, sig):
     """The signal ends the supervisor as its default action does (killed by it), and its
     pid file says it was stopped: no later start takes it for one that died starting."""
     home = sandbox.kint_home
-    proc = subprocess.Popen(
-        [sys.executable, str(SUPPORT / "run_supervisor_start_held.py"), "--home", str(home)],
-        env=sandbox.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = _held_start(sandbox)
     try:
-        assert proc.stdout.readline().strip() == "held", proc.communicate(timeout=60)
-        pid_file = run_dir(home) / PID_FILE
-        assert pid_file.read_text().split() == [str(proc.pid)]  # the premise: named, starting
-        proc.send_signal(sig)
-        _out, err = proc.communicate(timeout=60)
+        err = _stopped_there(proc, sig)
         assert proc.returncode == -sig, (proc.returncode, err)
         # Ctrl-C ends it as before the handler: a KeyboardInterrupt (the CLI's `interrupted
         # (Ctrl-C)`, exit 130; here, with no CLI around it, Python's own end by SIGINT),
         # where the handler's kill of itself ended it with no word.
         assert ("KeyboardInterrupt" in err) == (sig == signal.SIGINT), err
-        assert pid_file.read_text() == f"{proc.pid} stopped\n"
         assert holder(home) is None
         assert not let_go_starting(home)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate(timeout=60)
+        _stop(proc)
+
+
+@STOP_SIGNALS
+def test_a_daemon_stopped_in_its_start_says_so_in_one_line(sandbox, sig):
+    """The daemon (`python -m kint.supervisor`, its own `main`), whose stderr is
+    run/supervisor.stderr, says in one line which signal ended it, and ends by it: a
+    `kill -INT` left a KeyboardInterrupt traceback there, read as a crash's (and as its
+    start's `exited with code -2 before it answered: KeyboardInterrupt`, its last words
+    kept in supervisor.stderr.1), and a SIGTERM or SIGHUP said nothing at all."""
+    proc = _held_start(sandbox, "--as", "daemon")
+    try:
+        err = _stopped_there(proc, sig)
+        assert proc.returncode == -sig, (proc.returncode, err)
+        assert err == (f"kint: {sig.name} ended the supervisor as it started, before it "
+                       "served; it exits\n"), err
+        assert not let_go_starting(sandbox.kint_home)
+    finally:
+        _stop(proc)
+
+
+def test_a_ctrl_c_of_start_foreground_in_its_start_says_interrupted(sandbox):
+    """`kint supervisor start --foreground` (the `kint` command's own entry) stopped by a
+    Ctrl-C in its start says `interrupted (Ctrl-C)` and exits 130, as docs/commands.md's
+    exit table promises every command, its pid file saying it was stopped: what the daemon's
+    one line must not take from it (a pin: it held before)."""
+    proc = _held_start(sandbox, "--as", "cli")
+    try:
+        err = _stopped_there(proc, signal.SIGINT)
+        assert proc.returncode == 130, (proc.returncode, err)
+        assert err.strip().splitlines() == ["kint: error: interrupted (Ctrl-C) [INTERRUPTED]",
+                                            "hint: run the command again"], err
+    finally:
+        _stop(proc)
+

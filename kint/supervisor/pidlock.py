@@ -99,7 +99,7 @@ def let_go_starting(home: Path) -> bool:
     that died starting (a setting it could not load, out of files) or was SIGKILLed then.
     Never one `kint supervisor stop` ended: that asks only a supervisor that answers,
     which has said `serving` by then; nor one a SIGTERM, SIGINT or SIGHUP ended before it
-    served (`PID stopped`, autostart.run_foreground), whose stop a new start would undo."""
+    served (`PID stopped`, start_signals), whose stop a new start would undo."""
     words = _let_go(home)
     return words is not None and not words[1:]
 
