@@ -6,8 +6,9 @@ pid lock to it reads a stop, not a death in the start, and starts none in its pl
 Before, the signal's default action ended it with the file naming its pid alone, read as
 "died starting", and a command's on-demand start served the home after `systemctl stop`.
 How it ends: as `--foreground` (the signal's own end; through the `kint` command a Ctrl-C
-says `interrupted`, exit 130) and as the daemon (one line of stderr saying which signal,
-where SIGINT left a traceback).
+says `interrupted`, exit 130), as the daemon (one line of stderr saying which signal, where
+SIGINT left a traceback), and as PID 1 of a pid namespace (a container's: its own
+default-action signal dropped, it exits 128 + the signal).
 
 The supervisor is held in that span at an event (tests/support/run_supervisor_start_held.py
 prints `held` there and waits for its stdin), never a guessed time."""
@@ -22,8 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SUPPORT
+from conftest import SUPPORT, wait_until
 from kint.paths import run_dir
+from kint.proc_stat import read_stat
 from kint.supervisor.pidlock import PID_FILE, holder, let_go_starting
 
 
@@ -31,23 +33,26 @@ STOP_SIGNALS = pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, si
                                        ids=["SIGTERM", "SIGINT", "SIGHUP"])
 
 
-def _held_start(sandbox, *args: str) -> subprocess.Popen[str]:
-    """The sandbox's supervisor started held in its start (`args` to the support script)."""
+def _held_start(sandbox, *args: str, prefix: tuple[str, ...] = ()) -> subprocess.Popen[str]:
+    """The sandbox's supervisor started held in its start (`args` to the support script),
+    its command line after `prefix` (unshare's)."""
     return subprocess.Popen(
-        [sys.executable, str(SUPPORT / "run_supervisor_start_held.py"), "--home",
+        [*prefix, sys.executable, str(SUPPORT / "run_supervisor_start_held.py"), "--home",
          str(sandbox.kint_home), *args],
         env=sandbox.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
-def _stopped_there(proc: subprocess.Popen[str], sig: int) -> str:
-    """Send `sig` to the held start `proc` once its pid file names it, and return its
-    stderr once it ended, its file saying it was stopped."""
-    named = proc.pid
+def _stopped_there(proc: subprocess.Popen[str], sig: int, pid: int | None = None,
+                   named: int | None = None) -> str:
+    """Send `sig` to the held start `proc` (to `pid`, its supervisor's, when that is
+    another process), once its pid file names it (`named`: the pid it writes, its own by
+    default), and return its stderr once it ended, its file saying it was stopped."""
+    named = proc.pid if named is None else named
     assert proc.stdout.readline().strip() == "held", proc.communicate(timeout=60)
     pid_file = run_dir(Path(proc.args[proc.args.index("--home") + 1])) / PID_FILE
     assert pid_file.read_text().split() == [str(named)]  # the premise: named, starting
-    os.kill(proc.pid, sig)
+    os.kill(proc.pid if pid is None else pid, sig)
     _out, err = proc.communicate(timeout=60)
     assert pid_file.read_text() == f"{named} stopped\n", err
     return err
@@ -110,3 +115,47 @@ def test_a_ctrl_c_of_start_foreground_in_its_start_says_interrupted(sandbox):
     finally:
         _stop(proc)
 
+
+def _unshare_pid1() -> tuple[str, ...] | None:
+    """The command that runs a process as PID 1 of a new pid namespace, as a container's
+    init (a user namespace too, so no root is needed), where this box lets a user make one;
+    else None."""
+    prefix = ("unshare", "--user", "--map-root-user", "--pid", "--fork", "--mount-proc")
+    try:
+        said = subprocess.run([*prefix, sys.executable, "-c", "import os; print(os.getpid())"],
+                              capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return prefix if said.returncode == 0 and said.stdout.strip() == "1" else None
+
+
+def _child_of(pid: int) -> int | None:
+    """The one child of process `pid` (unshare's, which runs as PID 1 inside), or None."""
+    for name in os.listdir("/proc"):
+        if name.isdigit() and (stat := read_stat(int(name))) is not None and stat.ppid == pid:
+            return int(name)
+    return None
+
+
+def test_a_supervisor_as_pid_1_stopped_in_its_start_exits(sandbox):
+    """As PID 1 of a pid namespace (a container started without an init), the kernel drops
+    the signal the handler sends itself with the default action, and the start would go on
+    serving after a `docker stop`: it exits 128 + the signal instead (143), its file saying
+    it was stopped. The signal comes from outside the namespace, as a container runtime's
+    does (a handler is installed, so it is delivered). Skipped where no user may make a
+    pid namespace (`unshare`: Linux, unprivileged user namespaces allowed)."""
+    prefix = _unshare_pid1()
+    if prefix is None:
+        pytest.skip("no unprivileged pid namespace here (unshare --user --pid)")
+    proc = _held_start(sandbox, prefix=prefix)
+    inside = None
+    try:
+        inside = wait_until(lambda: _child_of(proc.pid), timeout=60)
+        assert inside, proc.communicate(timeout=60)
+        err = _stopped_there(proc, signal.SIGTERM, pid=inside, named=1)
+        assert proc.returncode == 128 + signal.SIGTERM, (proc.returncode, err)
+        assert not let_go_starting(sandbox.kint_home)
+    finally:
+        if inside and proc.poll() is None:  # it went on: never left serving, unshare's
+            os.kill(inside, signal.SIGKILL)  # pipes held open by it
+        _stop(proc)
