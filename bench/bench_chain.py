@@ -556,7 +556,7 @@ def _cycle(n: int, quick: bool, tag: str, sizes_in_run: tuple[int, ...] = ()
         one_row = _one_row_push(env, a, data, account, record)
 
     total_bytes = sum(e["bytes"] for e in epochs)
-    total_gas = sum(e["gas"] for e in epochs)
+    total_gas = sum(e["gas_used"] for e in epochs)
     totals = _totals(breakdown)
     if totals["envelope"] != total_bytes:
         raise RuntimeError(f"the epoch cache holds {totals['envelope']} bytes of envelopes, "
@@ -607,7 +607,7 @@ def _cycle(n: int, quick: bool, tag: str, sizes_in_run: tuple[int, ...] = ()
                       p["bucket"] for p in breakdown]
                   and [p["rows"] for p in offline["epochs"]] == [p["rows"] for p in breakdown]},
         "gas": {"total": total_gas, "per_row": total_gas / rows_n,
-                "per_epoch": [e["gas"] for e in epochs],
+                "per_epoch": [e["gas_used"] for e in epochs],
                 "per_epoch_mean": total_gas / len(epochs),
                 "per_envelope_byte": total_gas / total_bytes,
                 "per_calldata_byte": total_gas / calldata_total,
@@ -702,7 +702,7 @@ def report(result: dict[str, Any], path: Path) -> None:
         if one.get("ok"):
             p = one["epoch_breakdown"][-1]
             print(f"  then a one-row push: bucket {p['bucket']} for {p['gzip']} B of gzip, "
-                  f"{p['envelope']} B, {one['epochs'][-1]['gas']} gas")
+                  f"{p['envelope']} B, {one['epochs'][-1]['gas_used']} gas")
         for c in s.get("size_curve") or []:
             print(f"  offline, first push of {c['rows']} rows: {c['epochs']} epochs, "
                   f"{c['envelopes']} B vs gzip -9 {c['gzip9']} B = {c['ratio']:.3f}x "

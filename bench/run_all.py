@@ -209,7 +209,7 @@ def _chain_rows(ch: dict[str, Any] | None) -> list[tuple[str, str, str, str, str
         if one.get("ok"):
             p = one["epoch_breakdown"][-1]
             rows.append(("  then a one-row push: bytes / gas", f"{p['envelope']} / "
-                         f"{one['epochs'][-1]['gas']}",
+                         f"{one['epochs'][-1]['gas_used']}",
                          f"bucket {p['bucket']} for {p['gzip']} B gzip", "", ""))
         r, w = s["restore"], s["sibyl_write_baseline"]
         if r["median_s"]:

@@ -114,7 +114,13 @@ class LivenessChecks(ClosedDoorChecks):
         its, or connected as its door closed) and is not waited on: it would reach the
         next supervisor to bind there. The next one also clears the old one's note as it
         takes the home (kint.front_closed.clear_left_behind): no note of its is no proof
-        that its door is open, only the socket file is."""
+        that its door is open, only the socket file is.
+        The socket file is looked at before the note, as the files change: a door closing
+        writes its note, then moves the socket file aside (kint.supervisor.front_door_stop),
+        so a socket file found gone has its note there already; looked at after, a note
+        read with the socket file still there (so read as none) and the file moved before
+        the look at it dropped a request the supervisor had let in. A successor clears the
+        note, then binds: there too, a look that finds neither saw a moment that was."""
         stamp = self._connected_at
         if self._sock is None:
             return False
@@ -125,18 +131,20 @@ class LivenessChecks(ClosedDoorChecks):
         # Where the socket was connected: a successor with a long KINT_HOME may bind in a
         # fresh folder, so today's socket folder may not be the one the request went to.
         folder = Path(self._connected[0]) if self._connected else socket_dir(self.home)
-        closed = read_stepped_down_note(folder)
-        if closed is not None and closed.pid == pid:
-            if not self.let_in_by(pid, closed):
-                return False
-            self._reached_by = pid  # let in: the note cannot unsay it
+        if os.path.exists(folder / FRONT_SOCKET):
+            # Its door still open (a later look reads the note if it closes), or a
+            # successor's socket file: where a request still queued would go, the
+            # supervisor's own (it connects there within ZeroMQ's reconnect interval) or a
+            # successor's (which has it already: dropping the socket would undo nothing,
+            # and lose the answer).
             return True
-        # No note of its: its door is still open, or a note that said otherwise was
-        # cleared (a successor clears it as it takes the home, whoever holds it now). A
-        # socket file there is where a request still queued would go: the supervisor's own
-        # (it connects there within ZeroMQ's reconnect interval) or a successor's (which
-        # has it already: dropping the socket would undo nothing, and lose the answer).
-        return os.path.exists(folder / FRONT_SOCKET)
+        closed = read_stepped_down_note(folder)
+        if closed is None or closed.pid != pid or not self.let_in_by(pid, closed):
+            # No socket file, and no note of its (none, or cleared as a successor takes
+            # the home) or one whose door closed before the connection: no proof.
+            return False
+        self._reached_by = pid  # let in: the note cannot unsay it
+        return True
 
     def _left_by(self, serving: int | None) -> bool:
         """Before a request on a kept socket: whether the supervisor that last answered on

@@ -56,12 +56,12 @@ pytest.register_assert_rewrite("support.run_folders", "support.run_env", "suppor
 from support.run_env import SYSTEM_TMPDIR, XDIST_WORKER  # noqa: E402
 
 from support.devchain_turn import chain_home, pytest_runtest_protocol  # noqa: E402
-from support.hermetic import (_network_guard, _real_home_untouched,  # noqa: E402
-                              _settings_process_kept)
+from support.hermetic import (network_guard, real_home_untouched,  # noqa: E402
+                              settings_process_kept)
 from support.procs import let_go_on, pid_alive  # noqa: E402
-from support.run_folders import (_DEVCHAIN_KINT_HOME, RUN_LOCK, _hold_run_lock,  # noqa: E402
-                                 _remove_abandoned_runs)
-from support.run_hooks import (_checkout, pytest_collection_finish,  # noqa: E402
+from support.run_folders import (DEVCHAIN_KINT_HOME, RUN_LOCK, hold_run_lock,  # noqa: E402
+                                 remove_abandoned_runs)
+from support.run_hooks import (checkout, pytest_collection_finish,  # noqa: E402
                                pytest_configure, pytest_runtest_makereport,
                                pytest_sessionfinish, pytest_terminal_summary, wheel_build)
 from support.sandboxes import (CLOSED_PORT_URL, KINT, SUPPORT, Sandbox,  # noqa: E402
@@ -74,10 +74,10 @@ from support.waiting import wait_until  # noqa: E402
 __all__ = [
     "SYSTEM_TMPDIR", "XDIST_WORKER",
     "chain_home", "pytest_runtest_protocol",
-    "_network_guard", "_real_home_untouched", "_settings_process_kept",
+    "network_guard", "real_home_untouched", "settings_process_kept",
     "let_go_on", "pid_alive",
-    "_DEVCHAIN_KINT_HOME", "RUN_LOCK", "_hold_run_lock", "_remove_abandoned_runs",
-    "_checkout", "pytest_collection_finish", "pytest_configure", "pytest_runtest_makereport",
+    "DEVCHAIN_KINT_HOME", "RUN_LOCK", "hold_run_lock", "remove_abandoned_runs",
+    "checkout", "pytest_collection_finish", "pytest_configure", "pytest_runtest_makereport",
     "pytest_sessionfinish", "pytest_terminal_summary", "wheel_build",
     "CLOSED_PORT_URL", "KINT", "SUPPORT", "Sandbox", "kint_copy", "kint_loading",
     "make_sandbox", "sandbox", "serving", "support_first",

@@ -85,8 +85,8 @@ def test_a_fails_with_kint_as_it_was():
 
 
 def test_b_fails_after_kint_changed():
-    start = conftest._checkout.start
-    conftest._checkout.start = tuple(e for e in start if e[0] != "__init__.py")
+    start = conftest.checkout.start
+    conftest.checkout.start = tuple(e for e in start if e[0] != "__init__.py")
     assert False, "a failure after the edit"
 
 

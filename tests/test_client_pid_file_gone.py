@@ -7,6 +7,8 @@ file: gone, it said "the supervisor (pid N) exited before answering" within a se
 although process N was alive and answered moments later, the answer thrown away. Now it
 waits while process N is still the supervisor it sent to (alive, and begun before the
 look that named it: a reused pid's process begins later), and says it exited once it has.
+What proves the request reached it is looked for in the socket folder the request went to,
+which for a long KINT_HOME may no longer be the home's (kint/client_liveness.py `_reached`).
 
 Real supervisors, workers and files: the request is an agent's `attach` held on the
 worker's pool (KINT_TEST_HOLD_ATTACH, tests/support/kint_test_faults.py) while the test
@@ -16,6 +18,7 @@ removes the pid file.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import threading
@@ -34,6 +37,7 @@ from kint.client import Client, KintError
 from kint.client_liveness import began_by
 from kint.front_closed import boot_time
 from kint.paths import run_dir
+from kint.socket_paths import SOCKET_DIR_RECORD, socket_dir
 from kint.supervisor.pidlock import PID_FILE, running_pid
 
 
@@ -60,18 +64,32 @@ class SteppingDown:
 
 
 @contextmanager
-def _stepping_down(tmp_path: Path, held: bool = False) -> Iterator[SteppingDown]:
+def _stepping_down(tmp_path: Path, held: bool = False,
+                   folder_moved: bool = False) -> Iterator[SteppingDown]:
     """The held attach in flight, then the pid file removed; afterwards the hold let go, the
     client closed, and the supervisor gone however the test left it (stopped included).
     `held`: the supervisor stopped (SIGSTOP) before its pid file goes, for the test to
-    continue: its once-a-second ownership look then lags, as on a loaded box."""
+    continue: its once-a-second ownership look then lags, as on a loaded box.
+    `folder_moved`: a KINT_HOME too long for a unix socket, whose short socket folder is
+    taken (planted open to others), so the supervisor binds in a fresh folder it records in
+    `run/socket-dir`; the record goes with the pid file (run/ cleaned), and the home's
+    socket folder is the planted one again (kint.socket_paths.socket_dir), not the one the
+    request went to."""
     hold = tmp_path / "hold-attach"
-    sb = make_sandbox(tmp_path / "machine", KINT_TEST_HOLD_ATTACH=str(hold),
+    root = tmp_path / ("d" * 60) / ("e" * 60) if folder_moved else tmp_path / "machine"
+    sb = make_sandbox(root, KINT_TEST_HOLD_ATTACH=str(hold),
                       KINT_WORKER_HEARTBEAT_TIMEOUT="60")
     client = Client(sb.kint_home, autostart=False)
     pid = caller = None
+    planted = socket_dir(sb.kint_home)
+    if folder_moved:
+        assert planted != run_dir(sb.kint_home)  # the home is too long for run/
+        planted.mkdir(mode=0o700)
+        planted.chmod(0o755)  # open to others: refused, never used
     try:
         sb.start_entitled()
+        if folder_moved:
+            assert socket_dir(sb.kint_home) not in (planted, run_dir(sb.kint_home))
         write_store(sb.sibyl_db, tenant=sb.tenant)
         sb.call("status", sb.sibyl_db, timeout_s=60)
         pid = running_pid(sb.kint_home)
@@ -81,6 +99,8 @@ def _stepping_down(tmp_path: Path, held: bool = False) -> Iterator[SteppingDown]
         caller = attach_in_flight(sb, outcome, client=client)
         if held:
             os.kill(pid, signal.SIGSTOP)
+        if folder_moved:  # first: a look between the two would still find the record
+            (run_dir(sb.kint_home) / SOCKET_DIR_RECORD).unlink()
         (run_dir(sb.kint_home) / PID_FILE).unlink()
         yield SteppingDown(sb, hold, pid, client, outcome, caller)
     finally:
@@ -95,6 +115,8 @@ def _stepping_down(tmp_path: Path, held: bool = False) -> Iterator[SteppingDown]
         sb.shutdown()  # where it failed first; a no-op with its pid file gone
         if pid is not None and pid_alive(pid):
             os.kill(pid, signal.SIGKILL)
+        if folder_moved:
+            shutil.rmtree(planted, ignore_errors=True)
 
 
 def test_a_stepping_down_supervisor_still_answers_the_request_it_holds(tmp_path):
@@ -115,6 +137,31 @@ def test_a_stepping_down_supervisor_still_answers_the_request_it_holds(tmp_path)
         assert "error" not in outcome, outcome["error"].message
         assert outcome["reply"]["sessions"] == 1, outcome
         sb.wait_for(lambda: not pid_alive(down.pid), what="the stepped-down supervisor's exit")
+
+
+def test_a_request_is_waited_on_in_the_socket_folder_it_went_to(tmp_path):
+    """The same step-down where the home's socket folder is no longer the one the request
+    went to (a long KINT_HOME's fresh folder, its record removed with the pid file): what
+    proves the request reached the supervisor (its note of the door it closed for its stop,
+    or its socket file) is looked for where the client's socket was connected
+    (`_reached`). Looked for in the home's folder of now, which holds neither, the client
+    dropped the request ("may not have reached it") while the supervisor answered it."""
+    with _stepping_down(tmp_path, folder_moved=True) as down:
+        sb, outcome = down.sb, down.outcome
+        connected = Path(down.client._connected[0]) if down.client._connected else None
+        assert connected is not None and connected != socket_dir(sb.kint_home)
+        sb.wait_for(lambda: "stepping down" in down.log, what="the supervisor stepping down")
+        sb.wait_for(lambda: "stop requested (stop)" in down.log,
+                    what="the stop read by the worker")
+        sb.wait_for(down.looked_without_pid_file, what="a look at the pid file since it went")
+        sb.wait_for(lambda: down.client._reached_by == down.pid or bool(outcome),
+                    what="a look that read its note where the request went")
+        assert "error" not in outcome, outcome["error"].message
+        down.hold.unlink()
+        down.caller.join(60)
+        assert not down.caller.is_alive()
+        assert "error" not in outcome, outcome["error"].message
+        assert outcome["reply"]["sessions"] == 1, outcome
 
 
 def test_a_request_is_given_up_on_once_that_supervisor_is_gone(tmp_path):
@@ -166,7 +213,6 @@ def test_a_stopped_stepping_down_supervisor_is_named_stopped_at_every_door(tmp_p
     PID` (kint.front_closed.FrontClosed.refusal, which every door says it with)."""
     from kint.front_closed import read_stepped_down_note
     from kint.proc_stat import process_stopped
-    from kint.socket_paths import socket_dir
 
     with _stepping_down(tmp_path) as down:
         sb, pid = down.sb, down.pid
@@ -219,7 +265,7 @@ def test_a_request_that_may_not_have_reached_it_is_not_waited_on(sandbox):
     Its pid file removed, the client does not wait on that supervisor, though its process
     is there: it drops the socket at the next look, and says the supervisor no longer
     holds the home and the request may not have reached it, not that it exited."""
-    from kint.socket_paths import FRONT_SOCKET, socket_dir
+    from kint.socket_paths import FRONT_SOCKET
 
     sb = sandbox
     pid = sb.start()

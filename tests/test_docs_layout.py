@@ -6,7 +6,9 @@ docs name as the proof of a promise (docs/faults.md's last column, mostly) is th
 A module added, a package split or a test file renamed or merged would otherwise leave the
 docs pointing at nothing; each check reads the files as they are, so it costs no machine.
 The code, docs/ and README also name no document a clone lacks (the design notes, the
-behaviour seeds): a newcomer must be able to open what a docstring points at.
+behaviour seeds): a newcomer must be able to open what a docstring points at. A link within
+a page names one of its headings, and docs/faults.md's short table links every fault's
+section, so a reader scanning the table reaches each one.
 """
 
 from __future__ import annotations
@@ -87,3 +89,52 @@ def test_every_test_file_the_docs_name_exists():
     for page in pages:
         for name in set(re.findall(r"tests/[\w/]+\.py", page.read_text())):
             assert (ROOT / name).is_file(), f"{page.name} names {name}, which is not there"
+
+
+def _slug(heading: str) -> str:
+    """A heading's anchor as GitHub makes it: lower case, every character but a letter, a
+    digit, a space, `-` or `_` dropped (code's backticks, a quote's apostrophe), spaces as
+    `-`."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def _anchors(text: str) -> set[str]:
+    """The anchors of a page's headings (outside fenced code), a repeated one as GitHub
+    numbers it (`name`, `name-1`, ...)."""
+    prose = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
+    found: set[str] = set()
+    for heading in re.findall(r"^#{1,6} (.+)$", prose, re.M):
+        base = anchor = _slug(heading)
+        number = 0
+        while anchor in found:
+            number += 1
+            anchor = f"{base}-{number}"
+        found.add(anchor)
+    return found
+
+
+def test_every_link_within_a_page_names_one_of_its_headings():
+    """A link to `#anchor` lands on a heading of its own page: docs/faults.md's table links
+    each fault to its section, and a heading reworded would leave the link going nowhere."""
+    for page in [README, *sorted((ROOT / "docs").glob("*.md"))]:
+        text = page.read_text()
+        missing = set(re.findall(r"\]\(#([^)\s]+)\)", text)) - _anchors(text)
+        assert not missing, f"{page.name} links to {sorted(missing)}, no heading of its own"
+
+
+def test_the_faults_table_links_every_fault_section():
+    """docs/faults.md: each fault has its section (a `###` heading) and a row of the table
+    that links to it, one for one, in the sections' order: a fault written below and left
+    out of the table is one a reader scanning the table never sees. And each row's test
+    files are its section's **Tested by** files, in their order: the page says them twice,
+    and a file added to one place only would otherwise pass unseen."""
+    text = (ROOT / "docs" / "faults.md").read_text()
+    sections = [_slug(h) for h in re.findall(r"^### (.+)$", text, re.M)]
+    rows = re.findall(r"^\| \[[^\]]+\]\(#([^)]+)\) \|.*\|(.*)\|$", text, re.M)
+    assert sections and [anchor for anchor, _ in rows] == sections, (len(rows), len(sections))
+    bodies = re.split(r"^### .+$", text, flags=re.M)[1:]
+    for (anchor, tests), body in zip(rows, bodies):
+        assert "**Tested by:**" in body, f"{anchor} says no **Tested by:**"
+        tested_by = body.split("**Tested by:**", 1)[1]
+        files = re.findall(r"`(tests/[^`]+)`", tested_by)
+        assert re.findall(r"`(tests/[^`]+)`", tests) == files, anchor

@@ -3,7 +3,7 @@ run by the controller's pytest_sessionfinish over the run's folders): a supervis
 with its workers (SIGSTOP to its group, as a test that crashed mid-way leaves it) is gone
 after it, workers and all, and a supervisor outside the folder swept is not touched. A run
 killed before its end never swept: the next run stops what is left under its folder
-before removing it (conftest._remove_abandoned_runs). A process holding a home's pid lock
+before removing it (conftest.remove_abandoned_runs). A process holding a home's pid lock
 that does not name the home is never signalled, by the sweep or by a sandbox's stop
 (`stop_supervisor`).
 
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import RUN_LOCK, _remove_abandoned_runs, make_sandbox, wait_until, write_store
+from conftest import RUN_LOCK, make_sandbox, remove_abandoned_runs, wait_until, write_store
 from kint.supervisor.pidlock import running_pid
 from support.basetemp_lock import CODE
 from support.left_supervisors import (alive, group_alive, group_members, left_under,
@@ -74,7 +74,7 @@ def test_a_run_killed_before_its_end_leaves_no_supervisor_past_the_next_runs_sta
         left.call("status", left.sibyl_db)
         os.killpg(held, signal.SIGSTOP)
 
-        _remove_abandoned_runs(tmp_path / "kt-own")
+        remove_abandoned_runs(tmp_path / "kt-own")
         assert not abandoned.exists()
         assert not group_alive(held), group_members(held)
     finally:
@@ -266,7 +266,7 @@ def test_a_pid_file_that_cannot_be_read_keeps_no_run_from_starting(tmp_path):
     _looped_home(abandoned)
     (abandoned / RUN_LOCK).touch()
     (tmp_path / "kt-own").mkdir()
-    _remove_abandoned_runs(tmp_path / "kt-own")
+    remove_abandoned_runs(tmp_path / "kt-own")
     assert not abandoned.exists()
     _looped_home(tmp_path / "swept")
     assert stop_left_under(tmp_path / "swept") == []

@@ -17,6 +17,9 @@ from conftest import wait_until
 from mcp_session import AgentProcess, quiet_agent
 
 HEX64 = re.compile(r"^[0-9a-f]{64}$")
+# A transaction hash as the CLI's --json gives it (kint/tx_text.py); the tools gave the bare
+# digits, so the same hash came in two forms to an agent and to a script.
+TX = re.compile(r"^0x[0-9a-f]{64}$")
 LOG_RECORD = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (?P<pid>\d+) "
                         r"(?P<logger>kint(\.\w+)*) "
                         r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) (?P<message>.+)$")
@@ -139,6 +142,7 @@ def test_push_counts_epochs_and_names_the_head_after_it(agent):
     epoch = pushed["epochs"][0]
     assert V030_EPOCH <= set(epoch), set(epoch)
     assert epoch["snapshot"] is False and epoch["gas_used"] > 0
+    assert TX.match(epoch["tx"]), epoch
     assert (pushed["head_seq"], pushed["head_digest"]) == (epoch["seq"], epoch["digest"])
 
     nothing = agent.call("memory_push")
@@ -190,6 +194,7 @@ def test_verify_answers_with_v030s_fields(agent):
     [check] = verified["checks"]
     assert V030_CHECK <= set(check), set(check)
     assert (check["status"], check["proof_ok"]) == ("verified", True)
+    assert TX.match(check["anchored_tx"]), check
     assert verified["refusal_entity"] is None
     head = agent.call("memory_status")["chain_head"]
     assert verified["chain_head"] == {k: head[k] for k in ("seq", "digest", "block")}
@@ -211,6 +216,7 @@ def test_history_lists_versions_and_answers_at_a_block_in_v030s_shapes(agent):
     assert {"seq", "block", "tx", "leaf", "body", "status"} <= set(kept)
     assert kept["deleted"] is False and "snapshot" not in kept
     assert kept["seq"] == added["head_seq"] and "to be forgotten" in str(kept["body"])
+    assert TX.match(kept["tx"]) and kept["tx"] == added["epochs"][0]["tx"], (kept, added)
     assert deletion == {"seq": removed["head_seq"], "block": deletion["block"],
                         "tx": removed["epochs"][0]["tx"], "deleted": True}
 

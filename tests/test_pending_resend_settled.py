@@ -27,7 +27,7 @@ from chain_machines import (authorize_machine, devchain_anchor, jdb, kdb, new_ma
 from kint.chain.artifact import load_artifact
 from kint.chain.config import devchain_record
 from kint.client import KintError
-from kint.commands.exit_codes import PUSH_PULL_REFUSED
+from kint.commands.exit_codes import KEY_EXPIRED, PUSH_PULL_REFUSED
 from kint.custody.vault_message import canonical_payload
 from kint.tenant_worker.unauthorized_journal import Unauthorized
 from mcp_session import AgentProcess
@@ -269,6 +269,31 @@ def test_a_dry_run_leaves_a_journal_for_the_next_push_and_sends_nothing(box):
     s.settled()  # the held start settlement sends it again, as the next push would
     assert s.chain_head()[:2] == s.mirror_head() and s.mirror_head()[0] == 2
     assert s.anchored() == {"first", "second"}
+
+
+def test_a_pull_over_a_journal_with_the_session_key_gone_exits_3(box):
+    """A pull settles an interrupted push's journal before it restores, and the settlement
+    loads the session key: with `session.key` moved away the pull is refused
+    NO_SESSION_KEY, exit 3 (the exit table's words, docs/commands.md), and the journal and
+    the key's nonce stay as they were; with the key back the same pull settles it. With no
+    journal waiting, a pull with the key gone restores and exits 0
+    (tests/test_v030_pull_keyless.py)."""
+    s = Space(box, "pull-keyless-journal")
+    journal = s.kill("before_send")
+    keystore, away = s.a.kint_home / "session.key", s.a.kint_home / "session.key.away"
+    try:
+        keystore.rename(away)
+        out = kdb(s.a, s.db, "pull")
+        assert out.returncode == KEY_EXPIRED, out.stdout + out.stderr
+        assert "[NO_SESSION_KEY]" in out.stderr, out.stderr
+        assert json.loads(s.pending.read_text()) == journal
+        assert s.w3.eth.get_transaction_count(s.old, "pending") == journal["nonce"]
+    finally:
+        away.rename(keystore)
+    jdb(s.a, s.db, "pull")  # this pull settles it: the worker's own settlement is held
+    assert not s.pending.exists()
+    s.release()
+    assert s.chain_head()[:2] == s.mirror_head() and s.mirror_head()[0] == 2
 
 
 def test_an_agent_told_of_a_journal_kept_unsettled_is_sent_to_memory_pull(box, chain_home):

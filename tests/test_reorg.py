@@ -100,6 +100,7 @@ def test_push_reanchor_sends_the_dropped_epoch_again(machine, w3, chain_home):
     pushed = kjson(machine, *on(db, "push", "--reanchor"))
     (again,) = pushed["reanchored"]
     assert (again["seq"], again["digest"]) == (2, epoch["digest"])
+    assert again["gas_used"] > 0 and "gas" not in again, again  # as push's epochs name it
     # Landed again, in a block after the one the reorganisation dropped. Its transaction
     # may be the very one dropped (same nonce, fee and calldata sign to the same bytes when
     # the gas price has not moved, as on a quiet devchain): the receipt is what counts.

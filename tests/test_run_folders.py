@@ -15,8 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import (_DEVCHAIN_KINT_HOME, _hold_run_lock, _remove_abandoned_runs,
-                      make_sandbox, pid_alive, wait_until)
+from conftest import (DEVCHAIN_KINT_HOME, hold_run_lock, make_sandbox, pid_alive,
+                      remove_abandoned_runs, wait_until)
 from kint.chain.config import devchain_record
 from kint.chain.devchain.identity import recorded_anvil_runs
 
@@ -27,9 +27,9 @@ def _abandoned_run(parent: Path) -> tuple[Path, dict]:
     anvil's record."""
     folder = parent / "kt-killed"
     folder.mkdir(mode=0o700)
-    os.close(_hold_run_lock(folder))
-    chain = make_sandbox(folder / _DEVCHAIN_KINT_HOME.parent)
-    assert chain.kint_home == folder / _DEVCHAIN_KINT_HOME
+    os.close(hold_run_lock(folder))
+    chain = make_sandbox(folder / DEVCHAIN_KINT_HOME.parent)
+    assert chain.kint_home == folder / DEVCHAIN_KINT_HOME
     out = chain.kint("devchain", "start")
     assert out.returncode == 0, out.stdout + out.stderr
     record = json.loads(devchain_record(chain.kint_home).read_text())
@@ -46,7 +46,7 @@ def _stop(record: dict) -> None:
 def test_an_abandoned_runs_anvil_is_stopped_with_its_folder(tmp_path):
     folder, record = _abandoned_run(tmp_path)
     try:
-        _remove_abandoned_runs(tmp_path / "kt-this-run")
+        remove_abandoned_runs(tmp_path / "kt-this-run")
         assert not folder.exists()
         # Stopped, not merely orphaned: before, it ran on with its folder gone.
         assert wait_until(lambda: not pid_alive(record["pid"]), timeout=20)
@@ -62,9 +62,9 @@ def test_a_pid_that_is_no_longer_the_anvil_is_left_alone(tmp_path):
     folder, record = _abandoned_run(tmp_path)
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     try:
-        path = devchain_record(folder / _DEVCHAIN_KINT_HOME)
+        path = devchain_record(folder / DEVCHAIN_KINT_HOME)
         path.write_text(json.dumps({**record, "pid": other.pid}))
-        _remove_abandoned_runs(tmp_path / "kt-this-run")
+        remove_abandoned_runs(tmp_path / "kt-this-run")
         assert not folder.exists()
         assert other.poll() is None, "a process that is not the recorded anvil was signalled"
     finally:

@@ -1,5 +1,5 @@
 """A Supervisor built in the test process leaves kint.settings' process state as it found
-it for the next test (tests/conftest.py's `_settings_process_kept`).
+it for the next test (tests/conftest.py's `settings_process_kept`).
 
 `Supervisor.__init__` says the process is the daemon's (`kint.settings.configure(home=...,
 daemon=True)`), as it must in kint-server's supervisor. In the test process that stayed for

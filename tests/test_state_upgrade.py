@@ -21,7 +21,7 @@ import pytest
 
 from anchoring import TEST_DEK, TEST_OWNER, anchor, state_for, store_rows
 from conftest import make_sandbox, sibyl_client
-from kint.commands.tx_text import with_tx_0x
+from kint.tx_text import with_tx_0x
 from kint.epochs.envelope import rebuild
 from kint.tenant_worker.statefiles import SpaceState
 
@@ -121,7 +121,7 @@ def test_a_layout_1_home_is_converted_once_and_behaves_as_before(box):
     shown = box.kint("--db", str(db), "history", "entity", "release-gate", "--category",
                      "rules", "--json")
     assert shown.returncode == 0, shown.stderr
-    # The command prints the worker's versions with each hash's `0x` (kint/commands/tx_text.py).
+    # The command prints the worker's versions with each hash's `0x` (kint/tx_text.py).
     assert json.loads(shown.stdout)["versions"] == with_tx_0x(before)
 
 

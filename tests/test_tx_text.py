@@ -3,7 +3,7 @@
 kint v0.3.0's push line is `tx 0x...` (02-quickstart.md), the form `cast tx`, a block
 explorer and a wallet take. The worker keeps a hash as its files hold it (bare hex), and
 only push's line added the `0x`: `kint rekey`'s snapshot line, `kint history --json` and
-`--block`, and push's own `--json` printed the bare digits (kint/commands/tx_text.py).
+`--block`, and push's own `--json` printed the bare digits (kint/tx_text.py).
 
 Through the real CLI on the session's devchain: one machine anchors, then pushes, reads its
 history and rekeys.
@@ -16,7 +16,7 @@ import re
 
 from chain_machines import anchored, new_machine, ok, owner_account, wallet_signature
 from conftest import write_rules
-from kint.commands.tx_text import tx_0x, with_tx_0x
+from kint.tx_text import tx_0x, with_tx_0x
 from kint.custody.vault_message import canonical_payload
 
 HASH = re.compile(r"0x[0-9a-f]{64}")

@@ -101,10 +101,10 @@ def pull_error(err: KintError, owner_known: Callable[[], bool]) -> KintError:
 
 
 def push_result(worker: dict[str, Any], reason: str) -> dict[str, Any]:
-    """`pushed` counts epochs (the worker's counts row changes, as `kint push` prints);
-    each epoch's gas is `gas_used`."""
-    epochs = [{**{k: v for k, v in e.items() if k != "gas"}, "gas_used": e.get("gas")}
-              for e in worker.get("epochs") or []]
+    """`pushed` counts epochs (the worker's counts row changes, as `kint push` prints).
+    Each epoch's fields are the worker's, `gas_used` among them, as `kint push --json`
+    gives them too."""
+    epochs = worker.get("epochs") or []
     return {**worker, "reason": reason, "pushed": len(epochs), "epochs": epochs}
 
 

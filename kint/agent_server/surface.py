@@ -46,6 +46,7 @@ from kint.agent_server.one_call import Gate
 from kint.agent_server.tools import KintTool
 from kint.client import KintError
 from kint.protocol.errors import ErrorCode, split_notices
+from kint.tx_text import with_tx_0x
 
 log = logging.getLogger("kint.server")
 
@@ -176,7 +177,8 @@ def call(tool: KintTool, arguments: dict[str, Any]) -> types.CallToolResult:
     except ValidationError as err:
         return result(refusal(tool, err))
     try:
-        payload = {"ok": True, **tool.run(args)}
+        # Each transaction hash as the CLI's --json gives it, `0x` and 64 hex digits.
+        payload = {"ok": True, **with_tx_0x(tool.run(args))}
         if isinstance(payload.get("notices"), list):  # the worker's lines about settings
             payload["notices"] = agent_notices(payload["notices"])
     except KintError as err:

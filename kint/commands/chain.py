@@ -15,7 +15,7 @@ from kint.commands.connect import (VAULT_PROMPT, extra_passphrase, read_signatur
                                    signature_passphrases)
 from kint.commands.owner_flag import check_owner, owner_option, refuse_unconnected
 from kint.commands.secrets import prompt_secret, read_passphrase_stdin, signature_options
-from kint.commands.tx_text import tx_0x, with_tx_0x
+from kint.tx_text import tx_0x, with_tx_0x
 
 CONFIRMATIONS_HELP = ("Blocks to wait for after each transaction [default: 2; the devchain "
                       "uses 1].")

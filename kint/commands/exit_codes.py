@@ -8,7 +8,11 @@ One list, so a script can branch on `$?` the same way against either kint:
 - 2: an error: bad input, a refusal from `connect`, `authorize`, `rekey`,
   `recovery-code`; `join` stopped before the restore
 - 3: `push`, `compact`, `rekey`: the data key expired or is missing, or the session key
-  cannot be loaded (`pull` and `join` too, for the session key)
+  cannot be loaded (`pull` and `join` too, for the session key: its local passphrase
+  missing, which seals the key cache too, 05-keys.md, or, while an interrupted push's journal
+  waits to be settled, the key itself missing or locked, since the pull settles the
+  journal first; with no such journal a pull with only session.key gone restores and
+  exits 0, as v0.3.0's pull needs a cached data key and sends nothing)
 - 4: `push`, `compact`, `rekey`: the chain moved; `pull`, `join`: a fork
 - 5: `push`, `compact`, `rekey`, `pull`, `join`: any other push or pull refusal (a pull
   with no cached data key lands here; so do push, compact and pull on a space never

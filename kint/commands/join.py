@@ -48,7 +48,7 @@ from kint.commands.join_stops import (STEP_CONNECT, STEP_HARNESSES, STEP_REPORT,
 from kint.commands.owner_address import checked_address
 from kint.commands.secrets import refusing_secrets_with, signature_options
 from kint.commands.setup import SetupError
-from kint.commands.tx_text import with_tx_0x
+from kint.tx_text import with_tx_0x
 from kint.harnesses.env_checks import parse_env, pin_flag
 from kint.paths import kint_home
 

@@ -11,7 +11,7 @@ import click
 from kint import render_space, render_verify
 from kint.commands.common import (Ctx, Whole, echo_json, json_option, space_call,
                                   usage_error)
-from kint.commands.tx_text import with_tx_0x
+from kint.tx_text import with_tx_0x
 from kint.rows.canon import VERSIONED_TIERS, row_label
 from kint.space_row import read_parked
 

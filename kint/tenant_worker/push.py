@@ -350,7 +350,7 @@ def _push_epochs(ctx: SpaceContext, anchor: Anchor, sender: SessionSender, owner
                        "digest": meta.digest, "rows": len(chunk.rows),
                        "deleted": len(chunk.deleted), "snapshot": as_snapshot,
                        "bucket": meta.bucket, "bytes": cost.get("bytes"),
-                       "gas": cost.get("gas"), "l1_fee": cost.get("l1_fee"),
+                       "gas_used": cost.get("gas"), "l1_fee": cost.get("l1_fee"),
                        "cost_wei": cost.get("cost_wei")})
     return current, pushed, None
 

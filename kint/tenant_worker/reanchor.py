@@ -212,5 +212,5 @@ def _send_again(ctx: SpaceContext, anchor: Anchor, sender: SessionSender, owner:
 def _line(meta: EpochMeta, envelope: bytes) -> dict[str, Any]:
     cost = meta.cost or {}
     return {"seq": meta.seq, "block": meta.block, "tx": meta.tx, "digest": meta.digest,
-            "bucket": meta.bucket, "bytes": len(envelope), "gas": cost.get("gas"),
+            "bucket": meta.bucket, "bytes": len(envelope), "gas_used": cost.get("gas"),
             "cost_wei": cost.get("cost_wei")}

@@ -12,14 +12,14 @@ from typing import Any, Iterator
 import pytest
 
 from kint.chain.config import devchain_record
-from support.run_env import _RUN_ROOT
-from support.run_folders import _DEVCHAIN_KINT_HOME
+from support.run_env import RUN_ROOT
+from support.run_folders import DEVCHAIN_KINT_HOME
 from support.sandboxes import make_sandbox
 
 # The run's devchain: one anvil for every worker of the run (conftest's docstring), and
 # the record `kint devchain start` writes once it runs.
-_DEVCHAIN_ROOT = _RUN_ROOT / _DEVCHAIN_KINT_HOME.parent
-_DEVCHAIN_RECORD = devchain_record(_RUN_ROOT / _DEVCHAIN_KINT_HOME)
+DEVCHAIN_ROOT = RUN_ROOT / DEVCHAIN_KINT_HOME.parent
+DEVCHAIN_RECORD = devchain_record(RUN_ROOT / DEVCHAIN_KINT_HOME)
 
 
 @pytest.fixture(scope="session")
@@ -29,11 +29,11 @@ def chain_home():
     the controller once every test has ended (`pytest_sessionfinish`). Machines join it
     with a copy of its record (chain_machines.join_devchain); every `connect --dev` makes a
     fresh owner, so the modules' spaces never meet."""
-    sb = make_sandbox(_DEVCHAIN_ROOT)
-    fd = os.open(_RUN_ROOT / "devchain-start.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    sb = make_sandbox(DEVCHAIN_ROOT)
+    fd = os.open(RUN_ROOT / "devchain-start.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        if not _DEVCHAIN_RECORD.exists():
+        if not DEVCHAIN_RECORD.exists():
             out = sb.kint("devchain", "start")
             assert out.returncode == 0, out.stdout + out.stderr
     finally:
@@ -64,8 +64,8 @@ def _chain_turn(exclusive: bool) -> Iterator[None]:
     as it ends, and leaves a mark for its length: a turn that finds the mark while it holds
     the lock (none can hold it beside an exclusive one) knows that turn's worker died, and
     puts automine back on itself (`_automine_on`) and takes the mark away."""
-    fd = os.open(_RUN_ROOT / "chain-turn.lock", os.O_RDWR | os.O_CREAT, 0o600)
-    mark = _RUN_ROOT / "chain-turn.exclusive"
+    fd = os.open(RUN_ROOT / "chain-turn.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    mark = RUN_ROOT / "chain-turn.exclusive"
     try:
         fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
         if exclusive or mark.exists():
@@ -88,8 +88,8 @@ def _automine_on() -> None:
     one call; nothing when no devchain runs yet (no test has needed one)."""
     from chain_machines import devchain_web3
 
-    if not _DEVCHAIN_RECORD.exists():
+    if not DEVCHAIN_RECORD.exists():
         return
-    answer = devchain_web3(_DEVCHAIN_ROOT / "kint").provider.make_request(
+    answer = devchain_web3(DEVCHAIN_ROOT / "kint").provider.make_request(
         "evm_setAutomine", [True])
     assert "error" not in answer, answer

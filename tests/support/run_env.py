@@ -11,32 +11,32 @@ import os
 import tempfile
 from pathlib import Path
 
-from support.run_folders import _hold_run_lock, _remove_abandoned_runs
+from support.run_folders import hold_run_lock, remove_abandoned_runs
 
 # The worker's name under pytest-xdist ("gw0", ...); None in the controller or a plain run.
 XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
 
 if "KINT_TESTS_RUN_ROOT" not in os.environ:
     os.environ["KINT_TESTS_RUN_ROOT"] = tempfile.mkdtemp(prefix="kt-")
-    _RUN_LOCK_FD = _hold_run_lock(Path(os.environ["KINT_TESTS_RUN_ROOT"]))
-    _remove_abandoned_runs(Path(os.environ["KINT_TESTS_RUN_ROOT"]))
-_RUN_ROOT = Path(os.environ["KINT_TESTS_RUN_ROOT"])
+    _RUN_LOCK_FD = hold_run_lock(Path(os.environ["KINT_TESTS_RUN_ROOT"]))
+    remove_abandoned_runs(Path(os.environ["KINT_TESTS_RUN_ROOT"]))
+RUN_ROOT = Path(os.environ["KINT_TESTS_RUN_ROOT"])
 # The system's own temp folder, for the tests of what another user can do there.
-SYSTEM_TMPDIR = str(_RUN_ROOT.parent)
+SYSTEM_TMPDIR = str(RUN_ROOT.parent)
 # Every temporary folder of the run goes under its folder, removed with it: a supervisor
 # a test kills leaves its multiprocessing folder (pymp-*) and a long home's fallback
 # socket folder (kint-<uid>-*) behind, which in the system's /tmp outlived the run.
 # Short enough for the socket paths (kint.socket_paths.MAX_SOCKET_PATH_BYTES).
-_RUN_TMP = _RUN_ROOT / "tmp"
+_RUN_TMP = RUN_ROOT / "tmp"
 _RUN_TMP.mkdir(mode=0o700, exist_ok=True)
 os.environ["TMPDIR"] = str(_RUN_TMP)
 tempfile.tempdir = str(_RUN_TMP)
-_SESSION_ROOT = Path(tempfile.mkdtemp(prefix="kint-tests-"))
-os.environ["HOME"] = str(_SESSION_ROOT / "home")
-os.environ["KINT_HOME"] = str(_SESSION_ROOT / "kint-home-unused")
+SESSION_ROOT = Path(tempfile.mkdtemp(prefix="kint-tests-"))
+os.environ["HOME"] = str(SESSION_ROOT / "home")
+os.environ["KINT_HOME"] = str(SESSION_ROOT / "kint-home-unused")
 os.environ["SIBYL_MEMORY_TELEMETRY"] = "0"
 # Never the real OS keyring: kint's machine secret falls back to local.secret in tests.
 os.environ["PYTHON_KEYRING_BACKEND"] = "keyring.backends.fail.Keyring"
 for _var in ("SIBYL_MEMORY_DB", "SIBYL_CREDENTIALS", "HERMES_HOME", "KINT_SPACE", "KINT_TENANT"):
     os.environ.pop(_var, None)
-(_SESSION_ROOT / "home").mkdir()
+(SESSION_ROOT / "home").mkdir()

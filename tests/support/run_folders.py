@@ -18,7 +18,7 @@ from pathlib import Path
 RUN_LOCK = "run.lock"
 
 
-def _hold_run_lock(root: Path) -> int:
+def hold_run_lock(root: Path) -> int:
     """An exclusive flock on `root`/run.lock, held for this process's life (the fd is kept,
     never inherited): a later run removes a run folder whose lock is free and that is no
     failed run's, the folder of a run killed before its end, which removed nothing. The
@@ -30,7 +30,7 @@ def _hold_run_lock(root: Path) -> int:
     return fd
 
 
-def _remove_abandoned_runs(own: Path) -> None:
+def remove_abandoned_runs(own: Path) -> None:
     """Remove this user's run folders beside `own` whose run ended without removing them
     (killed, or its machine stopped): their lock is free. A failed run's folder is kept
     (`_keep_last_failed_runs` keeps the last three); one with no lock yet is a run being
@@ -51,7 +51,7 @@ def _remove_abandoned_runs(own: Path) -> None:
             continue
         else:
             _stop_abandoned_anvil(folder)
-            _sweep_left(folder)  # under its homes, which the folder's removal forgets
+            sweep_left(folder)  # under its homes, which the folder's removal forgets
             shutil.rmtree(folder, ignore_errors=True)
         finally:
             os.close(fd)
@@ -68,7 +68,7 @@ def _stop_abandoned_anvil(folder: Path) -> None:
     clean-up that fails leaves the anvil, never this run unstarted."""
     from kint.chain.config import devchain_record
 
-    home = folder / _DEVCHAIN_KINT_HOME
+    home = folder / DEVCHAIN_KINT_HOME
     if not devchain_record(home).is_file():
         return
     from kint.chain.devchain.lifecycle import stop
@@ -79,7 +79,7 @@ def _stop_abandoned_anvil(folder: Path) -> None:
         pass
 
 
-def _sweep_left(*roots: Path) -> None:
+def sweep_left(*roots: Path) -> None:
     """Stop the supervisors a test left under `roots` (support/left_supervisors.py): a
     sweep that fails is said, and never keeps a run from starting, its anvil from being
     stopped or its folder from being removed."""
@@ -93,4 +93,4 @@ def _sweep_left(*roots: Path) -> None:
 
 
 # The run's devchain's KINT_HOME, inside its folder (`chain_home`).
-_DEVCHAIN_KINT_HOME = Path("devchain") / "kint"
+DEVCHAIN_KINT_HOME = Path("devchain") / "kint"

@@ -17,9 +17,9 @@ import pytest
 from checkout_watch import SECTION as CHECKOUT_SECTION
 from checkout_watch import CheckoutWatch
 from support.basetemp_lock import BasetempShared, hold_basetemp
-from support.devchain_turn import _DEVCHAIN_RECORD, _DEVCHAIN_ROOT
-from support.run_env import _RUN_ROOT, _SESSION_ROOT, XDIST_WORKER
-from support.run_folders import _sweep_left
+from support.devchain_turn import DEVCHAIN_RECORD, DEVCHAIN_ROOT
+from support.run_env import RUN_ROOT, SESSION_ROOT, XDIST_WORKER
+from support.run_folders import sweep_left
 from support.sandboxes import make_sandbox
 
 _wheel_build: Any = None  # tests/wheel_build.py's build, once a session collected test_wheel
@@ -28,7 +28,7 @@ _BASETEMP_LOCK_FD: int | None = None  # the controller's, held for the run's lif
 
 @pytest.hookimpl(tryfirst=True)  # before the tmp_path plugin reads --basetemp
 def pytest_configure(config: pytest.Config) -> None:
-    """The tests' folders go under the run's short folder (`_RUN_ROOT`/t; a worker's under
+    """The tests' folders go under the run's short folder (`RUN_ROOT`/t; a worker's under
     t/popen-gwN, as xdist names them), unless --basetemp says where: a machine's sockets
     must fit in a socket path's ~100 bytes below its KINT_HOME, or kint binds them in a
     fallback folder (kint.socket_paths.socket_dir), and pytest's own root plus xdist's worker
@@ -37,12 +37,12 @@ def pytest_configure(config: pytest.Config) -> None:
     supervisors."""
     global _BASETEMP_LOCK_FD
     if XDIST_WORKER is None and not config.option.basetemp:
-        config.option.basetemp = str(_RUN_ROOT / "t")
+        config.option.basetemp = str(RUN_ROOT / "t")
     elif XDIST_WORKER is None:
         try:
             _BASETEMP_LOCK_FD = hold_basetemp(Path(config.option.basetemp))
         except BasetempShared as err:  # this run made nothing yet but its own folder
-            shutil.rmtree(_RUN_ROOT, ignore_errors=True)
+            shutil.rmtree(RUN_ROOT, ignore_errors=True)
             raise pytest.UsageError(str(err)) from None
     config.addinivalue_line(
         "markers", "chain_exclusive: runs while no other test uses the session's devchain "
@@ -70,14 +70,14 @@ def wheel_build() -> Any:
 
 
 # kint's files as the session found them (tests/checkout_watch.py).
-_checkout = CheckoutWatch()
+checkout = CheckoutWatch()
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> pytest.TestReport:
     """A failed test's report names kint's files changed since the session started."""
     report = yield
-    _checkout.annotate(report)
+    checkout.annotate(report)
     return report
 
 
@@ -85,7 +85,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     """And the session's summary says it once more, beside the failures' short lines."""
     stats = terminalreporter.stats
     if stats.get("failed") or stats.get("error"):
-        note = _checkout.note()
+        note = checkout.note()
         if note is not None:
             terminalreporter.write_sep("=", CHECKOUT_SECTION)
             terminalreporter.write_line(note)
@@ -97,26 +97,26 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         _wheel_build.stop()
         shutil.rmtree(_wheel_build.work, ignore_errors=True)
     if XDIST_WORKER is None:  # the controller, or a plain run: every test has ended
-        if _DEVCHAIN_RECORD.exists():
-            make_sandbox(_DEVCHAIN_ROOT).kint("devchain", "stop")
+        if DEVCHAIN_RECORD.exists():
+            make_sandbox(DEVCHAIN_ROOT).kint("devchain", "stop")
         # Whatever a crashed or timed-out test left running under the run's folders.
-        _sweep_left(_RUN_ROOT, Path(session.config.option.basetemp or _RUN_ROOT))
+        sweep_left(RUN_ROOT, Path(session.config.option.basetemp or RUN_ROOT))
         if session.testsfailed:  # the failed tests' folders are kept to look at
             print(f"\nthe tests' folders are kept in {session.config.option.basetemp}")
-            shutil.rmtree(_DEVCHAIN_ROOT, ignore_errors=True)
+            shutil.rmtree(DEVCHAIN_ROOT, ignore_errors=True)
             _keep_last_failed_runs(3)
         else:
-            shutil.rmtree(_RUN_ROOT, ignore_errors=True)
+            shutil.rmtree(RUN_ROOT, ignore_errors=True)
         # xdist's controller runs no test, so no fixture removed the HOME it made here.
-        shutil.rmtree(_SESSION_ROOT, ignore_errors=True)
+        shutil.rmtree(SESSION_ROOT, ignore_errors=True)
 
 
 def _keep_last_failed_runs(kept: int) -> None:
     """Marks this run's folder as a failed run's, and removes all but the `kept` newest
     failed runs' folders of this user, as pytest keeps its last three: a run that failed
     while someone checked that a test fails without its fix leaves nothing for long."""
-    (_RUN_ROOT / "failed").touch()
-    marks = sorted(_RUN_ROOT.parent.glob("kt-*/failed"),
+    (RUN_ROOT / "failed").touch()
+    marks = sorted(RUN_ROOT.parent.glob("kt-*/failed"),
                    key=lambda mark: mark.stat().st_mtime)
     for mark in marks[:-kept]:
         if mark.stat().st_uid == os.getuid():

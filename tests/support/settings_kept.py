@@ -1,5 +1,5 @@
 """The state kint.settings keeps for the whole process, saved before a test and put back
-after it (tests/support/hermetic.py's autouse `_settings_process_kept`).
+after it (tests/support/hermetic.py's autouse `settings_process_kept`).
 
 Why: `kint.settings.configure` says what the process is, once, at the start of a supervisor
 or a worker. A test that builds a `Supervisor` in-process (tests/test_upgrade_sessions.py)

@@ -1,4 +1,4 @@
-"""A transaction hash as every command shows it: `0x` and its 64 hex digits.
+"""A transaction hash as every command and kint tool shows it: `0x` and its 64 hex digits.
 
 Why: kint v0.3.0's push line gives each epoch's transaction as `tx 0x...` (02-quickstart.md),
 the form a block explorer, `cast tx` and a wallet take. The worker keeps a hash as its
@@ -6,6 +6,9 @@ files hold it (the epoch cache and the mirror, bare hex), so `kint push` added t
 while `kint rekey`'s snapshot line, `kint history --block` and every `--json` printed the
 bare digits: the same hash in two forms, one a script could not paste. Every command's
 output, text and `--json` alike, now gives it one way; the files and the worker keep theirs.
+kint-server's six tools give it the same way (kint.agent_server.surface): v0.3.0's
+memory_verify and memory_history are the function its CLI runs (07-verify.md), so an agent
+reads the hash a terminal prints, where the tools gave the bare digits.
 """
 
 from __future__ import annotations
