@@ -314,8 +314,9 @@ def _wait_for_supervisor(home: Path, ping, deadline: float, wait_s: float,
             elif started.poll() is not None:
                 if started_again or started.returncode != 0 or not let_go_starting(home):
                     # Lost to one a signal stopped as it started, or one that served and
-                    # ended since: said so, none started.
-                    if started.returncode == 0 and (gone := lost_to_one_gone(home)) is not None:
+                    # ended since (this start's own, maybe): said so, none started.
+                    if (started.returncode == 0
+                            and (gone := lost_to_one_gone(home, started.pid)) is not None):
                         raise gone
                     raise SupervisorNotReachable(
                         f"the supervisor exited with code {started.returncode} before it "

@@ -82,19 +82,29 @@ def unanswering_supervisor(home: Path) -> SupervisorNotReachable | None:
     return silent_supervisor(home, found.pid)
 
 
-def lost_to_one_gone(home: Path) -> SupervisorNotReachable | None:
-    """For a start whose supervisor exited refused the pid lock: the refusal when the one
-    it lost to let go of it since without dying in its start, else None (that one is
-    started again in its place). Stopped by a signal as it started (a service manager's
-    stop, a Ctrl-C; its pid file says `stopped`), or ended once it served (its file says
-    `serving`: a `kint supervisor stop` ends only a supervisor that answers): never "a
-    supervisor is already running" (the loser's last words), which it said while none
-    ran, nor "exited with code 0 before it answered", as it said of the one that served;
-    and none is started in its place here, which would undo that stop: running the command
-    again starts one. Named by its pid where its file's first word is one."""
+def lost_to_one_gone(home: Path, started: int) -> SupervisorNotReachable | None:
+    """For a start whose supervisor `started` exited with code 0 while the pid lock was
+    let go: the refusal when the one that held it let go of it since without dying in its
+    start, else None (that one is started again in its place). Stopped by a signal as it
+    started (a service manager's stop, a Ctrl-C; its pid file says `stopped`), or ended
+    once it served (its file says `serving`: a `kint supervisor stop` ends only a
+    supervisor that answers): never "a supervisor is already running" (the loser's last
+    words), which it said while none ran, nor "exited with code 0 before it answered", as
+    it said of the one that served; and none is started in its place here, which would
+    undo that stop: running the command again starts one. Named by its pid where its
+    file's first word is one. That one may be `started` itself: it took the lock, served,
+    and was stopped (a SIGTERM, another terminal's `kint supervisor stop`) before this
+    start's next look got its answer; said so, where it was called the one `started` had
+    given way to."""
     gone = let_go_by(home)
     if gone is None or gone.said not in (STOPPED, SERVING):
         return None
+    if gone.pid == started:
+        if gone.said != SERVING:
+            return None
+        return SupervisorNotReachable(
+            f"no supervisor runs for {home}: the one started here (pid {started}) served "
+            "and has ended since", SERVED_ENDED_HINT)
     first = f"no supervisor runs for {home}: the one that took it first" + (
         f" (pid {gone.pid})" if gone.pid is not None else "")
     if gone.said == STOPPED:
