@@ -9,7 +9,8 @@ naming X, `the one that took it first (pid X) was stopped by a signal as it star
 pid long gone, and started none in the place of one that died starting (review36j N2).
 
 A file whose first word is no pid (garbled) has the start name none, where it said
-`(pid -1)` (review36j N3).
+`(pid -1)` (review36j N3), and so has the refusal of a supervisor that holds the lock over
+such a file and does not answer, where its hint said `kill -1` (review37e M2).
 
 The winner is held in that instant at an event (tests/support/run_supervisor_start_held.py
 `--at lock` prints `held` there), and the client's daemon is frozen (SIGSTOP) while the
@@ -29,6 +30,7 @@ import pytest
 from conftest import KINT, SUPPORT, wait_until
 from kint.paths import run_dir
 from kint.proc_stat import process_stopped
+from kint.socket_paths import front_address
 from kint.supervisor.pidlock import PID_FILE, holder, running_pid
 from kint.supervisor.start_refusals import lost_to_one_gone
 from test_pid_lock_loser import ON_PROC, _daemon_of, _gone, gone_pid
@@ -125,3 +127,53 @@ def test_a_garbled_pid_is_named_by_no_pid(sandbox, said):
              else "served and has ended since")
     assert str(refused) == (f"no supervisor runs for {home}: the one that took it first "
                             f"{ended}, and the one started here gave way to it"), refused
+
+
+# Holds the pid lock over a file whose first word is no pid, saying `serving`, until its
+# stdin closes: a supervisor that serves and does not answer, its file garbled. (No real
+# supervisor writes such a file: this process stands in for one whose file was.)
+GARBLED_HOLDER = """
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+os.ftruncate(fd, 0)
+os.pwrite(fd, b"4x2 serving\\n", 0)
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.parametrize("command", [("supervisor", "status"), ("status",)],
+                         ids=["supervisor_status", "status"])
+def test_a_silent_holder_with_a_garbled_pid_is_never_named_nor_killed(sandbox, command):
+    """A supervisor that holds the pid lock, says it serves and does not answer, its pid
+    file's first word no pid: the refusal names no pid and finds the holder by its open
+    pid file (`lsof`), where it said `the supervisor (pid -1)` and `` `kill -1` lets the
+    next command start a new one``, which in a shell signals every process of the user
+    (review37e M2). `kint supervisor status` says it at once (start_refusals.
+    unanswering_supervisor); `kint status` at the end of its start's wait (autostart), cut
+    to a second (KINT_TEST_UNREACHABLE_AFTER_S through tests/support/run_kint.py)."""
+    home = sandbox.kint_home
+    run_dir(home).mkdir(parents=True, mode=0o700)
+    home.chmod(0o700)
+    pid_file = run_dir(home) / PID_FILE
+    held = subprocess.Popen([sys.executable, "-c", GARBLED_HOLDER, str(pid_file)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert held.stdout.readline().strip() == "held"
+        said = subprocess.run(
+            [sys.executable, str(SUPPORT / "run_kint.py"), *command, "--json"],
+            env={**sandbox.env, "KINT_TEST_UNREACHABLE_AFTER_S": "1"}, text=True,
+            capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
+    finally:
+        held.stdin.close()
+        held.wait(timeout=60)
+    refused = json.loads(said.stdout)
+    assert "(pid -1)" not in said.stdout and "kill -1" not in said.stdout, said.stdout
+    assert refused["error"] == "SUPERVISOR_UNAVAILABLE", said.stdout
+    assert refused["message"] == (f"a supervisor runs but does not answer on "
+                                  f"{front_address(home)}, and its pid file names no pid"
+                                  ), said.stdout
+    assert refused["hint"] == (f"see {home / 'supervisor.log'}; find it with `lsof {pid_file}` "
+                               f"(or `fuser {pid_file}`) and end it, and the next command "
+                               "starts a new one"), said.stdout

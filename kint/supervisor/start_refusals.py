@@ -11,10 +11,10 @@ from pathlib import Path
 
 from kint.client_errors import SERVED_ENDED_HINT, STOPPED_STARTING_HINT
 from kint.front_closed import FrontClosed, kill_hint, read_note, stopped_hint, stopped_note
-from kint.paths import log_path
+from kint.paths import log_path, run_dir
 from kint.seconds_text import seconds_text
 from kint.socket_paths import front_address, socket_dir
-from kint.supervisor.pidlock import SERVING, STOPPED, holder, let_go_by
+from kint.supervisor.pidlock import PID_FILE, SERVING, STOPPED, holder, let_go_by
 
 
 class SupervisorNotReachable(TimeoutError):
@@ -52,7 +52,11 @@ def silent_supervisor(home: Path, pid: int) -> SupervisorNotReachable:
     says it serves, but does not answer: stopped (SIGSTOP, a debugger) or stuck. Never
     "no supervisor is running", which would send the user to start one beside it. One that
     closed its socket to new clients for want of open files, or as it stops, says so
-    (kint/front_closed.py), and, stopped as well, how to resume it."""
+    (kint/front_closed.py), and, stopped as well, how to resume it. A `pid` that is none
+    (its pid file's first word is no pid: -1) is never named, nor put in a kill: `kill -1`
+    in a shell signals every process of the user (`silent_unnamed`)."""
+    if pid <= 0:
+        return silent_unnamed(home)
     closed = read_note(socket_dir(home), pid)
     if closed is not None:  # stopped too: said so, and how to resume it (its `refusal`)
         return note_refused(closed)
@@ -63,6 +67,18 @@ def silent_supervisor(home: Path, pid: int) -> SupervisorNotReachable:
     return SupervisorNotReachable(
         f"the supervisor (pid {pid}) runs but does not answer on {front_address(home)}"
         f"{stopped}", hint)
+
+
+def silent_unnamed(home: Path) -> SupervisorNotReachable:
+    """`silent_supervisor`'s refusal where the pid file of the one that holds `home` names
+    no pid (garbled): it said `the supervisor (pid -1)`, its hint `kill -1`. The holder is
+    found by its open pid file instead, as a worker lock held by a process nobody can name
+    is (tenant_worker.worker_lock.unnamed_holder_hint)."""
+    pid_file = run_dir(home) / PID_FILE
+    return SupervisorNotReachable(
+        f"a supervisor runs but does not answer on {front_address(home)}, and its pid file "
+        f"names no pid", f"see {log_path(home)}; find it with `lsof {pid_file}` (or `fuser "
+        f"{pid_file}`) and end it, and the next command starts a new one")
 
 
 def note_refused(closed: FrontClosed) -> SupervisorNotReachable:
