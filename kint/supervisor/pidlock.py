@@ -72,10 +72,16 @@ def named_holder(home: Path) -> int | None:
     being alive, whatever process has it since (a supervisor killed, its pid reused: the
     user told to stop a stranger). Only the holder of the lock is named: its own open
     file of the pid file lists the lock (/proc/PID/fdinfo, lock_table.holds_flock). Where
-    that cannot be read (no /proc: macOS) no pid is named, rather than a wrong one."""
+    that cannot be read (no /proc: macOS), the pid the file names once that process is
+    alive, as worker_lock names a worker there: the file is emptied as the lock is taken
+    (pid_file_lock.hold_pid_file), so a held file names the holder's own pid, but for the
+    microseconds between the lock and the emptying. Not none there: every refused start
+    would wait out NAMED_WITHIN_S, then name no pid."""
     # Here: only a refused supervisor asks, and every client imports this module.
-    from kint.tenant_worker.lock_table import holds_flock
+    from kint.envsettings import pid_alive
+    from kint.tenant_worker.lock_table import holds_flock, proc_tells
 
+    by_proc = proc_tells()
     deadline = time.monotonic() + NAMED_WITHIN_S
     while True:
         try:  # opened at each look, as `holder` does: the file at the path now
@@ -84,7 +90,8 @@ def named_holder(home: Path) -> int | None:
             return None
         try:
             found = _holder_of(fd)
-            if found is not None and found.pid > 0 and holds_flock(found.pid, fd):
+            if found is not None and found.pid > 0 and (
+                    holds_flock(found.pid, fd) if by_proc else pid_alive(found.pid)):
                 return found.pid
         finally:
             os.close(fd)

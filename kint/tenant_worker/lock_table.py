@@ -32,6 +32,12 @@ PROC = "/proc"
 TABLE_EVERY_S = 1.0
 
 
+def proc_tells() -> bool:
+    """Whether this box has the /proc that `holds_flock` reads (Linux); without it (macOS)
+    a caller has only the lock file's own words, and whether the process they name lives."""
+    return os.path.isdir(f"{PROC}/self")
+
+
 def holds_flock(pid: int, fd: int) -> bool:
     """Whether process `pid` holds the exclusive flock on the file open on `fd`, as the
     lock lines of its own open file of it say (/proc/PID/fdinfo/N lists only the locks
