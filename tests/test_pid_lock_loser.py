@@ -343,7 +343,7 @@ def test_a_start_that_lost_to_one_that_died_starting_starts_again(sandbox, tmp_p
                 f"{os.getpid()}) " + ENDED[said] + ", and the one started here gave way "
                 "to it"), out
             assert refused["hint"] == "run the command again to start one" + (
-                "; the supervisor log says how the one before it ended"
+                "; the supervisor log may say how that one ended"
                 if said == "serving" else ""), out
             return
         assert start.returncode == 0, out + err

@@ -33,7 +33,7 @@ from kint.paths import run_dir
 from kint.proc_stat import process_stopped
 from kint.socket_paths import front_address
 from kint.supervisor.pidlock import PID_FILE, holder, running_pid
-from kint.supervisor.start_refusals import lost_to_one_gone
+from kint.supervisor.start_refusals import start_ended
 from test_pid_lock_loser import ON_PROC, _daemon_of, _gone, gone_pid
 
 
@@ -122,7 +122,7 @@ def test_a_garbled_pid_is_named_by_no_pid(sandbox, said):
     pid_file = run_dir(home) / PID_FILE
     pid_file.write_text(f"4x2 {said}\n")
     pid_file.chmod(0o600)
-    refused = lost_to_one_gone(home, started=os.getpid())
+    refused = start_ended(home, started=os.getpid(), code=0)
     assert refused is not None
     ended = ("was stopped by a signal as it started" if said == "stopped"
              else "served and has ended since")

@@ -24,9 +24,12 @@ from pathlib import Path
 import pytest
 
 from conftest import SUPPORT, wait_until
+from kint.client_errors import STOPPED_STARTING_HINT
 from kint.paths import run_dir
 from kint.proc_stat import read_stat
+from kint.supervisor.autostart import DAEMON_STDERR, _last_words
 from kint.supervisor.pidlock import PID_FILE, holder, let_go_starting
+from kint.supervisor.start_refusals import start_ended
 
 
 STOP_SIGNALS = pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP],
@@ -89,14 +92,29 @@ def test_a_daemon_stopped_in_its_start_says_so_in_one_line(sandbox, sig):
     run/supervisor.stderr, says in one line which signal ended it, and ends by it: a
     `kill -INT` left a KeyboardInterrupt traceback there, read as a crash's (and as its
     start's `exited with code -2 before it answered: KeyboardInterrupt`, its last words
-    kept in supervisor.stderr.1), and a SIGTERM or SIGHUP said nothing at all."""
+    kept in supervisor.stderr.1), and a SIGTERM or SIGHUP said nothing at all.
+    The start that spawned it (autostart) says it was stopped as it started, by which
+    signal, with the hint to run the command again, where it said `exited with code -2
+    before it answered: kint: SIGINT ended the supervisor ...` with the hint to watch a
+    `--foreground` start (review37e S2): its refusal read here from the daemon's real pid
+    file and exit code, as the start reads them once it is gone."""
+    home = sandbox.kint_home
     proc = _held_start(sandbox, "--as", "daemon")
     try:
         err = _stopped_there(proc, sig)
         assert proc.returncode == -sig, (proc.returncode, err)
         assert err == (f"kint: {sig.name} ended the supervisor as it started, before it "
-                       "served; it exits\n"), err
-        assert not let_go_starting(sandbox.kint_home)
+                       "served\n"), err
+        assert not let_go_starting(home)
+        refused = start_ended(home, proc.pid, proc.returncode)
+        assert refused is not None
+        assert str(refused) == (f"no supervisor runs for {home}: the one started here (pid "
+                                f"{proc.pid}) was stopped by {sig.name} as it started"), refused
+        assert refused.hint == STOPPED_STARTING_HINT
+        # Its line, read back into a start's refusal, without its own `kint: `.
+        (run_dir(home) / DAEMON_STDERR).write_text(err)
+        assert _last_words(home) == (f": {sig.name} ended the supervisor as it started, "
+                                     "before it served")
     finally:
         _stop(proc)
 

@@ -38,8 +38,8 @@ from kint.socket_paths import socket_dir
 from kint.supervisor.pidlock import (PID_FILE, AlreadyRunning, hold_pid_lock, holder,
                                      let_go_starting, mark_serving, named_holder)
 from kint.supervisor.settings import STOP_BOUND_S
-from kint.supervisor.start_refusals import (SupervisorNotReachable, lost_to_one_gone,
-                                            note_refused, silent_supervisor, stop_not_ended,
+from kint.supervisor.start_refusals import (SupervisorNotReachable, note_refused,
+                                            silent_supervisor, start_ended, stop_not_ended,
                                             stop_noted)
 from kint.supervisor.start_signals import stop_in_start_handler
 
@@ -313,10 +313,10 @@ def _wait_for_supervisor(home: Path, ping, deadline: float, wait_s: float,
                 started = spawn_daemon(home, on_demand=on_demand)
             elif started.poll() is not None:
                 if started_again or started.returncode != 0 or not let_go_starting(home):
-                    # Lost to one a signal stopped as it started, or one that served and
-                    # ended since (this start's own, maybe): said so, none started.
-                    if (started.returncode == 0
-                            and (gone := lost_to_one_gone(home, started.pid)) is not None):
+                    # Its own, or the one it lost to, stopped by a signal as it started or
+                    # ended after it served: said so, none started.
+                    gone = start_ended(home, started.pid, started.returncode)
+                    if gone is not None:
                         raise gone
                     raise SupervisorNotReachable(
                         f"the supervisor exited with code {started.returncode} before it "
@@ -376,4 +376,8 @@ def _last_words(home: Path) -> str:
         return ""
     # A refusal the daemon printed ends with its hint: the line before says what happened.
     said = [line for line in lines if not line.startswith("hint: ")] or lines
-    return f": {said[-1].strip().removeprefix('kint: error: ')[:300]}" if said else ""
+    if not said:
+        return ""
+    # Read into the start's own refusal, which says `kint: error:` once itself.
+    line = said[-1].strip().removeprefix("kint: ").removeprefix("error: ")
+    return f": {line[:300]}"

@@ -123,7 +123,7 @@ class LetGo(NamedTuple):
 def let_go_by(home: Path) -> LetGo | None:
     """What the supervisor that let go of `home`'s pid lock last said, nobody holding it
     now; None when one holds it, or there is no file. A start that lost the lock to it
-    says what became of it (start_refusals.lost_to_one_gone), where it said the one it
+    says what became of it (start_refusals.start_ended), where it said the one it
     lost to was running."""
     words = _let_go(home)
     if words is None:

@@ -7,6 +7,7 @@ so that those load only the words, never what starting a supervisor needs.
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 from kint.client_errors import SERVED_ENDED_HINT, STOPPED_STARTING_HINT
@@ -98,29 +99,38 @@ def unanswering_supervisor(home: Path) -> SupervisorNotReachable | None:
     return silent_supervisor(home, found.pid)
 
 
-def lost_to_one_gone(home: Path, started: int) -> SupervisorNotReachable | None:
-    """For a start whose supervisor `started` exited with code 0 while the pid lock was
-    let go: the refusal when the one that held it let go of it since without dying in its
-    start, else None (that one is started again in its place). Stopped by a signal as it
+def start_ended(home: Path, started: int, code: int) -> SupervisorNotReachable | None:
+    """For a start whose supervisor `started` exited (`code`) while the pid lock was let
+    go, before any answered: the refusal when the one that held the lock let go of it
+    without dying in its start, else None (the exit code and the last words say it, or the
+    one that died starting is started again in its place). Stopped by a signal as it
     started (a service manager's stop, a Ctrl-C; its pid file says `stopped`), or ended
     once it served (its file says `serving`: a `kint supervisor stop` ends only a
-    supervisor that answers): never "a supervisor is already running" (the loser's last
-    words), which it said while none ran, nor "exited with code 0 before it answered", as
-    it said of the one that served; and none is started in its place here, which would
-    undo that stop: running the command again starts one. Named by its pid where its
-    file's first word is one. That one may be `started` itself: it took the lock, served,
-    and was stopped (a SIGTERM, another terminal's `kint supervisor stop`) before this
-    start's next look got its answer; said so, where it was called the one `started` had
-    given way to."""
+    supervisor that answers): none is started in its place here, which would undo that
+    stop, and running the command again starts one.
+
+    That one is `started` itself when it took the lock, then was stopped in its start, or
+    served and was stopped (a SIGTERM, another terminal's `kint supervisor stop`) before
+    this start's next look got its answer: said of the one started here (review37e M1 and
+    S2), where it was called the one it gave way to, or said `exited with code -2 before it
+    answered` with its stderr line. Else `started` lost the lock to it (code 0): never "a
+    supervisor is already running" (the loser's last words), which it said while none ran,
+    nor "exited with code 0 before it answered", as it said of the one that served. Named
+    by its pid where its file's first word is one."""
     gone = let_go_by(home)
     if gone is None or gone.said not in (STOPPED, SERVING):
         return None
     if gone.pid == started:
-        if gone.said != SERVING:
+        own = f"no supervisor runs for {home}: the one started here (pid {started})"
+        if gone.said == STOPPED:
+            return SupervisorNotReachable(
+                f"{own} was stopped by {_signal_named(code)} as it started",
+                STOPPED_STARTING_HINT)
+        if code != 0:  # served, then failed: its code and last words say more
             return None
-        return SupervisorNotReachable(
-            f"no supervisor runs for {home}: the one started here (pid {started}) served "
-            "and has ended since", SERVED_ENDED_HINT)
+        return SupervisorNotReachable(f"{own} served and has ended since", SERVED_ENDED_HINT)
+    if code != 0:  # it failed by itself, not by giving way
+        return None
     first = f"no supervisor runs for {home}: the one that took it first" + (
         f" (pid {gone.pid})" if gone.pid is not None else "")
     if gone.said == STOPPED:
@@ -130,3 +140,13 @@ def lost_to_one_gone(home: Path, started: int) -> SupervisorNotReachable | None:
     return SupervisorNotReachable(
         f"{first} served and has ended since, and the one started here gave way to it",
         SERVED_ENDED_HINT)
+
+
+def _signal_named(code: int) -> str:
+    """The signal an exit `code` says ended a process: -N (killed by it), or 128 + N (a
+    supervisor as PID 1 of a pid namespace, start_signals); `a signal` when neither."""
+    number = -code if code < 0 else code - 128
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return "a signal"

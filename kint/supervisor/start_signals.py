@@ -55,6 +55,6 @@ def _say_ended(sig: int) -> None:
     raw write: a handler that interrupted a write to sys.stderr could not write there."""
     try:
         os.write(2, f"kint: {signal.Signals(sig).name} ended the supervisor as it started, "
-                    "before it served; it exits\n".encode())
+                    "before it served\n".encode())
     except OSError:
         pass  # no stderr to say it on: the pid file's `stopped` says it still
