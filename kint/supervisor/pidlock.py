@@ -1,9 +1,11 @@
 """`run/supervisor.pid`: the lock a running supervisor holds for its whole life, and how
 anyone reads who holds it.
 
-It reads `PID` while the supervisor starts and `PID serving` once its sockets are bound,
-so a client can tell a supervisor still starting from one that should answer and does not;
-`PID stopped` when a signal (a service manager's stop, a Ctrl-C) ended it before then.
+It is empty from the moment a supervisor takes the lock until it names itself (an instant;
+pid_file_lock.hold_pid_file), then reads `PID` while the supervisor starts and `PID serving`
+once its sockets are bound, so a client can tell a supervisor still starting from one that
+should answer and does not; `PID stopped` when a signal (a service manager's stop, a
+Ctrl-C) ended it before then.
 A second supervisor that finds it held exits at once: it tries again only while clients'
 shared looks hold it, never while another supervisor does, so that it never takes the
 home from under a `kint supervisor stop` of the one that held it.
@@ -166,8 +168,9 @@ def mark_stopped(pid_fd: int) -> None:
 
 class Holder(NamedTuple):
     """The live supervisor of a home, as its pid file says: its pid (-1 when the file
-    cannot be read) and whether it has bound its sockets. (A NamedTuple: every client
-    loads this module, and `dataclasses` would load `inspect` with it.)"""
+    names none: not yet, in the instant between its lock and its pid written, or garbled)
+    and whether it has bound its sockets. (A NamedTuple: every client loads this module,
+    and `dataclasses` would load `inspect` with it.)"""
 
     pid: int
     serving: bool

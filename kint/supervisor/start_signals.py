@@ -37,10 +37,9 @@ def stop_in_start_handler(pid_fd: int, before: dict[int, Any], daemon: bool
             mark_stopped(pid_fd)
         except OSError:
             pass  # the signal's end is what matters; a lost mark is the old behaviour
-        previous = before.get(sig)
         if daemon:
             _say_ended(sig)
-        elif callable(previous):
+        elif callable(previous := before.get(sig)):
             previous(sig, frame)
             return
         signal.signal(sig, signal.SIG_DFL)
