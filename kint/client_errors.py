@@ -21,8 +21,14 @@ UNREACHED_HINT = ("run the command again: it reaches the supervisor that holds K
                   "now, or starts one")
 # The hint of a start that gave way to a supervisor a signal stopped as it started (a
 # service manager's stop, a Ctrl-C): none runs, and none was started in its place, which
-# would undo that stop (start_refusals.lost_to_a_stopped_start).
+# would undo that stop (start_refusals.start_ended).
 STOPPED_STARTING_HINT = "run the command again to start one"
+# The hint of a start that gave way to a supervisor that served and has ended since (a
+# `kint supervisor stop`, which ends only one that answers, or a crash), or whose own did
+# so: none runs, and none was started in its place, which would undo that stop. The log
+# "may" say how: a SIGKILL or the OOM killer leaves no line there.
+SERVED_ENDED_HINT = ("run the command again to start one; the supervisor log may say how "
+                     "that one ended")
 
 
 class KintError(Exception):

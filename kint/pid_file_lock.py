@@ -147,7 +147,10 @@ def hold_pid_file(path: Path, wait_s: float = 0.0,
     `before_named` runs once the lock is taken and before the pid is written: whatever a
     dead holder left that readers would take for the new holder's once the file names it
     is removed while no reader can name this process yet (its exceptions are the
-    caller's: the lock is let go)."""
+    caller's: the lock is let go). The file is emptied before it: what the last holder
+    wrote (`PID stopped`) is never read as this process's own last words, were this one
+    killed before it names itself (a start that lost the lock to it named that long-gone
+    pid, said stopped as it started, and started none in the place of one that died)."""
     fd = open_own_file(path)
     try:
         taken = flock_past_looks(fd, time.monotonic() + wait_s, _RETRY_EVERY_S)
@@ -159,6 +162,7 @@ def hold_pid_file(path: Path, wait_s: float = 0.0,
         os.close(fd)
         raise PidFileHeld(path, pid)
     try:
+        os.ftruncate(fd, 0)  # the lock is this process's: nothing the last holder said stays
         if before_named is not None:
             before_named()
         write_holder(fd)

@@ -346,6 +346,15 @@ class RpcProxy:
     def forward(self) -> None:
         self.set_mode("forward")
 
+    def repoint(self, upstream: str) -> None:
+        """Forward to another loopback endpoint from now on, on the same port: an endpoint a
+        space keeps that now reaches another node (another devchain, its own state)."""
+        parts = urlsplit(upstream)
+        if parts.hostname not in ("127.0.0.1", "localhost"):
+            raise ValueError(f"the proxy only fronts a loopback endpoint, not {upstream}")
+        with self._lock:
+            self.upstream_host, self.upstream_port = parts.hostname, parts.port or 80
+
     @contextmanager
     def answering_as(self, chain_id: int) -> Iterator[None]:
         """Forwarding, eth_chainId answered `chain_id` (recorded as a lie), within; then
@@ -398,7 +407,9 @@ class RpcProxy:
     # -- upstream ----------------------------------------------------------------------
 
     def upstream(self, body: bytes) -> bytes:
-        return post_json(self.upstream_host, self.upstream_port, body)
+        with self._lock:  # read as one pair: `repoint` changes both under the lock
+            host, port = self.upstream_host, self.upstream_port
+        return post_json(host, port, body)
 
     def upstream_call(self, method: str, params: list[Any]) -> Any:
         body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})

@@ -17,9 +17,9 @@ _AS_THE_DAEMON = """
 import gc, json, runpy, sys
 import kint.supervisor.autostart as autostart
 
-def report(home):
+def report(home, *, daemon):
     print(json.dumps({"enabled": gc.isenabled(), "frozen": gc.get_freeze_count(),
-                      "home": str(home)}))
+                      "home": str(home), "daemon": daemon}))
     return 0
 
 autostart.run_foreground = report
@@ -33,5 +33,5 @@ def test_the_daemon_entry_freezes_what_its_imports_made(tmp_path):
                          capture_output=True, timeout=90)
     assert out.returncode == 0, out.stderr
     after = json.loads(out.stdout.splitlines()[-1])
-    assert after["home"] == str(tmp_path), after
+    assert after["home"] == str(tmp_path) and after["daemon"] is True, after
     assert after["enabled"] and after["frozen"] > 1000, after

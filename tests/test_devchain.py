@@ -27,8 +27,10 @@ from chain_machines import make_session_key
 from conftest import KINT, kint_loading, make_sandbox, pid_alive, wait_until
 from kint.chain import devchain
 from kint.chain.config import devchain_record
+from kint.chain.devchain.errors import STOPPED_HINT
 from kint.chain.devchain.records import anchor_file, state_path
 from kint.paths import devchain_dir
+from rpc_proxy import closed_port_url
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -457,8 +459,10 @@ def test_a_copied_record_never_stops_another_homes_anvil(tmp_path, chain_home):
     out, loaded = kint_loading(sb.env, "devchain", "stop")
     assert out.returncode == 0, out.stderr
     assert _chain_libraries(loaded) == [], loaded
-    assert "no devchain of this KINT_HOME is running" in out.stdout
-    assert "was started from another KINT_HOME" in out.stdout
+    assert out.stdout.splitlines()[:-1] == [  # the modules' line follows
+        f"no devchain of this KINT_HOME is running; the one recorded here (state "
+        f"{record['state']}) was started from another KINT_HOME and answers at "
+        f"{record['rpc_url']}: stop it there"], out.stdout
     assert _record(sb).exists()
     assert requests.post(record["rpc_url"], json={"jsonrpc": "2.0", "id": 1,
                                                   "method": "eth_chainId", "params": []},
@@ -467,6 +471,84 @@ def test_a_copied_record_never_stops_another_homes_anvil(tmp_path, chain_home):
     shown = json.loads(status.stdout.rsplit("\n", 2)[0])  # the modules' line follows
     assert status.returncode == 0 and shown["pid"] == record["pid"], status.stdout
     assert _chain_libraries(loaded) == [] and "requests" in loaded, loaded  # the list is real
+
+
+def test_a_copied_record_whose_pid_means_nothing_here_is_judged_by_its_endpoint(tmp_path,
+                                                                                chain_home):
+    """A second machine's copy of the session devchain's record, its anvil reached by URL
+    while its pid says nothing here (another host's process: a pid that exited here, or
+    the same pid started in another boot). Status deleted such a copy, so the next command
+    signed for Base; it now says the devchain runs, and keeps the copy. A copy whose
+    endpoint does not answer is said to be that, the record kept, and stop leaves it."""
+    record = json.loads(devchain_record(chain_home).read_text())
+    sb = make_sandbox(tmp_path / "machine-b")
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    elsewhere = [{**record, "pid": gone.pid},
+                 {**record, "identity": {**record["identity"], "started": "other-boot:1"}}]
+    for copy in elsewhere:
+        _write_record(sb, copy)
+        out = sb.kint("devchain", "status")
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert out.stdout.strip() == (
+            f"devchain running at {record['rpc_url']} (started from another KINT_HOME, state "
+            f"{record['state']}), EpochAnchor {record['anchor']}")
+        assert json.loads(_record(sb).read_text()) == copy
+    silent = {**elsewhere[0], "rpc_url": closed_port_url()}
+    _write_record(sb, silent)
+    out = sb.kint("devchain", "status")
+    assert out.returncode == 3, out.stdout + out.stderr
+    assert out.stderr.splitlines()[:2] == [
+        f"kint: error: the devchain recorded here, copied from another KINT_HOME (state "
+        f"{record['state']}), does not answer at {silent['rpc_url']}; the record is kept "
+        f"[RPC_UNAVAILABLE]",
+        "hint: on the machine that started it, `kint devchain status` says whether it runs "
+        "and `kint devchain start` starts it again; a machine with a copy of its record then "
+        "copies the new KINT_HOME/devchain/devchain.json (a start takes a new port)"], out.stderr
+    stopped = sb.kint("devchain", "stop")  # no pid (another host's), nor "stop it there"
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    assert stopped.stdout.splitlines() == [
+        f"no devchain of this KINT_HOME is running; the one recorded here (state "
+        f"{record['state']}) was started from another KINT_HOME and does not answer at "
+        f"{silent['rpc_url']}; the record is kept"], stopped.stdout
+    assert stopped.stderr.splitlines() == [f"hint: {STOPPED_HINT}"], stopped.stderr
+    assert json.loads(_record(sb).read_text()) == silent
+
+
+def test_start_over_a_copied_record_starts_nothing_here(tmp_path, fake_anvil):
+    """`kint devchain start` on a second machine holding a copy of the first's record (its
+    pid meaning nothing here): start forgot the copy and began an anvil of this home's, a
+    chain where the spaces connected through the copy have no epoch. It now says the
+    copy's devchain runs while its endpoint answers, and refuses once it does not, the copy
+    kept, nothing started either way."""
+    first = make_sandbox(tmp_path / "first")
+    proc, record = _start_fake(first, fake_anvil)
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    copy = {**record, "pid": gone.pid}
+    sb = make_sandbox(tmp_path / "second", KINT_ANVIL=str(fake_anvil),
+                      FAKE_ANVIL_PIDFILE=str(tmp_path / "second.pid"))
+    _write_record(sb, copy)
+    try:
+        out = sb.kint("devchain", "start")
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert out.stdout.strip() == (
+            f"devchain running at {record['rpc_url']} (started from another KINT_HOME, state "
+            f"{record['state']}), EpochAnchor {record['anchor']}")
+    finally:
+        _reap(proc)
+    out = sb.kint("devchain", "start")
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert out.stderr.splitlines()[:2] == [
+        f"kint: error: the devchain recorded here, copied from another KINT_HOME (state "
+        f"{record['state']}), does not answer at {record['rpc_url']}; nothing was started "
+        f"[RPC_UNAVAILABLE]",
+        "hint: on the machine that started it, `kint devchain status` says whether it runs "
+        "and `kint devchain start` starts it again; a machine with a copy of its record then "
+        "copies the new KINT_HOME/devchain/devchain.json (a start takes a new port); or, for a "
+        f"devchain of this KINT_HOME's own, remove {_record(sb)} first"], out.stderr
+    assert not (tmp_path / "second.pid").exists()  # no anvil was begun here
+    assert json.loads(_record(sb).read_text()) == copy
 
 
 def _chain_libraries(modules: list[str]) -> list[str]:

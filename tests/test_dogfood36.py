@@ -22,7 +22,7 @@ from conftest import make_sandbox, sibyl_client
 from machines_together import running_together
 from rpc_proxy import RpcProxy, closed_port_url
 from kint.chain.config import devchain_record
-from kint.chain.devchain.powers import STOPPED_HINT
+from kint.chain.devchain.errors import STOPPED_HINT
 from kint.commands.join_steps import next_line
 from kint.tenant_worker.dev_owner import owner_key_path
 

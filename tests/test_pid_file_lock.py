@@ -130,7 +130,10 @@ def test_what_runs_before_the_file_names_its_holder_runs_with_the_lock_held(tmp_
     a client that finds the file naming the new pid (in a container, often the dead one's)
     never reads the old note as the new supervisor's. (test_front_door's end-to-end test
     polled that window; on a loaded box it once saw the note between the pid write and the
-    removal.) A failing step lets the lock go."""
+    removal.) The file names nobody meanwhile: not the new holder, nor the dead one, whose
+    line is emptied as the lock is taken (kept, it was read as the new holder's last words
+    were that one killed in the step: tests/test_pid_lock_stale.py). A failing step lets
+    the lock go."""
     path = run_dir(tmp_path) / PID_FILE
     path.parent.mkdir(parents=True, mode=0o700)
     path.write_text("4242\n")  # the dead holder's line
@@ -149,7 +152,7 @@ def test_what_runs_before_the_file_names_its_holder_runs_with_the_lock_held(tmp_
 
     fd = hold_pid_lock(tmp_path, before_named=look)
     try:
-        assert seen == [("4242\n", True)], seen
+        assert seen == [("", True)], seen
         assert path.read_text() == f"{os.getpid()}\n"
     finally:
         os.close(fd)

@@ -7,8 +7,9 @@ stop` let the winner go, and the home the user had just stopped was served again
 The first two tests wait for the starting supervisor to be inside its retry: its pid file
 open and the process asleep (the retry's pause; no other step between the open and the
 flock sleeps), with its retry lengthened through the test launcher's knob
-(tests/support/kint_test_timings.py) so that a loaded box never ends it first. The next two
-hold the lock as a winner does before it names itself, and check whom the loser names.
+(tests/support/kint_test_timings.py) so that a loaded box never ends it first. The next three
+hold the lock as a winner does before it names itself, and check whom the loser names: the
+holder, once it writes its pid, and no other process, gone or live.
 The last (one test for each way the other start ends) is a client's start whose daemon
 lost the lock to a start that takes no start lock, and what it does once that one is gone:
 it starts again only after one that died starting."""
@@ -143,21 +144,29 @@ def test_a_start_waits_out_a_clients_look_at_the_lock(sandbox, tmp_path):
             started.wait(timeout=60)
 
 
-def _held_over_a_gone_supervisors_line(home: Path) -> tuple[int, int]:
+def gone_pid() -> int:
+    """The pid of a process that exited and was reaped: no process's (until reused)."""
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait(timeout=60)
+    return gone.pid
+
+
+def _held_over_a_gone_supervisors_line(home: Path, named: int | None = None
+                                       ) -> tuple[int, int]:
     """The pid lock of `home` held by this process with the file still saying what a
-    stopped supervisor wrote (`PID serving`), as the winner of two starts at once holds it
-    before it writes its pid (pid_file_lock.hold_pid_file: the lock, then what the last one
-    left cleared, then the pid). The held descriptor, and the gone supervisor's pid."""
+    stopped supervisor wrote (`PID serving`), as the winner of two starts at once held it
+    in the instant after it took it (pid_file_lock.hold_pid_file empties the file then, and
+    writes its pid once what the last one left is cleared). The held descriptor, and the
+    pid the file names: a gone one's, or `named` (one that took a gone supervisor's pid)."""
     run_dir(home).mkdir(parents=True, mode=0o700)
     home.chmod(0o700)
-    gone = subprocess.Popen([sys.executable, "-c", "pass"])
-    gone.wait(timeout=60)  # exited and reaped: its pid is no process's
+    said = gone_pid() if named is None else named
     pid_file = run_dir(home) / PID_FILE
-    pid_file.write_text(f"{gone.pid} serving\n")
+    pid_file.write_text(f"{said} serving\n")
     pid_file.chmod(0o600)
     fd = os.open(pid_file, os.O_RDWR)
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    return fd, gone.pid
+    return fd, said
 
 
 def test_a_loser_never_names_a_gone_supervisor(sandbox, tmp_path):
@@ -176,6 +185,32 @@ def test_a_loser_never_names_a_gone_supervisor(sandbox, tmp_path):
     said = err.read_text()
     assert said.startswith(f"kint: error: a supervisor is already running for {home}; "
                            "this one exits [BUSY]\n"), (gone, said)
+
+
+@ON_PROC
+def test_a_loser_never_names_a_live_process_that_does_not_hold_the_lock(sandbox, tmp_path):
+    """The file names a live process that does not hold the lock (a stranger here, as one
+    that took a killed supervisor's pid since): the loser names no pid, where it named any
+    live one, and told the user to stop a process that is no supervisor of this home. The
+    holder is named only when the kernel says it holds the lock (pidlock.named_holder;
+    tests above name a real supervisor, and this process once it writes its pid)."""
+    stranger = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
+                                stdin=subprocess.PIPE)
+    home = sandbox.kint_home
+    err = tmp_path / "loser.err"
+    try:
+        held, _named = _held_over_a_gone_supervisors_line(home, named=stranger.pid)
+        try:
+            loser = _start_foreground(sandbox, err)
+            assert loser.wait(timeout=60) == 2
+        finally:
+            os.close(held)
+    finally:
+        stranger.stdin.close()
+        stranger.wait(timeout=60)
+    said = err.read_text()
+    assert said.startswith(f"kint: error: a supervisor is already running for {home}; "
+                           "this one exits [BUSY]\n"), (stranger.pid, said)
 
 
 @ON_PROC
@@ -207,6 +242,11 @@ def test_a_loser_names_the_winner_once_it_writes_its_pid(sandbox, tmp_path):
     said = err.read_text()
     assert said.startswith(f"kint: error: a supervisor is already running for {home} "
                            f"(pid {os.getpid()}); this one exits [BUSY]\n"), (gone, said)
+
+
+# How a start that lost the lock says the one it lost to ended, by that one's last word.
+ENDED = {"serving": "served and has ended since",
+         "stopped": "was stopped by a signal as it started"}
 
 
 def _daemon_of(home: Path) -> int | None:
@@ -242,7 +282,8 @@ def test_a_start_that_lost_to_one_that_died_starting_starts_again(sandbox, tmp_p
     without ever saying `serving`, as a supervisor that died starting does.
     `served`: it lets go having said `serving`, as one `kint supervisor stop` ended does
     (that stop asks only a supervisor that answers): that stop wins, nothing is started
-    again, and the start says why it has none, as before. `stopped`: having said
+    again, and the start says so, that the one it gave way to served and has ended, where
+    it said its supervisor "exited with code 0 before it answered". `stopped`: having said
     `stopped`, as one a stop signal ended in its start does (a service manager's stop, a
     Ctrl-C; tests/test_pid_lock_stopped.py): that stop wins as well, where it was read as
     died starting and undone, and the start says what is true, that it was stopped as it
@@ -295,15 +336,15 @@ def test_a_start_that_lost_to_one_that_died_starting_starts_again(sandbox, tmp_p
             assert start.returncode == 2, out + err
             assert running_pid(home) is None
             refused = json.loads(out)
-            if said == "serving":
-                assert "exited with code 0 before it answered" in refused["message"], out
-                return
-            # It said "a supervisor is already running (pid N)" while none ran.
+            # It said "a supervisor is already running (pid N)" while none ran, and of the
+            # one that served, that the supervisor "exited with code 0 before it answered".
             assert refused["message"] == (
                 f"no supervisor runs for {home}: the one that took it first (pid "
-                f"{os.getpid()}) was stopped by a signal as it started, and the one started "
-                f"here gave way to it"), out
-            assert refused["hint"] == "run the command again to start one", out
+                f"{os.getpid()}) " + ENDED[said] + ", and the one started here gave way "
+                "to it"), out
+            assert refused["hint"] == "run the command again to start one" + (
+                "; the supervisor log may say how that one ended"
+                if said == "serving" else ""), out
             return
         assert start.returncode == 0, out + err
         started = json.loads(out)

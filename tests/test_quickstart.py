@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 
-from chain_machines import RULE_1, devchain_anchor, kjson, new_machine, ok
+from chain_machines import RULE_1, devchain_anchor, devchain_web3, kjson, new_machine, ok
 from conftest import sibyl_client
 from machines_together import side_by_side
 
@@ -33,12 +34,26 @@ def _line(text: str, start: str) -> str:
     return found[0]
 
 
-def test_before_the_first_row_status_doctor_and_push_say_what_is_there(machine):
+def _dev_balance_said() -> int:
+    """The session key's balance, in wei, that the page says `--dev` sets with
+    anvil_setBalance (it said "funds the session key from anvil's own accounts", a transfer
+    the code never sends)."""
+    page = (Path(__file__).resolve().parent.parent / "docs" / "quickstart.md").read_text()
+    said = re.search(r"sets the session key's devchain balance to (\d+) ETH[^`]*`anvil_setBalance`",
+                     " ".join(page.split()))
+    assert said, "quickstart.md no longer says what --dev sets the session key's balance to"
+    return int(said.group(1)) * 10**18
+
+
+def test_before_the_first_row_status_doctor_and_push_say_what_is_there(machine, chain_home):
     assert not machine.sibyl_db.exists()
     connected = ok(machine.kint("connect", "--dev")).stdout.splitlines()
     assert not machine.sibyl_db.exists()  # connect makes no store
     # kint v0.3.0's lines on a fresh vault (02-quickstart.md), in its order.
     answer = kjson(machine, "status")
+    # The page's amount is what the fresh key holds before any push: set, not sent.
+    held = devchain_web3(chain_home).eth.get_balance(answer["session"])
+    assert held == _dev_balance_said(), held
     space16 = answer["space"][:16]
     assert connected[0].startswith("connected: owner 0x"), connected
     assert re.fullmatch(rf"space {space16}  key tag [0-9a-f]{{8}}  data key from fresh vault",

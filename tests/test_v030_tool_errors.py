@@ -191,8 +191,8 @@ def _worker_hints() -> dict[str, str]:
     """Every hint kint.protocol.errors and kint.protocol.hints name for kint-server to tell
     apart, by name, and the ones of shared modules a worker or the supervisor sends that
     name a terminal's step (the open-file limit, a stranger's file, a closed door, a start
-    that gave way to a supervisor stopped as it started)."""
-    from kint.client_errors import STOPPED_STARTING_HINT
+    that gave way to a supervisor stopped as it started, or one that served and ended)."""
+    from kint.client_errors import SERVED_ENDED_HINT, STOPPED_STARTING_HINT
     from kint.front_closed import CLOSED_HINT
     from kint.open_files import ROOM_HINT, SYSTEM_FILES_HINT, WORKER_ROOM_HINT
     from kint.pid_file_lock import FOREIGN_FILE_HINT
@@ -202,7 +202,8 @@ def _worker_hints() -> dict[str, str]:
              if name.endswith("_HINT") and isinstance(value, str)}
     return {**named, "CLOSED_HINT": CLOSED_HINT, "ROOM_HINT": ROOM_HINT,
             "WORKER_ROOM_HINT": WORKER_ROOM_HINT, "SYSTEM_FILES_HINT": SYSTEM_FILES_HINT,
-            "FOREIGN_FILE_HINT": FOREIGN_FILE_HINT, "STOPPED_STARTING_HINT": STOPPED_STARTING_HINT}
+            "FOREIGN_FILE_HINT": FOREIGN_FILE_HINT, "STOPPED_STARTING_HINT": STOPPED_STARTING_HINT,
+            "SERVED_ENDED_HINT": SERVED_ENDED_HINT}
 
 
 def test_every_named_hint_reaches_an_agent_as_its_next_call_or_the_humans_step():

@@ -148,6 +148,9 @@ def _built_at_run_time() -> dict[tuple[str, str], Callable[[], Iterator[tuple[st
     def endpoints() -> Iterator[tuple[str, str]]:
         for chain in _chains():
             yield "RPC_UNAVAILABLE", rpc_hint.endpoint_hint(chain)
+            stale = Refused("STALE_RPC", "an old head")  # the code's own hint, then named
+            rpc_hint.name_the_endpoint(SimpleNamespace(chain=lambda c=chain: c), stale)
+            yield stale.code.value, stale.hint
             for before in ("", f"fund {ADDRESS} if the refusal says so; "):
                 err = Refused("RPC_UNAVAILABLE", "unsettled", before + UNSETTLED_HINT)
                 rpc_hint.name_the_endpoint(SimpleNamespace(chain=lambda c=chain: c), err)

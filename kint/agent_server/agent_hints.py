@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from kint.agent_server.hint_matchers import (Matcher, built, endpoint_check, humans, named,
                                              pull_first, unsettled)
-from kint.client_errors import (EXITED_HINT, NO_ANSWER_HINT, STOPPED_STARTING_HINT,
-                                UNREACHED_HINT, KintError)
+from kint.client_errors import (EXITED_HINT, NO_ANSWER_HINT, SERVED_ENDED_HINT,
+                                STOPPED_STARTING_HINT, UNREACHED_HINT, KintError)
 from kint.front_closed import CLOSED_HINT, STOPPING_HINT
 from kint.open_files import ROOM_HINT, SYSTEM_FILES_HINT, WORKER_ROOM_HINT
 from kint.pid_file_lock import FOREIGN_FILE_HINT
@@ -217,6 +217,11 @@ _AGENT_HINTS = {
     STOPPED_STARTING_HINT: "call {tool} again: the supervisor kint-server met was stopped as "
                            "it started (a service manager's stop, a Ctrl-C), and the next "
                            "call starts one; if it is stopped again, stop and tell the human",
+    # A start that gave way to a supervisor that served and ended since: maybe the human's
+    # stop, so the agent's next call starts one, said as such.
+    SERVED_ENDED_HINT: "call {tool} again: the supervisor kint-server met served and ended "
+                       "meanwhile (the human may have stopped it), and the next call starts "
+                       "one; if it ends again, stop and tell the human",
     # A supervisor whose pid file went (stepping down) before the call surely reached it:
     # the call again goes to the one that holds the home now.
     UNREACHED_HINT: "call {tool} again: kint-server reaches the supervisor that holds the "

@@ -14,6 +14,7 @@ from kint.commands.common import (Ctx, call_with_progress, echo_json, json_optio
 from kint.commands.connect import (VAULT_PROMPT, extra_passphrase, read_signature,
                                    signature_passphrases)
 from kint.commands.owner_flag import check_owner, owner_option, refuse_unconnected
+from kint.commands.rekey_keys import refuse_no_key
 from kint.commands.secrets import prompt_secret, read_passphrase_stdin, signature_options
 from kint.tx_text import tx_0x, with_tx_0x
 
@@ -201,9 +202,7 @@ def rekey_cmd(obj: Ctx, owner: str | None, signature: str | None, signature_file
         if add_passphrase:
             extra_passphrase(args)
     if not any(k in args for k in ("signature", "passphrase", "extra_passphrase")):
-        usage_error("rekey needs every key that is to keep opening the vault, and none was "
-                    "given", "give --signature -, --signature-file PATH and/or "
-                    "--smart-account")
+        refuse_no_key(obj)  # a --dev owner's: how to sign for it (kint.commands.rekey_keys)
     result = call_with_progress(obj, "rekey", args, timeout_s=900, command="rekey")
     if as_json:
         echo_json(with_tx_0x(result))

@@ -48,9 +48,11 @@ def devchain_group() -> None:
 @devchain_group.command("start")
 def devchain_start() -> None:
     """Start anvil on 127.0.0.1 (chain id 31337) and deploy EpochAnchor on a fresh chain."""
-    record = _or_exit(lambda devchain: devchain.start(kint_home()))
-    click.echo(f"devchain running at {record['rpc_url']} (pid {record['pid']}), EpochAnchor "
-               f"{record['anchor']}")
+    from kint.chain.devchain.records import copied
+
+    home = kint_home()
+    record = _or_exit(lambda devchain: devchain.start(home))
+    click.echo(_running_line(record, copied(record, home)))
 
 
 @devchain_group.command("stop")
@@ -62,20 +64,51 @@ def devchain_stop() -> None:
     if outcome == "stopped":
         click.echo("devchain stopped")
     elif outcome == "elsewhere":
-        record = _or_exit(lambda devchain: devchain.read_record(home)) or {}
-        click.echo(f"no devchain of this KINT_HOME is running; the one recorded here (pid "
-                   f"{record.get('pid')}, state {record.get('state')}) was started from another "
-                   f"KINT_HOME: stop it there")
+        _left_elsewhere(_or_exit(lambda devchain: devchain.read_record(home)) or {})
     else:
         click.echo("no devchain was running")
+
+
+def _left_elsewhere(record: dict[str, Any]) -> None:
+    """What `stop` says of a copied record it left: its anvil named by its home's state file,
+    not by its pid (another home's, another host's maybe, which says nothing here), and
+    whether its endpoint answers; "stop it there" only of one that does, with the hint of
+    a silent one (STOPPED_HINT) on stderr, as a refusal's. Not running here is no error."""
+    from kint.chain.devchain.errors import STOPPED_HINT
+    from kint.chain.devchain.lifecycle import answers
+    from kint.settings.urls import redact_url
+
+    url = str(record.get("rpc_url"))
+    said = (f"no devchain of this KINT_HOME is running; the one recorded here (state "
+            f"{record.get('state')}) was started from another KINT_HOME")
+    if answers(url):
+        click.echo(f"{said} and answers at {redact_url(url)}: stop it there")
+        return
+    click.echo(f"{said} and does not answer at {redact_url(url)}; the record is kept")
+    click.echo(f"hint: {STOPPED_HINT}", err=True)
 
 
 @devchain_group.command("status")
 @json_option("Print the record as JSON.")
 def devchain_status(as_json: bool) -> None:
-    """Whether the devchain runs, where, and EpochAnchor's address. Exit 3 when it does not."""
+    """Whether the devchain runs, where, and EpochAnchor's address. Exit 3 when it does not.
+
+    A record copied from another KINT_HOME is judged by whether its endpoint answers, and
+    kept either way."""
+    from kint.chain.devchain.errors import STOPPED_HINT
+    from kint.chain.devchain.records import copied
+
     home = kint_home()
     record = _or_exit(lambda devchain: devchain.status(home))
+    kept = _or_exit(lambda devchain: devchain.read_record(home)) if record is None else record
+    elsewhere = kept is not None and copied(kept, home)
+    if record is None and elsewhere:
+        from kint.settings.urls import redact_url
+
+        refuse(ErrorCode.RPC_UNAVAILABLE, f"the devchain recorded here, copied from another "
+               f"KINT_HOME (state {kept.get('state')}), does not answer at "
+               f"{redact_url(str(kept.get('rpc_url')))}; the record is kept",
+               STOPPED_HINT, NO_DEVCHAIN)
     if record is None:
         # Refused as `kint supervisor status` refuses with none running: the code on
         # stderr (the JSON error object under --json) and what starts one, exit 3.
@@ -84,8 +117,15 @@ def devchain_status(as_json: bool) -> None:
     if as_json:
         echo_json(record)
     else:
-        click.echo(f"devchain running at {record['rpc_url']} (pid {record['pid']}), "
-                   f"EpochAnchor {record['anchor']}")
+        click.echo(_running_line(record, elsewhere))
+
+
+def _running_line(record: dict[str, Any], elsewhere: bool) -> str:
+    """`start`'s and `status`'s line; a copied record's anvil is named by its home's state
+    file, its pid being another home's (another host's, maybe)."""
+    started = (f"started from another KINT_HOME, state {record.get('state')}" if elsewhere
+               else f"pid {record['pid']}")
+    return f"devchain running at {record['rpc_url']} ({started}), EpochAnchor {record['anchor']}"
 
 
 # The most `--eth` gives in one call: the devchain's ETH is worth nothing, but a typo of a

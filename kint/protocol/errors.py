@@ -76,6 +76,9 @@ DEVCHAIN_RPC_CHECK = ("check that the devchain runs (`kint devchain status`; `ki
 # which kint-server knows them all, whatever endpoint they name.
 RETRY_THEN = ", then try again"
 FILE_RPC_CHECK = "check the endpoints set in {where} and that they answer"
+# STALE_RPC's reason, after the check of the endpoints in force (the generic settings, a
+# space's kept ones, a config file's, the devchain's: kint.tenant_worker.rpc_hint).
+STALE_HEAD = ": the endpoint answered with an old or different head"
 
 DEFAULT_HINTS: dict[ErrorCode, str] = {
     ErrorCode.BAD_REQUEST: "fix the value named above (`kint COMMAND --help` lists what each "
@@ -90,8 +93,7 @@ DEFAULT_HINTS: dict[ErrorCode, str] = {
     ErrorCode.HELD: NOTHING_ANCHORED_OR_DROPPED,
     ErrorCode.CHAIN_MOVED: "run `kint pull` first",
     ErrorCode.FORK: "run `kint pull --discard-local` to restore the anchored state",
-    ErrorCode.STALE_RPC: "check KINT_RPC_URL and KINT_RPC_URL_2: the endpoint answered with "
-    "an old or different head",
+    ErrorCode.STALE_RPC: "check KINT_RPC_URL and KINT_RPC_URL_2" + STALE_HEAD,
     ErrorCode.GAP: "run `kint pull` again",
     ErrorCode.NOT_CONNECTED: "run `kint connect` first",
     ErrorCode.NO_DATA_KEY: NOTHING_DROPPED,
@@ -136,6 +138,20 @@ UNSETTLED_HINT = RPC_CHECK + UNSETTLED_THEN
 DEVCHAIN_RPC_HINT = ("the devchain's endpoint did not answer: `kint devchain status` says "
                      "whether it runs (`kint devchain start` starts it), then try again")
 SPACE_RPC_HINT = SPACE_RPC_CHECK + RETRY_THEN
+# STALE_RPC's hint for a space's kept endpoints (an earlier `kint connect --rpc-urls`),
+# which replace KINT_RPC_URL and KINT_RPC_URL_2: on the devchain one may now reach another
+# anvil (a devchain started again elsewhere, with its EpochAnchor at the same address),
+# whose head of this space is seq 0.
+SPACE_STALE_HINT = ("check the endpoints this space was given by `kint connect --rpc-urls` "
+                    "(a connect given --rpc-urls again replaces them)" + STALE_HEAD)
+# ... for endpoints a config file sets: a template, as FILE_RPC_CHECK is, {where} naming it.
+FILE_STALE_CHECK = "check the endpoints set in {where}" + STALE_HEAD
+# ... and for the devchain's record: KINT_RPC_URL is not in force there, and the likely cause
+# is a devchain started again on a fresh state, a chain of its own with EpochAnchor at the
+# same address (the same dev account's first deployment) and none of this space's epochs.
+DEVCHAIN_STALE_HINT = ("check that the devchain (`kint devchain status`) runs on the chain "
+                       "this machine anchored on" + STALE_HEAD + "; one started again on a "
+                       "fresh state (its state.json removed) holds none of this space's epochs")
 
 
 # A reply's error carries one hint string. A refusal also carries the lines about settings

@@ -28,6 +28,7 @@ answering whatever one space is doing.
 - `commands`: the supervisor's own ops (ping, status, spaces, stop, reload, restart).
 - `status`: the rows of `kint supervisor status`, from what the supervisor already holds.
 - `autostart`: how a client starts a supervisor on demand, exactly once.
+- `start_signals`: what a stop signal does to a supervisor in its start, before it serves.
 - `start_refusals`: what a client is told of a supervisor that holds the home and does not
   answer (stopped, stuck, or not ending its stop).
 - `pidlock`: the pid lock a running supervisor holds, and who holds it.

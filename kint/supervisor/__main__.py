@@ -17,7 +17,7 @@ def main() -> int:
     args = parser.parse_args()
     # As given: the daemon runs in /, where a relative path would name another folder;
     # run_foreground refuses one.
-    return run_foreground(args.home)
+    return run_foreground(args.home, daemon=True)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
 
 from kint.front_closed import FrontClosed, clear_left_behind
 from kint.logs import setup_file_logging
@@ -37,11 +36,12 @@ from kint.protocol import ErrorCode
 from kint.seconds_text import seconds_text
 from kint.socket_paths import socket_dir
 from kint.supervisor.pidlock import (PID_FILE, AlreadyRunning, hold_pid_lock, holder,
-                                     let_go_starting, mark_serving, mark_stopped, named_holder)
+                                     let_go_starting, mark_serving, named_holder)
 from kint.supervisor.settings import STOP_BOUND_S
-from kint.supervisor.start_refusals import (SupervisorNotReachable, lost_to_a_stopped_start,
-                                            note_refused, silent_supervisor, stop_not_ended,
+from kint.supervisor.start_refusals import (SupervisorNotReachable, note_refused,
+                                            silent_supervisor, start_ended, stop_not_ended,
                                             stop_noted)
+from kint.supervisor.start_signals import stop_in_start_handler
 
 log = logging.getLogger("kint.supervisor")
 
@@ -62,13 +62,15 @@ FOREGROUND_BESIDE_RUNNING = 2
 
 
 def run_foreground(home: Path, extra_preload: tuple[str, ...] = (), *,
-                   refuse_beside_running: bool = False) -> int:
+                   refuse_beside_running: bool = False, daemon: bool = False) -> int:
     """Run the supervisor in this process until it is stopped. Returns the exit code.
 
     `extra_preload` is for code that embeds kint (the test suite, `kint demo`): modules the
     worker forkserver imports first. `refuse_beside_running` is `--foreground`'s: a
     supervisor already serving the home is an error it exits non-zero on, where a daemon
-    that lost a race of on-demand starts has nothing to report and exits 0."""
+    that lost a race of on-demand starts has nothing to report and exits 0. `daemon` is
+    `python -m kint.supervisor`'s: a stop signal in its start says so in one line of its
+    stderr (start_signals), where there is no CLI to say `interrupted`."""
     # Everything this process, its forkserver and its workers create is the user's alone,
     # whoever wrote it: kint's own files say 0600 themselves, but a library's (Sibyl's
     # store journal, a temporary file) would otherwise follow the caller's umask (0022).
@@ -104,7 +106,7 @@ def run_foreground(home: Path, extra_preload: tuple[str, ...] = (), *,
     # Until `_serve` hands the stop signals to the supervisor: marked `stopped`. One this
     # process ignores (`nohup`, a background job's SIGINT) stays ignored until then.
     before = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
-    stopped = _stopped_starting(pid_fd, before)
+    stopped = stop_in_start_handler(pid_fd, before, daemon)
     try:
         for sig, handler in before.items():  # inside: a signal among them still restores
             if handler is not signal.SIG_IGN:
@@ -123,34 +125,6 @@ def run_foreground(home: Path, extra_preload: tuple[str, ...] = (), *,
             if signal.getsignal(sig) is stopped:
                 signal.signal(sig, signal.SIG_DFL if handler is None else handler)
         os.close(pid_fd)
-
-
-def _stopped_starting(pid_fd: int, before: dict[int, Any]
-                      ) -> Callable[[int, Any], None]:
-    """The handler of a stop signal between taking the pid lock (`pid_fd`) and serving:
-    the pid file says `stopped`, then the signal ends the process as it did before this
-    handler (`before`): SIGINT's KeyboardInterrupt, so the CLI still says `interrupted
-    (Ctrl-C)` and exits 130; else the default action, and an exit of 128 + the signal
-    where that action does not end it (PID 1 in a container, whose own default-action
-    signals the kernel drops). A file naming the pid alone reads as "died starting" to a
-    start that lost the lock to this one, which starts again (let_go_starting): a service
-    manager's stop, or a Ctrl-C, of a `--foreground` start would be followed by a daemon
-    serving the home outside the unit. A signal in the instant between the lock taken and
-    the pid written (pid_file_lock.hold_pid_file) is ended by the default action alone."""
-    def stopped(sig: int, frame: Any) -> None:
-        try:
-            mark_stopped(pid_fd)
-        except OSError:
-            pass  # the signal's end is what matters; a lost mark is the old behaviour
-        previous = before.get(sig)
-        if callable(previous):
-            previous(sig, frame)
-            return
-        signal.signal(sig, signal.SIG_DFL)
-        os.kill(os.getpid(), sig)
-        os._exit(128 + sig)
-
-    return stopped
 
 
 def _clear_left_behind(home: Path) -> None:
@@ -339,10 +313,11 @@ def _wait_for_supervisor(home: Path, ping, deadline: float, wait_s: float,
                 started = spawn_daemon(home, on_demand=on_demand)
             elif started.poll() is not None:
                 if started_again or started.returncode != 0 or not let_go_starting(home):
-                    # Lost to one a signal stopped as it started: said so, none started.
-                    if started.returncode == 0 and (
-                            stopped := lost_to_a_stopped_start(home)) is not None:
-                        raise stopped
+                    # Its own, or the one it lost to, stopped by a signal as it started or
+                    # ended after it served: said so, none started.
+                    gone = start_ended(home, started.pid, started.returncode)
+                    if gone is not None:
+                        raise gone
                     raise SupervisorNotReachable(
                         f"the supervisor exited with code {started.returncode} before it "
                         f"answered{_last_words(home)}",
@@ -401,4 +376,8 @@ def _last_words(home: Path) -> str:
         return ""
     # A refusal the daemon printed ends with its hint: the line before says what happened.
     said = [line for line in lines if not line.startswith("hint: ")] or lines
-    return f": {said[-1].strip().removeprefix('kint: error: ')[:300]}" if said else ""
+    if not said:
+        return ""
+    # Read into the start's own refusal, which says `kint: error:` once itself.
+    line = said[-1].strip().removeprefix("kint: ").removeprefix("error: ")
+    return f": {line[:300]}"

@@ -1,9 +1,11 @@
 """`run/supervisor.pid`: the lock a running supervisor holds for its whole life, and how
 anyone reads who holds it.
 
-It reads `PID` while the supervisor starts and `PID serving` once its sockets are bound,
-so a client can tell a supervisor still starting from one that should answer and does not;
-`PID stopped` when a signal (a service manager's stop, a Ctrl-C) ended it before then.
+It is empty from the moment a supervisor takes the lock until it names itself (an instant;
+pid_file_lock.hold_pid_file), then reads `PID` while the supervisor starts and `PID serving`
+once its sockets are bound, so a client can tell a supervisor still starting from one that
+should answer and does not; `PID stopped` when a signal (a service manager's stop, a
+Ctrl-C) ended it before then.
 A second supervisor that finds it held exits at once: it tries again only while clients'
 shared looks hold it, never while another supervisor does, so that it never takes the
 home from under a `kint supervisor stop` of the one that held it.
@@ -33,8 +35,9 @@ STOPPED = "stopped"
 PID_LOCK_RETRY_S = 3.0
 # How long a supervisor refused the lock looks again for the holder's pid to name, while
 # the file names no live process: the winner of two starts at once writes its pid a moment
-# after it takes the lock (pid_file_lock.hold_pid_file), the file saying until then what
-# the last supervisor wrote, or nothing.
+# after it takes the lock (pid_file_lock.hold_pid_file), the file saying nothing until
+# then (emptied as the lock is taken), or, in the instant before that, what the last
+# supervisor wrote.
 NAMED_WITHIN_S = 1.0
 
 
@@ -64,19 +67,36 @@ def hold_pid_lock(home: Path, before_named: Callable[[], None] | None = None) ->
 
 def named_holder(home: Path) -> int | None:
     """For a supervisor refused `home`'s pid lock to name the one that holds it: the pid
-    the file names once that is a live process, looked at again every 20 ms for up to
-    NAMED_WITHIN_S; None when it names none by then, or nobody holds the lock. A loser
-    of two starts at once is refused the instant the winner takes the lock, before the
-    winner writes its pid: it named the last, stopped, supervisor (a pid some other
-    process may have by now), or none."""
+    the file names once the kernel says that process holds the lock, looked at again every
+    20 ms for up to NAMED_WITHIN_S; None when it names none by then, or nobody holds the
+    lock. A loser of two starts at once is refused the instant the winner takes the lock,
+    before the winner writes its pid: it named the last, stopped, supervisor, or, the pid
+    being alive, whatever process has it since (a supervisor killed, its pid reused: the
+    user told to stop a stranger). Only the holder of the lock is named: its own open
+    file of the pid file lists the lock (/proc/PID/fdinfo, lock_table.holds_flock). Where
+    that cannot be read (no /proc: macOS), the pid the file names once that process is
+    alive, as worker_lock names a worker there: the file is emptied as the lock is taken
+    (pid_file_lock.hold_pid_file), so a held file names the holder's own pid, but for the
+    microseconds between the lock and the emptying. Not none there: every refused start
+    would wait out NAMED_WITHIN_S, then name no pid."""
     # Here: only a refused supervisor asks, and every client imports this module.
     from kint.envsettings import pid_alive
+    from kint.tenant_worker.lock_table import holds_flock, proc_tells
 
+    by_proc = proc_tells()
     deadline = time.monotonic() + NAMED_WITHIN_S
     while True:
-        found = holder(home)
-        if found is not None and found.pid > 0 and pid_alive(found.pid):
-            return found.pid
+        try:  # opened at each look, as `holder` does: the file at the path now
+            fd = os.open(run_dir(home) / PID_FILE, os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        try:
+            found = _holder_of(fd)
+            if found is not None and found.pid > 0 and (
+                    holds_flock(found.pid, fd) if by_proc else pid_alive(found.pid)):
+                return found.pid
+        finally:
+            os.close(fd)
         if found is None or time.monotonic() >= deadline:
             return None
         time.sleep(0.02)
@@ -88,17 +108,30 @@ def let_go_starting(home: Path) -> bool:
     that died starting (a setting it could not load, out of files) or was SIGKILLed then.
     Never one `kint supervisor stop` ended: that asks only a supervisor that answers,
     which has said `serving` by then; nor one a SIGTERM, SIGINT or SIGHUP ended before it
-    served (`PID stopped`, autostart.run_foreground), whose stop a new start would undo."""
+    served (`PID stopped`, start_signals), whose stop a new start would undo."""
     words = _let_go(home)
     return words is not None and not words[1:]
 
 
-def stopped_starting(home: Path) -> int | None:
-    """The pid of the supervisor that let go of `home`'s pid lock, nobody holding it now,
-    when a signal ended it before it served (its file says `PID stopped`); else None. A
-    start that lost the lock to it says so, where it said one was running."""
+class LetGo(NamedTuple):
+    """What the pid file of a home nobody holds says of the supervisor that let go of it:
+    its pid (None when the file's first word is not one: a refusal names no pid, where it
+    named `pid -1`) and its last word (SERVING, STOPPED, or None: it died starting)."""
+
+    pid: int | None
+    said: str | None
+
+
+def let_go_by(home: Path) -> LetGo | None:
+    """What the supervisor that let go of `home`'s pid lock last said, nobody holding it
+    now; None when one holds it, or there is no file. A start that lost the lock to it
+    says what became of it (start_refusals.start_ended), where it said the one it
+    lost to was running."""
     words = _let_go(home)
-    return _pid_in(words) if words is not None and words[1:] == [STOPPED] else None
+    if words is None:
+        return None
+    pid = _pid_in(words)
+    return LetGo(pid if pid > 0 else None, words[1] if words[1:] else None)
 
 
 def _let_go(home: Path) -> list[str] | None:
@@ -135,8 +168,9 @@ def mark_stopped(pid_fd: int) -> None:
 
 class Holder(NamedTuple):
     """The live supervisor of a home, as its pid file says: its pid (-1 when the file
-    cannot be read) and whether it has bound its sockets. (A NamedTuple: every client
-    loads this module, and `dataclasses` would load `inspect` with it.)"""
+    names none: not yet, in the instant between its lock and its pid written, or garbled)
+    and whether it has bound its sockets. (A NamedTuple: every client loads this module,
+    and `dataclasses` would load `inspect` with it.)"""
 
     pid: int
     serving: bool

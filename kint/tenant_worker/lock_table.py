@@ -1,8 +1,9 @@
 """Which process holds a file's exclusive flock, as the kernel says (Linux: /proc/locks).
 
-Why: a lock file that names its holder (kint.tenant_worker.worker_lock) is written a moment
-after the lock is taken, so in that moment it still names the holder before; whoever reads
-it then named a process long gone, or one that took its pid since. The kernel's table of
+Why: a lock file that names its holder (kint.tenant_worker.worker_lock, and the supervisor's
+pid file: kint.supervisor.pidlock.named_holder) is written a moment after the lock is taken,
+so in that moment it still names the holder before; whoever reads it then named a process
+long gone, or one that took its pid since. The kernel's table of
 locks has no such moment: the lock and its pid are one entry. Where there is no such table
 (macOS) or the file is not in it, the answer is None and the file's own words are all
 there is.
@@ -29,6 +30,12 @@ LOCKS_TABLE = "/proc/locks"
 PROC = "/proc"
 # How often a wait reads the whole table at most (`TableReader`).
 TABLE_EVERY_S = 1.0
+
+
+def proc_tells() -> bool:
+    """Whether this box has the /proc that `holds_flock` reads (Linux); without it (macOS)
+    a caller has only the lock file's own words, and whether the process they name lives."""
+    return os.path.isdir(f"{PROC}/self")
 
 
 def holds_flock(pid: int, fd: int) -> bool:

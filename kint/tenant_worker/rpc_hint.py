@@ -29,7 +29,8 @@ from kint import settings
 from kint.chain.calls import RPC_TIMEOUT_WORDS
 from kint.chain.config import DEVCHAIN_SOURCE, SPACE_URLS_SOURCE, ChainConfig
 from kint.protocol.errors import (DEFAULT_HINTS, DEVCHAIN_RPC_CHECK, DEVCHAIN_RPC_HINT,
-                                  FILE_RPC_CHECK, RETRY_THEN, RPC_CHECK, SPACE_RPC_CHECK,
+                                  DEVCHAIN_STALE_HINT, FILE_RPC_CHECK, FILE_STALE_CHECK,
+                                  RETRY_THEN, RPC_CHECK, SPACE_RPC_CHECK, SPACE_STALE_HINT,
                                   UNSETTLED_HINT, UNSETTLED_THEN, ErrorCode, ProtocolError)
 from kint.settings.schema import BY_NAME
 from kint.settings.values import shown
@@ -37,6 +38,7 @@ from kint.settings.wire import source_text
 from kint.tenant_worker.space import SpaceContext
 
 GENERIC = DEFAULT_HINTS[ErrorCode.RPC_UNAVAILABLE]
+STALE_GENERIC = DEFAULT_HINTS[ErrorCode.STALE_RPC]
 
 
 def endpoint_check(chain: ChainConfig) -> str:
@@ -50,6 +52,19 @@ def endpoint_check(chain: ChainConfig) -> str:
     return RPC_CHECK
 
 
+def stale_hint(chain: ChainConfig) -> str:
+    """STALE_RPC's hint for a head older than this machine saw, by where `chain`'s endpoints
+    were set: the code's own (KINT_RPC_URL and KINT_RPC_URL_2) only where those are in
+    force."""
+    if chain.rpc_source == DEVCHAIN_SOURCE:
+        return DEVCHAIN_STALE_HINT
+    if chain.rpc_source == SPACE_URLS_SOURCE:
+        return SPACE_STALE_HINT
+    if chain.rpc_source == settings.FILE and chain.rpc_where:
+        return FILE_STALE_CHECK.format(where=chain.rpc_where)
+    return STALE_GENERIC
+
+
 def endpoint_hint(chain: ChainConfig) -> str:
     """The hint for an endpoint of `chain` that did not answer, by where it was set."""
     if chain.rpc_source == DEVCHAIN_SOURCE:
@@ -60,18 +75,24 @@ def endpoint_hint(chain: ChainConfig) -> str:
 def name_the_endpoint(ctx: SpaceContext, err: ProtocolError) -> None:
     """Give `err` the hint of the endpoint in force, when it is RPC_UNAVAILABLE with the
     generic hint (a handler's own hint is kept), or ends with UNSETTLED_HINT (whatever its
-    code: an endpoint that contradicts itself is STALE_RPC). Runs under the call's
+    code: an endpoint that contradicts itself is STALE_RPC); a STALE_RPC with the code's
+    own hint (a head older than this machine saw) names the endpoints in force
+    (`stale_hint`), where it said "check KINT_RPC_URL and KINT_RPC_URL_2" of a space's kept
+    endpoints, a config file's and the devchain's alike. Runs under the call's
     settings, so it names the endpoint the call used; when the chain settings cannot be
     read now, the generic hint stays."""
     hint = err.hint or ""
     generic = err.code is ErrorCode.RPC_UNAVAILABLE and hint == GENERIC
-    if not generic and not hint.endswith(UNSETTLED_HINT):
+    stale = err.code is ErrorCode.STALE_RPC and hint == STALE_GENERIC
+    if not generic and not stale and not hint.endswith(UNSETTLED_HINT):
         return
     try:
         chain = ctx.chain()
     except ProtocolError:
         return
-    if generic:
+    if stale:
+        err.hint = stale_hint(chain)
+    elif generic:
         err.hint = endpoint_hint(chain)
     else:  # what comes before it (`fund 0x... if the refusal says so; `) is kept
         err.hint = hint.removesuffix(UNSETTLED_HINT) + endpoint_check(chain) + UNSETTLED_THEN

@@ -22,3 +22,14 @@ class DevchainSilent(DevchainError):
     """The devchain a record names did not answer (RPC_UNAVAILABLE) before anything was
     sent to it: a stopped devchain, as for `kint devchain status`, which a command may
     refuse with that command's status rather than a failure's."""
+
+
+# What to do about a record whose devchain does not answer, true on the machine that
+# started it (its anvil stopped or died) and on one that copied its record (the first's
+# devchain stopped, or started again: a start takes a new port). One wording wherever that is
+# said: `kint devchain status`, `start` and `stop` over a silent copy, and `fund`
+# (powers.transfer_from_dev_account), where two said it in slightly different words.
+STOPPED_HINT = ("on the machine that started it, `kint devchain status` says whether it "
+                "runs and `kint devchain start` starts it again; a machine with a copy of its "
+                "record then copies the new KINT_HOME/devchain/devchain.json (a start takes a "
+                "new port)")

@@ -10,7 +10,14 @@ a fresh deployment. A start whose deployment fails stops the anvil it began.
 
 `devchain/devchain.json` exists only while its anvil runs: it is written once anvil answers
 and EpochAnchor is deployed, and removed by `stop`, or by `status`/`start` on finding that
-its anvil is gone.
+its anvil is gone. A record copied from another KINT_HOME (a second machine's, as
+docs/quickstart.md has it) describes an anvil this home did not start, maybe on another host
+or reached through a forward: its pid means nothing here, so none of them removes it (the
+user copies it again): `status` and `start` judge it by whether its endpoint answers, and
+`stop` leaves it, asking nothing (`kint devchain stop` then says whether it answers). A copy
+is told by the id of the KINT_HOME that started its anvil, which each record carries
+(records.copied): its state path alone is the same on a second host whose KINT_HOME has the
+same path.
 
 web3 (and eth_account, through the dev powers) is imported by `start` alone, for the
 deployment: `status` and `stop` read a record, ask anvil its chain id and signal a process,
@@ -36,14 +43,15 @@ import requests
 from kint.chain.artifact import epoch_anchor_artifact
 from kint.chain.config import devchain_record
 from kint.chain.devchain.anvil import CHAIN_ID, INSTALL_HINT, anvil_binary
-from kint.chain.devchain.errors import DevchainError
+from kint.chain.devchain.errors import STOPPED_HINT, DevchainError
 from kint.chain.devchain.identity import process_identity, recorded_anvil_runs
-from kint.chain.devchain.records import (anchor_file, forget, locked, previous_anchor,
-                                         read_record, started_here, state_path)
+from kint.chain.devchain.records import (anchor_file, copied, forget, locked, own_home_id,
+                                         previous_anchor, read_record, state_path)
 from kint.paths import atomic_write, devchain_dir
 from kint.pid_file_lock import FOREIGN_FILE_HINT, NotOwnFile, open_own_file
 from kint.protocol import ErrorCode
 from kint.settings.schema import environment_for
+from kint.settings.urls import redact_url
 
 if TYPE_CHECKING:
     from web3 import Web3
@@ -68,12 +76,14 @@ def answers(url: str) -> bool:
 
 
 def _running(home: Path) -> dict[str, Any] | None:
-    """The record of a running devchain, or None. A record whose anvil is gone (exited, or
-    its pid now someone else's) is removed. Call with the lock held."""
+    """The record of a running devchain, or None. A record of this home's anvil that is gone
+    (exited, or its pid now someone else's) is removed; a copied one (another home's anvil,
+    whose pid says nothing here) is kept, and counts as running when its endpoint answers.
+    Call with the lock held."""
     record = read_record(home)
     if record is None:
         return None
-    if not recorded_anvil_runs(record):
+    if not copied(record, home) and not recorded_anvil_runs(record):
         forget(home, record)
         return None
     url = record.get("rpc_url")
@@ -122,19 +132,34 @@ def _end(proc: subprocess.Popen[bytes]) -> None:
             proc.wait()
 
 
+def _copy_in_force(home: Path, record: dict[str, Any]) -> dict[str, Any]:
+    """`start` over a record copied from another KINT_HOME: that devchain when its endpoint
+    answers; refused, the record kept, when it does not. A start here would replace the copy
+    with an anvil of this home's, a chain of its own where the spaces connected through the
+    copy have no epoch, unasked."""
+    url = str(record.get("rpc_url"))
+    if answers(url):
+        return record
+    raise DevchainError(f"the devchain recorded here, copied from another KINT_HOME (state "
+                        f"{record.get('state')}), does not answer at {redact_url(url)}; "
+                        f"nothing was started",
+                        hint=f"{STOPPED_HINT}; or, for a devchain of this KINT_HOME's own, "
+                             f"remove {devchain_record(home)} first")
+
+
 def start(home: Path) -> dict[str, Any]:
     """Start anvil (or return the running one), deploying EpochAnchor on a fresh chain."""
     with locked(home):
         previous = read_record(home)
+        if previous is not None and copied(previous, home):
+            return _copy_in_force(home, previous)
         if previous is not None and recorded_anvil_runs(previous):
             url = str(previous.get("rpc_url"))
             if answers(url):
                 return previous
-            hint = ("run `kint devchain stop`, then `kint devchain start`"
-                    if started_here(previous, home) else
-                    "it was started from another KINT_HOME: see to it there")
             raise DevchainError(f"the devchain's anvil (pid {previous['pid']}) runs but does not "
-                                f"answer at {url}", hint=hint)
+                                f"answer at {url}",
+                                hint="run `kint devchain stop`, then `kint devchain start`")
         if previous is not None:
             forget(home, previous)
         binary = anvil_binary()
@@ -192,7 +217,7 @@ def start(home: Path) -> dict[str, Any]:
             atomic_write(anchor_file(home), orjson.dumps({"anchor": anchor}))
             record = {"pid": proc.pid, "rpc_url": url, "chain_id": CHAIN_ID, "anchor": anchor,
                       "port": port, "state": str(state), "anvil": str(binary),
-                      "identity": identity}
+                      "identity": identity, "home": own_home_id(home)}
             atomic_write(devchain_record(home), orjson.dumps(record, option=orjson.OPT_INDENT_2))
         except BaseException:
             _end(proc)
@@ -205,19 +230,20 @@ def start(home: Path) -> dict[str, Any]:
 def stop(home: Path, timeout_s: float = STOP_TIMEOUT_S) -> str:
     """Stop this KINT_HOME's anvil (it dumps its state on the way out) and remove its
     record. Returns "stopped"; "not running" when no anvil of this home runs (a stale record
-    is removed); or "elsewhere" when the record is a copy naming another KINT_HOME's
-    running anvil, which is left alone (and so is the record)."""
+    of this home is removed); or "elsewhere" when the record is a copy naming another
+    KINT_HOME's anvil, which is left alone (and so is the record, running or not: whether
+    that anvil runs is for its own home to say)."""
     if read_record(home) is None:
         return "not running"
     with locked(home):
         record = read_record(home)
         if record is None:
             return "not running"
+        if copied(record, home):
+            return "elsewhere"
         if not recorded_anvil_runs(record):
             forget(home, record)
             return "not running"
-        if not started_here(record, home):
-            return "elsewhere"
         pid = int(record["pid"])
         os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout_s

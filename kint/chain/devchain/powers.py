@@ -15,7 +15,7 @@ from web3 import Web3
 
 from kint.chain.artifact import test_smart_account_artifact
 from kint.chain.devchain.anvil import CHAIN_ID
-from kint.chain.devchain.errors import DevchainError, DevchainSilent
+from kint.chain.devchain.errors import STOPPED_HINT, DevchainError, DevchainSilent
 from kint.protocol import ErrorCode
 from kint.settings.urls import redact_url
 
@@ -117,15 +117,6 @@ def send_as(url: str, sender: str, to: str, data: str, timeout_s: float = 30.0) 
         raise DevchainError(f"no receipt for {tx_hash}")
     finally:
         dev_rpc(url, "anvil_stopImpersonatingAccount", [sender])
-
-
-# What to do about a record whose devchain does not answer, true on the machine that
-# started it (its anvil stopped or died) and on one that copied its record (the first's
-# devchain stopped, or started again: a start takes a new port).
-STOPPED_HINT = ("on the machine that started it, `kint devchain status` says whether it "
-                "runs and `kint devchain start` starts it again; a machine with a copy of its "
-                "record then copies the new KINT_HOME/devchain/devchain.json (a start takes a "
-                "new port)")
 
 
 def transfer_from_dev_account(url: str, address: str, wei: int,
