@@ -124,7 +124,7 @@ def test_a_request_deadline_from_the_supervisor_is_checked_and_bounded():
     stretches an op past the bound it asked; none (an older supervisor) that bound from
     the arrival; one that is no finite number refused BAD_REQUEST; one already past kept."""
     from kint.protocol import ErrorCode, ProtocolError
-    from kint.protocol.worker_wire import req_deadline
+    from kint.protocol.worker_wire import BAD_DEADLINE, BAD_DEADLINE_HINT, req_deadline
 
     now = 1000.0
     assert req_deadline({"deadline": 1010.5}, 30_000, now) == 1010.5
@@ -135,3 +135,6 @@ def test_a_request_deadline_from_the_supervisor_is_checked_and_bounded():
         with pytest.raises(ProtocolError) as refused:
             req_deadline({"deadline": bad}, 30_000, now)
         assert refused.value.code is ErrorCode.BAD_REQUEST
+        # Its own hint: BAD_REQUEST's default sent the user to fix a command's value, and
+        # the supervisor, not the user, sets the deadline.
+        assert (refused.value.message, refused.value.hint) == (BAD_DEADLINE, BAD_DEADLINE_HINT)

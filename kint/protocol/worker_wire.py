@@ -250,6 +250,15 @@ def decode_from_supervisor(header: bytes, body: bytes) -> dict[str, Any]:
     return obj
 
 
+# The refusal of a `req` whose deadline is no number. BAD_REQUEST's default hint sends the
+# user to fix a value of the command's, which they never set: the supervisor sets it, and
+# kint's own always sends a number, so only a bug (or a peer that is not kint's) gets here.
+BAD_DEADLINE = "the supervisor sent the request a deadline that is not a number"
+BAD_DEADLINE_HINT = ("the supervisor sets a request's deadline, not the command: this is a bug "
+                     "in kint; nothing of the request ran, and the supervisor log has the "
+                     "details")
+
+
 def req_deadline(message: dict[str, Any], timeout_ms: int, now: float) -> float:
     """When the request of a `req` `message` is answered TIMEOUT by the supervisor
     (time.monotonic()), as the worker may trust it at `now`: the deadline the supervisor
@@ -264,5 +273,5 @@ def req_deadline(message: dict[str, Any], timeout_ms: int, now: float) -> float:
     if given is None:
         return latest
     if type(given) not in (int, float) or not math.isfinite(given):
-        raise ProtocolError(ErrorCode.BAD_REQUEST, "req with a deadline that is not a number")
+        raise ProtocolError(ErrorCode.BAD_REQUEST, BAD_DEADLINE, BAD_DEADLINE_HINT)
     return min(float(given), latest)
