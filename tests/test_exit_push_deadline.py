@@ -33,15 +33,39 @@ from conftest import write_store
 from mcp_session import exit_push_said
 
 WAIT = {"timeout": 90, "interval": 0.1}
-HOLD = {"methods": ["eth_sendRawTransaction"], "seconds": 120}
+HOLD = {"methods": ["eth_sendRawTransaction"], "seconds": 240}
 # The exit push's request's bound as its client asks it (the supervisor's TIMEOUT comes at
-# it, less the client's grace): far less than the worker's own 900 s.
-ASKED_S = 30
+# it, less the client's grace): far less than the worker's own 900 s, and long enough that
+# a loaded two-core box brings the push to its first epoch's send within it (the first
+# test's premise: its bound is measured from the routing, so a slow start eats it).
+ASKED_S = 60
+# The first test's KINT_RPC_TIMEOUT: its send, held until the supervisor has answered, must
+# not time out first, however early the box reached it.
+SEND_WAITS_S = 2 * ASKED_S
 CUT = re.compile(r"exit push: anchored (\d+) row change\(s\) in 1 of (\d+) epoch\(s\), "
                  r"head epoch 1 at block \d+; stopped before the next: too little is left "
                  r"of its bound \((\d+) s\) for another epoch, which may take 0 s at "
-                 r"KINT_RPC_TIMEOUT=60s; the other (\d+) row change\(s\) stay in the "
+                 rf"KINT_RPC_TIMEOUT={SEND_WAITS_S}s; the other (\d+) row change\(s\) stay in the "
                  r"store, unanchored, for the next push")
+
+
+def asked_in_thread(sb, db, asked_s: float) -> dict:
+    """The exit push of `db`'s space asked through kint's own client on a thread of its own,
+    with a bound of `asked_s`: a dict that gets its `result`, or the KintError it was
+    `refused` with, and holds the `thread`."""
+    answered: dict = {}
+
+    def ask() -> None:
+        from kint.client_errors import KintError
+
+        try:
+            answered["result"] = sb.call("exit_push", db, timeout_s=asked_s, args={})
+        except KintError as err:
+            answered["refused"] = err
+
+    answered["thread"] = threading.Thread(target=ask, daemon=True)
+    answered["thread"].start()
+    return answered
 
 
 def test_the_exit_push_starts_no_epoch_after_the_supervisor_answered_it_timeout(
@@ -51,28 +75,21 @@ def test_the_exit_push_starts_no_epoch_after_the_supervisor_answered_it_timeout(
     line naming the request's bound (under the worker's own 900 s). Before, the worker's
     bound ran 900 s from the push's start, and it anchored every epoch after the TIMEOUT,
     its reply dropped."""
-    with machine_behind_proxy(tmp_path / "m", chain_home, KINT_RPC_TIMEOUT="60",
+    with machine_behind_proxy(tmp_path / "m", chain_home, KINT_RPC_TIMEOUT=str(SEND_WAITS_S),
                               KINT_TEST_EXIT_EPOCH_ROOM_S="0") as (sb, proxy):
         db = sb.sibyl_db
         write_store(db, {f"blob-{i}": {"hex": os.urandom(40_000).hex()} for i in range(4)},
                     tenant=sb.tenant)
         proxy.set_mode("delay_methods", **HOLD)
         seen = len(proxy.calls)
-        answered: dict = {}
-
-        def ask() -> None:
-            from kint.client_errors import KintError
-
-            try:
-                answered["result"] = sb.call("exit_push", db, timeout_s=ASKED_S, args={})
-            except KintError as err:
-                answered["refused"] = err
-
-        asking = threading.Thread(target=ask)
-        asking.start()
+        answered = asked_in_thread(sb, db, ASKED_S)
+        asking = answered["thread"]
         try:
             sb.wait_for(lambda: "eth_sendRawTransaction" in proxy.calls[seen:],
-                        what="the exit push's first epoch at its send", **WAIT)
+                        what=(f"the exit push's first epoch at its send, within the {ASKED_S} s "
+                              "its request asked (a box slower than that to reach it cuts the "
+                              "push before its first epoch: the premise, not the fix, failed)"),
+                        **WAIT)
             asking.join(ASKED_S + 60)  # the supervisor's answer: its deadline has passed
             assert not asking.is_alive()
         finally:
