@@ -14,8 +14,11 @@ rows of random bytes (more than one epoch's worth) written through Sibyl's own c
 exit push asked through kint's own client with a bound shorter than the worker's own 900 s.
 The room kept for one epoch is set to none (tests/support/kint_test_timings.py:
 KINT_TEST_EXIT_EPOCH_ROOM_S), so the push's first epoch starts however slowly the box brings
-it there. The others are of the two functions alone, on the clock's values: how long a
-request waited before it ran is what they are given.
+it there. The second is the same machine's parts without the proxy's hold: the worker's
+main thread held at the decode of the exit push's request (tests/support/kint_test_faults.py:
+KINT_TEST_HOLD_DISPATCH) until the supervisor has answered it, so the request waits past its
+deadline before the worker reads it. The others are of the two functions alone, on the
+clock's values: how long a request waited before it ran is what they are given.
 """
 
 from __future__ import annotations
@@ -42,6 +45,9 @@ ASKED_S = 60
 # The first test's KINT_RPC_TIMEOUT: its send, held until the supervisor has answered, must
 # not time out first, however early the box reached it.
 SEND_WAITS_S = 2 * ASKED_S
+# The held request's (the second test): it waits out its whole bound unread, so the time
+# the box takes before the worker reads it is no part of that test's premise.
+HELD_ASKED_S = 15
 CUT = re.compile(r"exit push: anchored (\d+) row change\(s\) in 1 of (\d+) epoch\(s\), "
                  r"head epoch 1 at block \d+; stopped before the next: too little is left "
                  r"of its bound \((\d+) s\) for another epoch, which may take 0 s at "
@@ -106,6 +112,43 @@ def test_the_exit_push_starts_no_epoch_after_the_supervisor_answered_it_timeout(
         sb.wait_for(lambda: (sb.row(db)["head"] or {}).get("seq") == 1,
                     what="epoch 1 the head", **WAIT)
         assert "epoch 2 anchored" not in text, text[-3000:]
+
+
+def test_an_exit_push_held_before_the_worker_read_it_starts_nothing_past_its_deadline(
+        tmp_path, chain_home):
+    """The supervisor's half, which the test above cannot tell from the worker's own
+    fallback (arrival plus the request's timeout): an exit push whose `req` waits unread
+    in the worker's socket (its main thread held at the decode, KINT_TEST_HOLD_DISPATCH)
+    until the supervisor has answered it TIMEOUT. Let go, it starts no epoch: its bound is
+    the deadline the supervisor sent with it, from its routing, already past. Without that
+    field (timed.py's `_forward`) the worker bounded it from when it read the request,
+    HELD_ASKED_S on from the TIMEOUT, and anchored every epoch, unseen (seen failing so).
+    The worker's heartbeat timeout is longer than the hold, so the held worker is not
+    taken for hung."""
+    hold = tmp_path / "hold-dispatch"
+    with machine_behind_proxy(tmp_path / "m", chain_home, KINT_RPC_TIMEOUT="60",
+                              KINT_TEST_EXIT_EPOCH_ROOM_S="0",
+                              KINT_TEST_HOLD_DISPATCH=str(hold),
+                              KINT_WORKER_HEARTBEAT_TIMEOUT=str(6 * HELD_ASKED_S)) as (sb, _):
+        db = sb.sibyl_db
+        write_store(db, {f"blob-{i}": {"hex": os.urandom(40_000).hex()} for i in range(4)},
+                    tenant=sb.tenant)
+        hold.touch()
+        answered = asked_in_thread(sb, db, HELD_ASKED_S)
+        try:
+            sb.wait_for(lambda: hold.with_name("hold-dispatch.reached").exists(),
+                        what="the worker held at the exit push's decode", **WAIT)
+            answered["thread"].join(HELD_ASKED_S + 60)  # the supervisor's TIMEOUT
+            assert not answered["thread"].is_alive()
+        finally:
+            hold.unlink()
+        refused = answered.get("refused")
+        assert refused is not None and refused.code == "TIMEOUT", answered
+        text = exit_push_said(sb, **WAIT)
+        assert re.search(r"exit push: anchored none of its \d+ epoch\(s\); stopped before the "
+                         r"first: too little is left of its bound", text), text[-3000:]
+        assert "epoch 1 anchored" not in text, text[-3000:]
+        assert not (sb.row(db)["head"] or {}).get("seq"), sb.row(db)  # none, or seq 0
 
 
 def test_an_exit_push_that_waited_before_it_ran_keeps_the_bound_from_its_routing():
