@@ -6,10 +6,11 @@ once it has been idle that long; each beat says when the next is due) and sends
 start it refuses rather than fails, the code and hint its space's requests get, and the
 pid of the worker that holds the space when the worker lock names one). The
 supervisor sends `req` and `stop`. A `req` carries its `deadline`: the moment
-(time.monotonic(), the box's clock, which both processes read) the supervisor answers it
-TIMEOUT, set once as it routed the request; the worker bounds the work it may still start
-for it by that (`req_deadline`), not by when it began to run it, which is later by however
-long it waited in the supervisor's queue or behind the worker's other ops.
+(time.monotonic(), the box's clock, which both processes read: request_deadline.py says
+why they share it) the supervisor answers it TIMEOUT, set once as it routed the request;
+the worker bounds the work it may still start for it by that (`req_deadline`), not by when
+it began to run it, which is later by however long it waited in the supervisor's queue or
+behind the worker's other ops.
 Every message carries the sender's pid, so a message from a worker that was already
 replaced is recognised and dropped.
 

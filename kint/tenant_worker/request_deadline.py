@@ -3,6 +3,13 @@ answers it TIMEOUT (time.monotonic(), the box's clock, shared by both processes)
 the request and checked as it arrives (worker_wire.req_deadline), and the whole bound it
 was given (its timeout).
 
+Why one process may read the other's monotonic time: Python's docs promise no shared
+reference point, but on every Python kint supports (>= 3.11) it is system-wide: Linux's
+CLOCK_MONOTONIC (the worker is the supervisor's forkserver's child, in its time namespace),
+macOS's mach_absolute_time since Python 3.10 (bpo-37205; before, an offset taken at each
+process's start). Were it not, the deadline could only come sooner, never later: the worker
+holds it to the request's own timeout from its arrival.
+
 Why it is carried: a bound an op read from the clock as its handler began started late by
 however long the request had waited, in the supervisor's queue while its worker started,
 or behind the worker's other ops on the op pool; so the exit push, given 900 s from then,
