@@ -191,6 +191,7 @@ def test_a_request_deadline_from_the_supervisor_is_checked_and_bounded():
     assert req_deadline({"deadline": 1010.5}, 30_000, now) == 1010.5
     assert req_deadline({"deadline": 5000}, 30_000, now) == 1030.0
     assert req_deadline({}, 30_000, now) == 1030.0
+    assert req_deadline({"deadline": None}, 30_000, now) == 1030.0  # null: as none
     assert req_deadline({"deadline": 990.0}, 30_000, now) == 990.0
     for bad in ("1010", True, [1010], {"at": 1}, math.nan, math.inf, -math.inf):
         with pytest.raises(ProtocolError) as refused:

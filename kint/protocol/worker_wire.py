@@ -265,10 +265,10 @@ def req_deadline(message: dict[str, Any], timeout_ms: int, now: float) -> float:
     (time.monotonic()), as the worker may trust it at `now`: the deadline the supervisor
     sent, never later than `now` plus the request's own `timeout_ms` (already held to its
     op's bound by the decoder), so no peer stretches an op past the bound it asked for.
-    A `req` without one (a supervisor of a kint before it was sent) is bounded the same
-    way, from `now`; one that is no finite number is refused BAD_REQUEST. A deadline
-    already past is kept as it is: the supervisor has answered, and nothing bound by it
-    starts."""
+    A `req` without one (a supervisor of a kint before it was sent), or with a null one,
+    is bounded the same way, from `now`; one that is no finite number is refused
+    BAD_REQUEST. A deadline already past is kept as it is: the supervisor has answered, and
+    nothing bound by it starts."""
     latest = now + timeout_ms / 1000.0
     given = message.get("deadline")
     if given is None:
