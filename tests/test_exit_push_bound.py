@@ -185,7 +185,7 @@ def test_the_room_for_an_epoch_is_the_calls_own_rpc_timeout(tmp_path, chain_home
 
     def left(seconds: float) -> ExitBound:
         now = time.monotonic()
-        return ExitBound(turn_by=now, ends=now + seconds)
+        return ExitBound(turn_by=now, ends=now + seconds, seconds=900)
 
     assert late(left(340), _chain(10)) is None
     assert late(left(260), _chain(10)) == ("too little is left of its bound (900 s) for "

@@ -131,6 +131,35 @@ def test_a_stop_ends_a_waiting_exit_push_logged_and_starts_no_push(
         worker.close()
 
 
+def test_a_second_stop_message_keeps_the_first_reason_in_the_exit_push_line(
+        tmp_path, caplog):
+    """Two stop messages reach the worker (an idle stop, then the supervisor's own stop, as
+    `kint supervisor stop` sends them to a worker whose idle stop is under way), each
+    through its real `_dispatch`: an exit push that comes after is refused naming the first,
+    the reason the worker stops for, and so is its line. The second renamed it: `(stop)`."""
+    import zmq
+
+    from kint.protocol import worker_wire
+
+    caplog.set_level(logging.INFO, logger="kint.worker")
+    worker, _ = _worker(tmp_path)
+    ctx = worker.ctx
+    try:
+        for reason in ("idle", "stop"):
+            worker._dispatch([zmq.Frame(frame) for frame in worker_wire.encode(
+                {"kind": "stop", "reason": reason})])
+        assert worker.stop_reason == "stop"  # the message read last
+        refused = _exit_push(ctx)
+        assert isinstance(refused, ProtocolError), refused
+        assert (refused.code, refused.message) == (ErrorCode.WORKER_DOWN,
+                                                   "the worker is stopping (idle)")
+        assert (f"space {ctx.config.space16}: exit push not started: the worker is stopping "
+                f"(idle); ") in caplog.text, caplog.text
+        assert "(stop)" not in caplog.text.replace("stop requested (stop)", "")
+    finally:
+        worker.close()
+
+
 def test_the_exit_push_waits_half_its_bound_leaving_the_rest_to_its_push():
     """The supervisor times the exit push out at its op's bound: the wait for the turn is
     half of it, so a push that gets its turn late still has the other half."""

@@ -5,7 +5,12 @@ once it has been idle that long; each beat says when the next is due) and sends
 `reply`s; before a deliberate non-zero exit it sends `fatal` with the reason (and, for a
 start it refuses rather than fails, the code and hint its space's requests get, and the
 pid of the worker that holds the space when the worker lock names one). The
-supervisor sends `req` and `stop`.
+supervisor sends `req` and `stop`. A `req` carries its `deadline`: the moment
+(time.monotonic(), the box's clock, which both processes read: request_deadline.py says
+why they share it) the supervisor answers it TIMEOUT, set once as it routed the request;
+the worker bounds the work it may still start for it by that (`req_deadline`), not by when
+it began to run it, which is later by however long it waited in the supervisor's queue or
+behind the worker's other ops.
 Every message carries the sender's pid, so a message from a worker that was already
 replaced is recognised and dropped.
 
@@ -30,6 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 import os
 from typing import Any, Literal
 
@@ -243,3 +249,30 @@ def decode_from_supervisor(header: bytes, body: bytes) -> dict[str, Any]:
     if kind == "req" and (not _has_id(obj) or not body):
         raise ProtocolError(ErrorCode.BAD_REQUEST, "req without an id or a request")
     return obj
+
+
+# The refusal of a `req` whose deadline is no number. BAD_REQUEST's default hint sends the
+# user to fix a value of the command's, which they never set: the supervisor sets it, and
+# kint's own always sends a number, so only a bug (or a peer that is not kint's) gets here.
+BAD_DEADLINE = "the supervisor sent the request a deadline that is not a number"
+BAD_DEADLINE_HINT = ("the supervisor sets a request's deadline, not the command: this is a bug "
+                     "in kint; nothing of the request ran, and the supervisor log has the "
+                     "details")
+
+
+def req_deadline(message: dict[str, Any], timeout_ms: int, now: float) -> float:
+    """When the request of a `req` `message` is answered TIMEOUT by the supervisor
+    (time.monotonic()), as the worker may trust it at `now`: the deadline the supervisor
+    sent, never later than `now` plus the request's own `timeout_ms` (already held to its
+    op's bound by the decoder), so no peer stretches an op past the bound it asked for.
+    A `req` without one (a supervisor of a kint before it was sent), or with a null one,
+    is bounded the same way, from `now`; one that is no finite number is refused
+    BAD_REQUEST. A deadline already past is kept as it is: the supervisor has answered, and
+    nothing bound by it starts."""
+    latest = now + timeout_ms / 1000.0
+    given = message.get("deadline")
+    if given is None:
+        return latest
+    if type(given) not in (int, float) or not math.isfinite(given):
+        raise ProtocolError(ErrorCode.BAD_REQUEST, BAD_DEADLINE, BAD_DEADLINE_HINT)
+    return min(float(given), latest)

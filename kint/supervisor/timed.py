@@ -201,12 +201,16 @@ class TimedWork:
 
     def _forward(self, handle: WorkerHandle, pending: Pending) -> bool:
         """Send one request to the worker. False when its pipe cannot take it now: the
-        request stays queued, and the space is retried at every turn until it leaves."""
+        request stays queued, and the space is retried at every turn until it leaves. It
+        goes with its deadline, the one `_expire` answers it TIMEOUT at: the worker bounds
+        what it starts for it by that (worker_wire.req_deadline), where a bound of its own
+        began when it ran the request, late by however long the request had waited."""
         if handle.route is None:
             return False
         try:
             send_frames(self.back, (handle.route, *worker_wire.encode(
-                {"kind": "req", "id": pending.internal_id}, pending.body)))
+                {"kind": "req", "id": pending.internal_id, "deadline": pending.deadline},
+                pending.body)))
             pending.forwarded = True
             handle.sent += 1
             return True

@@ -41,8 +41,9 @@ and the other spaces' workers keep answering.
   until a command says it), `dropped_nonce` (a dropped journal's nonce),
   `reanchor` (epochs a reorganisation dropped, sent again), `landed_block` (an epoch put
   back in a later block), `epoch_send` (an epoch's send, and what each says when it goes
-  wrong), `session_sender`, `head_lock`, `exit_bound` (the exit push's bound, read once
-  and carried with its wait and its push).
+  wrong), `session_sender`, `head_lock`, `exit_bound` (the exit push's bound, the
+  supervisor's deadline for its request, carried with its wait and its push),
+  `request_deadline` (the deadline of the request an op runs for, as the supervisor sent it).
 - Pull: `pull`, `pull_plan`, `epoch_walk`, `walk_history`, `cold_start`, `local_state`,
   `replay`, `apply_journal`, `lost_restore`, `discard`.
 - State files: `statefiles`, `mirror_file`, `epoch_cache`, `state_format`, `state_health`,

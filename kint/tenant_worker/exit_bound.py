@@ -1,12 +1,18 @@
-"""The exit push's bound: computed once as the exit push begins, carried with its work.
+"""The exit push's bound: the supervisor's deadline for its request, carried with its work.
 
-The supervisor answers an exit push TIMEOUT at its op's bound (OPS["exit_push"], 900 s from
-when it routed the request). The worker bounded only the exit push's wait for the space's
-turn (half of it); the push it then made had no bound of its own, so a push of many epochs,
-or one behind a slow endpoint, went on past the supervisor's deadline, unseen (its reply
-dropped late), or was cut anywhere by a stop's grace. Now one `ExitBound`, read from the
-monotonic clock once (`ExitBound.starting_now`, sessions.exit_push), is handed down: the
-wait ends at its `turn_by` (head_lock._wait_turn), and the push looks at it before each
+The supervisor answers an exit push TIMEOUT at its request's bound (OPS["exit_push"]'s
+900 s, or less if the client asked less, from when it routed the request). The worker
+bounded only the exit push's wait for the space's turn (half of it); the push it then made
+had no bound of its own, so a push of many epochs, or one behind a slow endpoint, went on
+past the supervisor's deadline, unseen (its reply dropped late), or was cut anywhere by a
+stop's grace. Then its bound was read from the worker's clock as its handler began: late
+by however long the request waited (in the supervisor's queue while the worker started,
+behind the worker's other ops on its pool), so it could still start an epoch after the
+supervisor's TIMEOUT. Now the bound is the request's own deadline, sent by the supervisor
+with it on the box's monotonic clock (request_deadline.py, checked as it arrives:
+worker_wire.req_deadline), and one `ExitBound` made of it (`ExitBound.for_request`,
+sessions.exit_push) is handed down: the wait ends at its `turn_by` (head_lock._wait_turn,
+half the bound from when the supervisor routed it), and the push looks at it before each
 epoch it would sign (push._push_epochs, `cut`): none starts once less is left of the bound
 than the room kept for one epoch (`kept_room`), nor once the worker's stop began (a stop or
 restart, or a SIGTERM: HeadTurn.stop). The room is what one epoch may take at worst
@@ -35,6 +41,7 @@ from kint.protocol.ops import OPS
 
 if TYPE_CHECKING:
     from kint.chain.config import ChainConfig
+    from kint.tenant_worker.request_deadline import Deadline
     from kint.tenant_worker.space import SpaceContext
 
 # The exit push's whole bound (seconds), the supervisor's for the op.
@@ -58,17 +65,29 @@ EPOCH_MARGIN_S = 15.0
 @dataclass(frozen=True)
 class ExitBound:
     """One exit push's deadlines (time.monotonic()): the end of its wait for the turn, and
-    the last moment it starts an epoch."""
+    the last moment it starts an epoch; and how long the whole bound is (`seconds`), which
+    its line names and whose half is the most room it keeps for an epoch."""
 
     turn_by: float
     ends: float
+    seconds: float
 
     @classmethod
-    def starting_now(cls) -> "ExitBound":
-        """The bound of an exit push beginning now, read once: the module's values at the
-        call (a test shortens them), never bound at import."""
+    def for_request(cls, given: "Deadline | None") -> "ExitBound":
+        """The bound of an exit push beginning now for a request whose deadline is `given`
+        (request_deadline.current(): the supervisor's, None for a call outside a request):
+        it ends there, never past EXIT_BOUND_S from now, and its wait for the turn ends at
+        the bound's half from when the supervisor routed it (and within EXIT_TURN_S), so a
+        request that waited before it ran waits no longer for the turn and keeps the
+        other half for its push. Without `given`, the bound runs from now. The module's
+        values are read at the call (a test shortens them), never bound at import."""
         now = time.monotonic()
-        return cls(turn_by=now + EXIT_TURN_S, ends=now + EXIT_BOUND_S)
+        if given is None:
+            return cls(turn_by=now + EXIT_TURN_S, ends=now + EXIT_BOUND_S,
+                       seconds=EXIT_BOUND_S)
+        return cls(turn_by=min(now + EXIT_TURN_S, given.at - given.seconds / 2),
+                   ends=min(given.at, now + EXIT_BOUND_S),
+                   seconds=min(given.seconds, EXIT_BOUND_S))
 
 
 def epoch_room(chain: "ChainConfig") -> float:
@@ -83,12 +102,13 @@ def epoch_room(chain: "ChainConfig") -> float:
             + EPOCH_MARGIN_S)
 
 
-def kept_room(chain: "ChainConfig") -> float:
-    """The room the exit push keeps before its bound for one epoch (seconds): what one may
-    take at the push's `chain` settings (`epoch_room`), but never more than half the bound.
-    Uncapped, a KINT_RPC_TIMEOUT of about 37 s or more left no time to start any epoch, and
-    a slow endpoint's exit push, which had run, anchored nothing."""
-    return min(epoch_room(chain), EXIT_BOUND_S / 2)
+def kept_room(chain: "ChainConfig", bound_s: float) -> float:
+    """The room the exit push keeps before its bound (`bound_s` long) for one epoch
+    (seconds): what one may take at the push's `chain` settings (`epoch_room`), but never
+    more than half the bound. Uncapped, a KINT_RPC_TIMEOUT of about 37 s or more left no
+    time to start any epoch, and a slow endpoint's exit push, which had run, anchored
+    nothing."""
+    return min(epoch_room(chain), bound_s / 2)
 
 
 def late(bound: ExitBound, chain: "ChainConfig") -> str | None:
@@ -96,11 +116,11 @@ def late(bound: ExitBound, chain: "ChainConfig") -> str | None:
     than the room kept for one (`kept_room`). When that room is the cap, the line says what
     is then true: an epoch begun late may end past the bound, after the supervisor's
     TIMEOUT, and only the worker's log says how it ended."""
-    worst, room = epoch_room(chain), kept_room(chain)
+    worst, room = epoch_room(chain), kept_room(chain, bound.seconds)
     if time.monotonic() + room < bound.ends:
         return None
     timeout = f"KINT_RPC_TIMEOUT={chain.rpc_timeout_s:g}s"
-    head = f"too little is left of its bound ({int(EXIT_BOUND_S)} s) for another epoch"
+    head = f"too little is left of its bound ({int(bound.seconds)} s) for another epoch"
     if room >= worst:
         return f"{head}, which may take {round(worst)} s at {timeout}"
     return (f"{head}: half of it ({round(room)} s) is kept for one, which may take up to "

@@ -76,9 +76,15 @@ class HeadTurn:
         push that the grace could cut between its send and its receipt. Either of these
         pushes of the worker's own that holds its turn and waits for another process's head
         lock is woken and refused the same way (`_flock_unless_stopped`). A request's op
-        the worker took before the stop still takes the turn and runs in the grace."""
+        the worker took before the stop still takes the turn and runs in the grace.
+        The first reason is kept: a second stop message (the supervisor's own stop or
+        upgrade, or `kint supervisor restart`, after an idle or recycle stop or a restart)
+        renamed it, as did the loop's call as the grace begins, which passes the reason the
+        last message gave, so a line written after it named a reason the worker did not stop
+        for, and two lines of one stop differed."""
         with self.changed:
-            self.stopped = f"the worker is stopping ({reason or 'stop'})"
+            if self.stopped is None:
+                self.stopped = f"the worker is stopping ({reason or 'stop'})"
             self.changed.notify_all()
 
 

@@ -27,6 +27,7 @@ from kint.protocol import worker_wire
 from kint.protocol.envelope import Reply, Request, error_reply, ok_reply
 from kint.protocol.server_codec import encode_reply
 from kint.tenant_worker.handlers import HANDLERS, INLINE_HANDLERS, Handler
+from kint.tenant_worker.request_deadline import Deadline, running_until
 from kint.tenant_worker.store_errors import StoreNotCounted
 from kint.zmq_frames import send_frames
 
@@ -109,14 +110,15 @@ class OpReplies:
         return worker_wire.encode({"kind": "reply", "id": internal_id, "pid": self._pid,
                                    "token": self._token}, encode_reply(reply, op))
 
-    def _run_in_pool(self, internal_id: str,
-                     request: Request) -> tuple[str, list[bytes]]:
+    def _run_in_pool(self, internal_id: str, request: Request,
+                     deadline: Deadline | None = None) -> tuple[str, list[bytes]]:
         """An op on a pool thread, counted in flight (the heartbeat reports it) until its
-        answer is queued. Encoded here, once, as the back-socket message, which the pool
-        hands to `_send_reply` once this thread is idle again: the main thread only
-        forwards it."""
+        answer is queued, under its request's `deadline` (request_deadline.py). Encoded
+        here, once, as the back-socket message, which the pool hands to `_send_reply` once
+        this thread is idle again: the main thread only forwards it."""
         try:
-            reply = self._run(request)
+            with running_until(deadline):
+                reply = self._run(request)
             return internal_id, self._reply_message(internal_id, reply, request.op)
         except BaseException:  # escaped `_run` (logged by the pool): no answer to wait for
             self._done(internal_id)

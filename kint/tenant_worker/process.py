@@ -47,6 +47,7 @@ from kint.tenant_worker.heartbeat import Heartbeat
 from kint.tenant_worker.op_pool import OpPool
 from kint.tenant_worker.op_replies import InFlight, OpReplies, runs_inline
 from kint.tenant_worker.own_memory import MemoryReading
+from kint.tenant_worker.request_deadline import Deadline
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.store import StoreReader
 from kint.tenant_worker.store_sharers import LaterLooks
@@ -168,12 +169,19 @@ class Worker(Heartbeat, OpReplies):
         # Counted before anything else of it: this thread makes the beats, so each beat
         # from here on was made with this request in flight, answered or refused.
         self._taken += 1
+        request = None
         try:
             # The supervisor checked it before routing it; a worker trusts no socket.
             request = decode_request(body)
+            # When the supervisor answers it TIMEOUT, checked as well: what the op may
+            # still start is bound by it (request_deadline.py).
+            deadline = Deadline(worker_wire.req_deadline(msg, request.timeout_ms,
+                                                         time.monotonic()),
+                                request.timeout_ms / 1000.0)
         except ProtocolError as err:
             send_frames(self.dealer, self._reply_message(internal_id, error_reply(
-                err.request_id, err.code, err.message, err.hint)), block=True)
+                request.id if request is not None else err.request_id, err.code,
+                err.message, err.hint)), block=True)
             return
         if self.stopping or self.stop_requested.is_set():
             # The SIGTERM's flag too: a worker continued after a SIGSTOP runs its handler
@@ -204,7 +212,8 @@ class Worker(Heartbeat, OpReplies):
             pool = self.counts
         self.inflight.start(internal_id, request.op)
         self._busy_now()
-        pool.submit(self._run_in_pool, internal_id, request, then=self._send_reply)
+        pool.submit(self._run_in_pool, internal_id, request, deadline,
+                    then=self._send_reply)
 
     # -- the loop --------------------------------------------------------------------------
 

@@ -291,7 +291,9 @@ def exit_push(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     server is gone, within its bound. One that meets an op of the space this worker runs
     (the watcher's push, another session's) waits for its turn, up to half its bound,
     rather than be refused BUSY (push.push): nobody is left to try it again. Its bound is
-    read once, here, as it begins, and carried with the work (exit_bound.py): its push
+    the supervisor's deadline for its request (request_deadline.py), not a bound read from
+    the clock here, which began late by however long the request had waited queued; it is
+    made once, as the exit push begins, and carried with the work (exit_bound.py): its push
     starts no epoch past it, nor once the worker's stop began, and its line then says
     what it left in the store for the next push. Its failure is logged with the
     KINT_RPC_TIMEOUT a timeout waited (rpc_hint.timeout_named, as with_settings names it
@@ -301,9 +303,10 @@ def exit_push(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     line says the rows stay in the store for the next push (NOT_STARTED, in the words of
     a push cut before its first epoch: exit_bound.cut_message), where `exit push not made
     (WORKER_DOWN)` read as one."""
+    from kint.tenant_worker import request_deadline
     from kint.tenant_worker.exit_bound import ExitBound
 
-    bound = ExitBound.starting_now()  # before anything of it: the supervisor's clock runs
+    bound = ExitBound.for_request(request_deadline.current())  # before anything of it
     if args.get("session"):
         _end(ctx, args["session"])
     try:

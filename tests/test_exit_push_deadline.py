@@ -1,0 +1,202 @@
+"""The exit push's bound is the supervisor's deadline for its request, not one the worker
+read from its clock as the push began. That one started late by however long the request
+had waited (in the supervisor's queue while the worker started, behind the worker's other
+ops on its pool), and was the op's whole 900 s whatever the request asked: so the worker
+started epochs after the supervisor had answered the request TIMEOUT, its work going on
+unseen. The supervisor now sends each request's deadline with it (kint/supervisor/timed.py),
+the worker checks it (kint/protocol/worker_wire.py, `req_deadline`) and the exit push is
+bound by it (kint/tenant_worker/request_deadline.py, exit_bound.ExitBound.for_request).
+
+Real parts in the first test: the devchain's anvil behind a loopback RPC proxy
+(tests/rpc_proxy.py) that holds the exit push's first transaction (`delay_methods`, let go
+by the test once the supervisor has answered), the test supervisor and the space's worker,
+rows of random bytes (more than one epoch's worth) written through Sibyl's own client, the
+exit push asked through kint's own client with a bound shorter than the worker's own 900 s.
+The room kept for one epoch is set to none (tests/support/kint_test_timings.py:
+KINT_TEST_EXIT_EPOCH_ROOM_S), so the push's first epoch starts however slowly the box brings
+it there. The second is the same machine's parts without the proxy's hold: the worker's
+main thread held at the decode of the exit push's request (tests/support/kint_test_faults.py:
+KINT_TEST_HOLD_DISPATCH) until the supervisor has answered it, so the request waits past its
+deadline before the worker reads it. The others are of the two functions alone, on the
+clock's values: how long a request waited before it ran is what they are given.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import threading
+import time
+
+import pytest
+
+from chain_machines import machine_behind_proxy
+from conftest import write_store
+from mcp_session import exit_push_said
+
+WAIT = {"timeout": 90, "interval": 0.1}
+HOLD = {"methods": ["eth_sendRawTransaction"], "seconds": 240}
+# The exit push's request's bound as its client asks it (the supervisor's TIMEOUT comes at
+# it, less the client's grace): far less than the worker's own 900 s, and long enough that
+# a loaded two-core box brings the push to its first epoch's send within it (the first
+# test's premise: its bound is measured from the routing, so a slow start eats it).
+ASKED_S = 60
+# The first test's KINT_RPC_TIMEOUT: its send, held until the supervisor has answered, must
+# not time out first, however early the box reached it.
+SEND_WAITS_S = 2 * ASKED_S
+# The held request's (the second test): it waits out its whole bound unread, so the time
+# the box takes before the worker reads it is no part of that test's premise.
+HELD_ASKED_S = 15
+CUT = re.compile(r"exit push: anchored (\d+) row change\(s\) in 1 of (\d+) epoch\(s\), "
+                 r"head epoch 1 at block \d+; stopped before the next: too little is left "
+                 r"of its bound \((\d+) s\) for another epoch, which may take 0 s at "
+                 rf"KINT_RPC_TIMEOUT={SEND_WAITS_S}s; the other (\d+) row change\(s\) stay in the "
+                 r"store, unanchored, for the next push")
+
+
+def asked_in_thread(sb, db, asked_s: float) -> dict:
+    """The exit push of `db`'s space asked through kint's own client on a thread of its own,
+    with a bound of `asked_s`: a dict that gets its `result`, or the KintError it was
+    `refused` with, and holds the `thread`."""
+    answered: dict = {}
+
+    def ask() -> None:
+        from kint.client_errors import KintError
+
+        try:
+            answered["result"] = sb.call("exit_push", db, timeout_s=asked_s, args={})
+        except KintError as err:
+            answered["refused"] = err
+
+    answered["thread"] = threading.Thread(target=ask, daemon=True)
+    answered["thread"].start()
+    return answered
+
+
+def test_the_exit_push_starts_no_epoch_after_the_supervisor_answered_it_timeout(
+        tmp_path, chain_home):
+    """An exit push whose first epoch is held at its send until the supervisor has answered
+    its request TIMEOUT: let go, that epoch lands, and the push starts no second one, its
+    line naming the request's bound (under the worker's own 900 s). Before, the worker's
+    bound ran 900 s from the push's start, and it anchored every epoch after the TIMEOUT,
+    its reply dropped."""
+    with machine_behind_proxy(tmp_path / "m", chain_home, KINT_RPC_TIMEOUT=str(SEND_WAITS_S),
+                              KINT_TEST_EXIT_EPOCH_ROOM_S="0") as (sb, proxy):
+        db = sb.sibyl_db
+        write_store(db, {f"blob-{i}": {"hex": os.urandom(40_000).hex()} for i in range(4)},
+                    tenant=sb.tenant)
+        proxy.set_mode("delay_methods", **HOLD)
+        seen = len(proxy.calls)
+        answered = asked_in_thread(sb, db, ASKED_S)
+        asking = answered["thread"]
+        try:
+            sb.wait_for(lambda: "eth_sendRawTransaction" in proxy.calls[seen:],
+                        what=(f"the exit push's first epoch at its send, within the {ASKED_S} s "
+                              "its request asked (a box slower than that to reach it cuts the "
+                              "push before its first epoch: the premise, not the fix, failed)"),
+                        **WAIT)
+            asking.join(ASKED_S + 60)  # the supervisor's answer: its deadline has passed
+            assert not asking.is_alive()
+        finally:
+            proxy.forward()
+            asking.join(60)
+        refused = answered.get("refused")
+        assert refused is not None and refused.code == "TIMEOUT", answered
+        assert refused.message.startswith("exit_push on space"), refused.message
+        text = exit_push_said(sb, **WAIT)
+        line = CUT.search(text)
+        assert line is not None, text[-3000:]
+        assert int(line.group(2)) >= 2
+        assert int(line.group(3)) < ASKED_S  # the request's bound, not the worker's 900 s
+        sb.wait_for(lambda: (sb.row(db)["head"] or {}).get("seq") == 1,
+                    what="epoch 1 the head", **WAIT)
+        assert "epoch 2 anchored" not in text, text[-3000:]
+
+
+def test_an_exit_push_held_before_the_worker_read_it_starts_nothing_past_its_deadline(
+        tmp_path, chain_home):
+    """The supervisor's half, which the test above cannot tell from the worker's own
+    fallback (arrival plus the request's timeout): an exit push whose `req` waits unread
+    in the worker's socket (its main thread held at the decode, KINT_TEST_HOLD_DISPATCH)
+    until the supervisor has answered it TIMEOUT. Let go, it starts no epoch: its bound is
+    the deadline the supervisor sent with it, from its routing, already past. Without that
+    field (timed.py's `_forward`) the worker bounded it from when it read the request,
+    HELD_ASKED_S on from the TIMEOUT, and anchored every epoch, unseen (seen failing so).
+    The worker's heartbeat timeout is longer than the hold, so the held worker is not
+    taken for hung."""
+    hold = tmp_path / "hold-dispatch"
+    with machine_behind_proxy(tmp_path / "m", chain_home, KINT_RPC_TIMEOUT="60",
+                              KINT_TEST_EXIT_EPOCH_ROOM_S="0",
+                              KINT_TEST_HOLD_DISPATCH=str(hold),
+                              KINT_WORKER_HEARTBEAT_TIMEOUT=str(6 * HELD_ASKED_S)) as (sb, _):
+        db = sb.sibyl_db
+        write_store(db, {f"blob-{i}": {"hex": os.urandom(40_000).hex()} for i in range(4)},
+                    tenant=sb.tenant)
+        hold.touch()
+        answered = asked_in_thread(sb, db, HELD_ASKED_S)
+        try:
+            sb.wait_for(lambda: hold.with_name("hold-dispatch.reached").exists(),
+                        what="the worker held at the exit push's decode", **WAIT)
+            answered["thread"].join(HELD_ASKED_S + 60)  # the supervisor's TIMEOUT
+            assert not answered["thread"].is_alive()
+        finally:
+            hold.unlink()
+        refused = answered.get("refused")
+        assert refused is not None and refused.code == "TIMEOUT", answered
+        text = exit_push_said(sb, **WAIT)
+        assert re.search(r"exit push: anchored none of its \d+ epoch\(s\); stopped before the "
+                         r"first: too little is left of its bound", text), text[-3000:]
+        assert "epoch 1 anchored" not in text, text[-3000:]
+        assert not (sb.row(db)["head"] or {}).get("seq"), sb.row(db)  # none, or seq 0
+
+
+def test_an_exit_push_that_waited_before_it_ran_keeps_the_bound_from_its_routing():
+    """A request routed 890 s before its exit push runs (queued behind other ops): the
+    push's bound ends at the request's deadline, 10 s on, not 900 s from now, and its wait
+    for the turn, half the bound from the routing, is already over, leaving the push what
+    is left; one routed just now is bound as before, and a call outside any request (no
+    deadline) from now."""
+    from kint.tenant_worker.exit_bound import EXIT_BOUND_S, EXIT_TURN_S, ExitBound
+    from kint.tenant_worker.request_deadline import Deadline, current, running_until
+
+    now = time.monotonic()
+    late = ExitBound.for_request(Deadline(at=now + 10, seconds=900))
+    assert late.ends == now + 10 and late.seconds == 900
+    assert late.turn_by == now + 10 - 450
+    before = time.monotonic()
+    fresh = ExitBound.for_request(Deadline(at=before + 900, seconds=900))
+    assert fresh.ends == before + 900 and before + 450 - 1 < fresh.turn_by <= before + 450
+    asked = ExitBound.for_request(Deadline(at=before + 28, seconds=28))
+    # As the code computes it ((at) - seconds / 2): `before + 14` is not always that float.
+    assert (asked.ends, asked.turn_by, asked.seconds) == (before + 28, before + 28 - 28 / 2, 28)
+    assert current() is None
+    with running_until(Deadline(at=before + 28, seconds=28)):
+        assert current() == Deadline(at=before + 28, seconds=28)
+    assert current() is None
+    alone = ExitBound.for_request(None)
+    assert alone.seconds == EXIT_BOUND_S
+    assert alone.ends - alone.turn_by == EXIT_BOUND_S - EXIT_TURN_S
+
+
+def test_a_request_deadline_from_the_supervisor_is_checked_and_bounded():
+    """What the worker takes of a `req`'s deadline: the one sent, when it is no later than
+    the request's own timeout from its arrival; a later one held to that, so no peer
+    stretches an op past the bound it asked; none (an older supervisor) that bound from
+    the arrival; one that is no finite number refused BAD_REQUEST; one already past kept."""
+    from kint.protocol import ErrorCode, ProtocolError
+    from kint.protocol.worker_wire import BAD_DEADLINE, BAD_DEADLINE_HINT, req_deadline
+
+    now = 1000.0
+    assert req_deadline({"deadline": 1010.5}, 30_000, now) == 1010.5
+    assert req_deadline({"deadline": 5000}, 30_000, now) == 1030.0
+    assert req_deadline({}, 30_000, now) == 1030.0
+    assert req_deadline({"deadline": None}, 30_000, now) == 1030.0  # null: as none
+    assert req_deadline({"deadline": 990.0}, 30_000, now) == 990.0
+    for bad in ("1010", True, [1010], {"at": 1}, math.nan, math.inf, -math.inf):
+        with pytest.raises(ProtocolError) as refused:
+            req_deadline({"deadline": bad}, 30_000, now)
+        assert refused.value.code is ErrorCode.BAD_REQUEST
+        # Its own hint: BAD_REQUEST's default sent the user to fix a command's value, and
+        # the supervisor, not the user, sets the deadline.
+        assert (refused.value.message, refused.value.hint) == (BAD_DEADLINE, BAD_DEADLINE_HINT)
