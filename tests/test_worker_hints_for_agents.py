@@ -228,6 +228,15 @@ def _built_at_run_time() -> dict[tuple[str, str], Callable[[], Iterator[tuple[st
             refused = not_a_rekey(4, SimpleNamespace(tag=b"\x01" * 8), opened)
             yield refused.code.value, refused.hint
 
+    def reorganised() -> Iterator[tuple[str, str]]:
+        # A reorganisation's refusal asks another endpoint's word where the space's
+        # endpoints in force are set (kint.chain.endpoint_source).
+        from kint.chain.endpoint_source import other_endpoint
+        from kint.protocol.hints import REORG_HINT
+
+        for chain in _chains():
+            yield "STALE_RPC", REORG_HINT.format(endpoint=other_endpoint(chain))
+
     def closed_doors() -> Iterator[tuple[str, str]]:
         # FrontClosed.refusal's: its note's hint, or a stopped supervisor's way out.
         from kint.front_closed import FrontClosed, stopped_hint
@@ -275,6 +284,8 @@ def _built_at_run_time() -> dict[tuple[str, str], Callable[[], Iterator[tuple[st
         ("tenant_worker/space.py", "err.hint"): chain_settings,
         ("protocol/ops.py", "hint"): op_arguments,
         ("agent_server/tools.py", "shared.restore.hint()"): restores,
+        ("tenant_worker/behind_head.py", "REORG_HINT.format(endpoint=other_endpoint("
+                                         "anchor.config))"): reorganised,
     }
 
 

@@ -276,7 +276,6 @@ _AGENT_HINTS = {
     ARCHIVE_HINT: "call {pull} in a minute; if it stops at the same epoch, stop and "
                   "tell the human: the endpoint keeps no history that old, and the space "
                   "needs an archive endpoint (rpc_url in config.toml)",
-    REORG_HINT: f"stop and tell the human: {REORG_HINT}",
     # The local passphrase, a key file kint will not rewrite, a rekey journal a newer kint
     # wrote, the open-file limit the supervisor started with (its workers inherit it), the
     # system's table of open files, a stranger's file in KINT_HOME: the human's, at a
@@ -318,6 +317,9 @@ _CONNECT_AGAIN = "after that, call {tool} again with the same arguments: {then}"
 # Hints the worker builds at run time (an address, a chain, a nonce, a file), known by their
 # template in kint.protocol.hints, each value carried into the agent's words.
 _AGENT_TEMPLATES = (
+    # A chain that lost epochs, or an endpoint that says so: another endpoint's word first
+    # ({endpoint}: where the space's endpoints in force are set), all the human's.
+    (REORG_HINT, f"stop and tell the human: {REORG_HINT}"),
     # The session key short of ETH: the agent holds no wallet; the owner funds the key.
     (FUND_SESSION_KEY_HINT, "stop and tell the human: this machine's session key {address} "
                             "needs ETH on chain {chain_id}, and funding it is the owner's; "

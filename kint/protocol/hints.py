@@ -152,10 +152,11 @@ ARCHIVE_HINT = ("pull again (a passing fault heals); if it stops at the same epo
                 "transaction index): give the space an archive endpoint (rpc_url in "
                 "config.toml, or `kint connect --rpc-urls URL` for one with no key in it) "
                 "and pull")
-REORG_HINT = ("ask another endpoint (rpc_url in config.toml, or `kint connect --rpc-urls`): "
-              "if it answers the same, the chain lost those epochs, and `kint push "
-              "--reanchor` sends them again from this machine's epoch cache, byte for byte; "
-              "until then kint changes nothing")
+# REORG_HINT is a template: {endpoint} names where the space's endpoints in force were set
+# (kint.chain.endpoint_source.other_endpoint), which kint-server carries into its words.
+REORG_HINT = ("ask another endpoint ({endpoint}): if it answers the same, the chain lost "
+              "those epochs, and `kint push --reanchor` sends them again from this machine's "
+              "epoch cache, byte for byte; until then kint changes nothing")
 
 # A recovery code that is not one, or whose checksum fails: where to copy it from again
 # (named here, as the two above, so that kint-server gives an agent its own next step).
