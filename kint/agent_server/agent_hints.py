@@ -30,6 +30,7 @@ from kint.protocol.hints import (ARCHIVE_HINT, ASIDE_FIRST, ASIDE_THEN, CHECKSUM
                                  CONNECT_OFFLINE_DAEMON, CONNECT_OFFLINE_FILE,
                                  CONNECT_UNSET_OFFLINE, CONNECT_WHEN_READABLE, CORRUPT_FILE_HINT,
                                  CORRUPT_JOURNAL_HINT, DEFERRED_FILL_HINT, DISK_FULL_PULL_TAIL,
+                                 DRIFT_HOLD_HINT,
                                  FILL_AGAIN_HINT, FORMER_KEY_DEVCHAIN_FUND,
                                  FORMER_KEY_ELSEWHERE, FORMER_KEY_FUND,
                                  FORMER_KEY_UNFILLABLE, FUND_DEVCHAIN_KEY_HINT,
@@ -42,8 +43,8 @@ from kint.protocol.hints import (ARCHIVE_HINT, ASIDE_FIRST, ASIDE_THEN, CHECKSUM
                                  SESSION_KEY_LOCKED_HINT, SESSION_KEY_MISSING_HINT,
                                  SNAPSHOT_TOO_LARGE_HINT, STALE_JOURNAL_HINT, STORE_LOCKED_HINT,
                                  STORE_LOCKED_PULL_HINT, STORE_LOCKED_PUSH_HINT,
-                                 STORE_READ_FAILED_HINT, STORE_UNCOUNTED_DISCARD_HINT,
-                                 STORE_UNREADABLE_HINT,
+                                 STORE_LOST_HOLD_HINT, STORE_READ_FAILED_HINT,
+                                 STORE_UNCOUNTED_DISCARD_HINT, STORE_UNREADABLE_HINT,
                                  UNAUTHORIZED_HINT, UNAUTHORIZED_KEPT_HINT,
                                  UNAUTHORIZED_PUSH_HINT, UNREAD_GAP_HINT, WRAPS_ROTATED_HINT)
 from kint.sibyl_client import LOCKED_HINT, UNREADABLE_HINT
@@ -272,6 +273,14 @@ _AGENT_HINTS = {
                                   "human's to put right before you call {pull} again",
     STORE_HINT: "stop and tell the human: SIBYL_MEMORY_DB in kint-server's MCP configuration "
                 "must name Sibyl's store file (`kint doctor` checks it)",
+    # A server-side push held (kint.tenant_worker.drift): rows changed with no session's note
+    # are the human's to judge (14-agents.md: on HELD, stop and ask the human); a store that
+    # lost every anchored row is restored by the agent's own pull, the deletion the human's.
+    DRIFT_HOLD_HINT: f"stop and tell the human: {DRIFT_HOLD_HINT}",
+    STORE_LOST_HOLD_HINT: "call {pull}: it restores the anchored rows the store lost "
+                          "(nothing was anchored and nothing was dropped); if their deletion "
+                          "is meant, stop and tell the human: `kint push` in their terminal "
+                          "anchors it",
     # A pull's walk meets it, and a pull is what heals it, whichever tool met it.
     ARCHIVE_HINT: "call {pull} in a minute; if it stops at the same epoch, stop and "
                   "tell the human: the endpoint keeps no history that old, and the space "
