@@ -274,13 +274,14 @@ _AGENT_HINTS = {
     STORE_HINT: "stop and tell the human: SIBYL_MEMORY_DB in kint-server's MCP configuration "
                 "must name Sibyl's store file (`kint doctor` checks it)",
     # A server-side push held (kint.tenant_worker.drift): rows changed with no session's note
-    # are the human's to judge (14-agents.md: on HELD, stop and ask the human); a store that
-    # lost every anchored row is restored by the agent's own pull, the deletion the human's.
+    # are the human's to judge (14-agents.md: on HELD, stop and ask the human); so is a store
+    # that lost every anchored row: only the human knows whether the deletion was meant, and
+    # a pull made first would undo it.
     DRIFT_HOLD_HINT: f"stop and tell the human: {DRIFT_HOLD_HINT}",
-    STORE_LOST_HOLD_HINT: "call {pull}: it restores the anchored rows the store lost "
-                          "(nothing was anchored and nothing was dropped); if their deletion "
-                          "is meant, stop and tell the human: `kint push` in their terminal "
-                          "anchors it",
+    STORE_LOST_HOLD_HINT: "stop and tell the human: the store lost every anchored row "
+                          "(nothing was anchored and nothing was dropped); {pull} (or `kint "
+                          "pull`) restores them, or `kint push` in their terminal anchors "
+                          "their deletion, if it is meant",
     # A pull's walk meets it, and a pull is what heals it, whichever tool met it.
     ARCHIVE_HINT: "call {pull} in a minute; if it stops at the same epoch, stop and "
                   "tell the human: the endpoint keeps no history that old, and the space "
