@@ -69,10 +69,10 @@ def _missing_preloads(names: list[str], conn: Any) -> None:
     try:
         conn.send(missing)
     except (BrokenPipeError, ConnectionResetError):
-        # The supervisor that asked has stopped: a stop right after its start, the
-        # forkserver still importing, forks this child anyway (the request waiting in its
-        # socket carries descriptors that keep it from seeing the supervisor gone). Nobody
-        # is left to tell; a traceback on the supervisor's stderr would read as a crash's.
+        # The supervisor that asked has stopped: the forkserver had forked this child just
+        # before the stop (a forkserver still importing then is ended, and forks nothing:
+        # Spawner.close), or had not yet been recorded for close to end. Nobody is left to
+        # tell; a traceback on the supervisor's stderr would read as a crash's.
         pass
     finally:
         conn.close()
