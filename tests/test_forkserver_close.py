@@ -62,3 +62,25 @@ def test_a_stop_during_the_warm_up_does_not_log_the_failure_it_causes(
     said = [r.getMessage() for r in caplog.records]
     assert not any("did not start" in line for line in said), said
 
+
+def test_a_stop_finds_no_forkserver_record_and_still_returns(tmp_path, monkeypatch, caplog):
+    """A multiprocess without the module-level `_forkserver` this reads (another layout;
+    the lock pins one that has it, so its absence is made here by removing it): close
+    says so in one log line, without a traceback, and returns, so the stop goes on to
+    release the supervisor's pid file. The forkserver is left to import to the end."""
+    caplog.set_level(logging.DEBUG, logger="kint.supervisor")
+    spawner, hold, forkserver = _warming(tmp_path, monkeypatch)
+    try:
+        # The module's functions are bound to the instance already: the warm-up goes on.
+        monkeypatch.delattr(multiprocess.forkserver, "_forkserver")
+        spawner.close()
+        said = [r for r in caplog.records if r.name == "kint.supervisor"]
+        assert len(said) == 1, [r.getMessage() for r in said]
+        assert "could not find multiprocess' forkserver record" in said[0].getMessage()
+        assert said[0].exc_info is None
+        assert pid_alive(forkserver)
+    finally:
+        monkeypatch.undo()
+        _end_warm_up(spawner, hold)
+    # Let go, the forkserver ended its preload and served the warm-up's child.
+    assert spawner._outcome == [], spawner._outcome
