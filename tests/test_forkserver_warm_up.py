@@ -117,14 +117,14 @@ def test_a_supervisor_stopped_while_its_forkserver_imports_ends_it(tmp_path):
 
 
 def test_a_supervisor_stopped_while_its_forkserver_imports_leaves_no_traceback(tmp_path):
-    """Stopped while the worker forkserver still imports, and the stop's SIGTERM misses it
-    (here it ignores it; in life it had just ended its preload as the stop came): the
-    warm-up's request waits in the forkserver's socket, the descriptors it carries keep
-    the forkserver from seeing the supervisor gone, and once its imports end it forks the
-    warm-up's child anyway, whose answer meets a closed pipe. That child now ends
-    quietly; before, its BrokenPipeError traceback landed on the supervisor's raw stderr,
-    which the next start kept as run/supervisor.stderr.1 as if a death's last words.
-    The preload is held here until the supervisor is gone."""
+    """The warm-up's child outlives the supervisor, and its answer meets a closed pipe. In
+    life the forkserver had already forked that child as the stop came: the stop's SIGTERM
+    ends the forkserver, not the child. Here the forkserver ignores the SIGTERM and forks
+    the child once the supervisor is gone: the warm-up's request waits in its socket, and
+    the descriptors it carries keep the forkserver from seeing the supervisor gone. That
+    child now ends quietly; before, its BrokenPipeError traceback landed on the supervisor's
+    raw stderr, which the next start kept as run/supervisor.stderr.1 as if a death's last
+    words. The preload is held here until the supervisor is gone."""
     sb = make_sandbox(tmp_path / "machine")
     hold = tmp_path / "let-the-preload-go"
     sb.env["KINT_TEST_PRELOAD_HOLD"] = str(hold)

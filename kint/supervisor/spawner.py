@@ -69,10 +69,10 @@ def _missing_preloads(names: list[str], conn: Any) -> None:
     try:
         conn.send(missing)
     except (BrokenPipeError, ConnectionResetError):
-        # The supervisor that asked has stopped: a stop right after its start, the
-        # forkserver still importing, forks this child anyway (the request waiting in its
-        # socket carries descriptors that keep it from seeing the supervisor gone). Nobody
-        # is left to tell; a traceback on the supervisor's stderr would read as a crash's.
+        # The supervisor that asked has stopped: the forkserver had forked this child just
+        # before the stop (a forkserver still importing then is ended, and forks nothing:
+        # Spawner.close), or had not yet been recorded for close to end. Nobody is left to
+        # tell; a traceback on the supervisor's stderr would read as a crash's.
         pass
     finally:
         conn.close()
@@ -182,10 +182,20 @@ class Spawner:
         and then fork the warm-up's child, whose request carries the descriptor that says
         so. SIGTERM ends it at once: nothing it runs takes SIGTERM (multiprocess' forkserver
         sets SIGINT's and SIGCHLD's handlers only, after its preload). Its pid is
-        multiprocess' own record of the forkserver it started (none yet: a stop before the
-        forkserver began, which then has nothing to end)."""
+        multiprocess' own record of the forkserver it started. With none yet (a stop before
+        the thread started the forkserver, or while it does so) it is left alone: one the
+        thread starts then imports to the end, as every stopped forkserver did before. The
+        SIGTERMed forkserver stays unreaped until this process exits, at once: nothing else
+        reaps it, so its pid is never another process's. A multiprocess laid out otherwise
+        (no module-level `_forkserver`) is said in one log line, never raised: the stop
+        that calls this must go on to release the supervisor's pid file."""
         self._closing = True
-        pid = getattr(multiprocess.forkserver._forkserver, "_forkserver_pid", None)
+        server = getattr(multiprocess.forkserver, "_forkserver", None)
+        if server is None:
+            log.warning("the stop could not find multiprocess' forkserver record to end the "
+                        "forkserver still importing; it imports to the end")
+            return
+        pid = getattr(server, "_forkserver_pid", None)
         if not pid:
             return
         try:

@@ -3,9 +3,11 @@ its import waits for the file named by KINT_TEST_PRELOAD_HOLD to exist (at most 
 so a test that fails never leaves a forkserver waiting), having first written the
 forkserver's pid to `<hold>.forkserver`. With it a test sees what a supervisor does while
 its forkserver is still importing, for as long as it needs to look. With
-KINT_TEST_PRELOAD_HOLD_KEEPS_ON set, the forkserver ignores SIGTERM from there on: the
-SIGTERM a stopping supervisor sends a forkserver still importing misses it, as it does one
-that had just ended its preload (kint/supervisor/spawner.py). Used by
+KINT_TEST_PRELOAD_HOLD_KEEPS_ON set, the forkserver ignores SIGTERM from there on, so it
+outlives the SIGTERM a stopping supervisor sends a forkserver still importing
+(kint/supervisor/spawner.py) and forks the warm-up's child after the supervisor is gone:
+the path of a stop that came just after the forkserver had forked that child, where the
+SIGTERM ends the forkserver but not the child, whose answer meets the closed pipe. Used by
 tests/test_forkserver_warm_up.py only."""
 
 import os
