@@ -85,7 +85,13 @@ class ClosedDoorChecks:
         whose pid file was removed, which steps down and stops (its workers first, up to
         a minute), its door closed for its stop on its own socket file. Its note names no
         pid file's supervisor, so `_refuse_if_closed` does not read it. Looked for only
-        where no holder was found: the ordinary call's path reads no more."""
+        where no holder was found: the ordinary call's path reads no more.
+
+        Read in the home's socket folder now, not where a socket of this client connected:
+        it is asked only with a socket just made there (`_refuse_if_no_file`) or with none
+        (`kint supervisor status`), so the two are one folder. A supervisor that stepped
+        down in a fresh folder whose record went with run/ leaves its note where no new
+        client looks; only a client whose request went there knows it (`_note_of`)."""
         if os.path.exists(run_dir(self.home) / PID_FILE):
             return None
         return read_stepped_down_note(socket_dir(self.home))
@@ -119,7 +125,7 @@ class ClosedDoorChecks:
         client has none (SUPERVISOR_UNAVAILABLE, saying it stops, where the door closed as
         its stop began): a connect now finds no socket file, and waiting would only run
         out the deadline."""
-        closed = read_note(socket_dir(self.home), pid)
+        closed = self._note_of(pid, sent=sent)
         if closed is None:
             return False
         stamp = self._connected_at
@@ -144,8 +150,23 @@ class ClosedDoorChecks:
         drop the socket, so a request queued on it for a connection never made is not
         run once the door opens again (a retried write would run twice); what to add to
         the refusal (the door), or nothing."""
-        closed = read_note(socket_dir(self.home), pid)
+        closed = self._note_of(pid, sent=True)
         if closed is None:
             return ""
         self._drop_socket()
         return f"; {closed.refusal().message}"
+
+    def _note_of(self, pid: int | None, *, sent: bool) -> FrontClosed | None:
+        """The note of the supervisor `pid`'s closed door (read_note). Of a request `sent`
+        on this socket, looked for first where the socket connected: the supervisor it
+        went to wrote it in its own folder, which for a long KINT_HOME may no longer be the
+        home's (a run/ removed takes the record of its fresh folder with it, and the home's
+        is the default again: tests/test_client_pid_file_gone.py); then in the home's
+        folder now, the holder's. Before a send, only there: a socket kept from before may
+        be connected in a predecessor's folder, which says nothing of the holder."""
+        folder = socket_dir(self.home)
+        if sent and self._connected is not None and self._connected[0] != str(folder):
+            closed = read_note(Path(self._connected[0]), pid)
+            if closed is not None:
+                return closed
+        return read_note(folder, pid)

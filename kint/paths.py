@@ -317,11 +317,12 @@ def devchain_dir(home: Path) -> Path:
 
 def footprint_bytes(home: Path | None = None) -> int:
     """Bytes of every file under KINT_HOME but its devchain folder (the kint half of the cap
-    gate's count). The devchain's anvil keeps every block's state in it (~40 KB more per
-    epoch pushed), which on Base lives on the chain, not here: counted, it would take the
-    free cap's 5 MiB after ~130 pushes on the devchain, the cap gate then refusing every
-    Sibyl write for a memory of a few rows, and `kint status` called it `kint state
-    (mirror, epoch cache, keys)`.
+    gate's count). The devchain's anvil keeps the local chain's blocks and transactions in
+    it (every epoch pushed adds its block), which on Base live on the chain, not here:
+    counted, they would eat into the free cap's 5 MiB at every push on the devchain (~130
+    pushes took it all while anvil also kept every block's state there), the cap gate then
+    refusing every Sibyl write for a memory of a few rows, and `kint status` called them
+    `kint state (mirror, epoch cache, keys)`.
 
     Sibyl asks for it on every write; a replay of thousands of rows would otherwise walk
     the folder thousands of times. The walk is reused for one second, a window in which

@@ -138,6 +138,14 @@ def test_tools_verify_the_hold_and_the_ways_out(fresh_box):
         # polls go by.
         time.sleep(1.0)
         assert log_path.read_text().count("push HELD (") == 1
+        # Before any memory_verify nothing was refused: the push's hint says what holds it,
+        # a row changed behind Sibyl's tools, the human's to judge (it said "memory_verify
+        # still refuses the row" of every hold).
+        behind = agent.call("memory_push")
+        assert (behind["error"], behind["hint"]) == (
+            "HELD", "stop and tell the human: nothing was anchored and nothing was dropped; "
+                    "no write of Sibyl's tools accounts for the rows named: check the store, "
+                    "then `kint push` from a terminal anchors it as it is"), behind
         refused = agent.call("memory_verify", query="release rule")
         assert refused["decision"] == "refuse" and refused["refusal_entity"].startswith(
             "kint_refusal/entity-rules-release-gate-")

@@ -51,6 +51,8 @@ class SteppingDown:
     client: Client
     outcome: dict[str, Any]
     caller: threading.Thread
+    # A second client whose socket a ping connected before the pid file went (`pinged`).
+    other: Client | None = None
 
     @property
     def log(self) -> str:
@@ -64,8 +66,8 @@ class SteppingDown:
 
 
 @contextmanager
-def _stepping_down(tmp_path: Path, held: bool = False,
-                   folder_moved: bool = False) -> Iterator[SteppingDown]:
+def _stepping_down(tmp_path: Path, held: bool = False, folder_moved: bool = False,
+                   pinged: bool = False) -> Iterator[SteppingDown]:
     """The held attach in flight, then the pid file removed; afterwards the hold let go, the
     client closed, and the supervisor gone however the test left it (stopped included).
     `held`: the supervisor stopped (SIGSTOP) before its pid file goes, for the test to
@@ -74,12 +76,14 @@ def _stepping_down(tmp_path: Path, held: bool = False,
     taken (planted open to others), so the supervisor binds in a fresh folder it records in
     `run/socket-dir`; the record goes with the pid file (run/ cleaned), and the home's
     socket folder is the planted one again (kint.socket_paths.socket_dir), not the one the
-    request went to."""
+    request went to. `pinged`: a second client's socket connected (a ping answered on it)
+    before the pid file goes, left idle for the test to use."""
     hold = tmp_path / "hold-attach"
     root = tmp_path / ("d" * 60) / ("e" * 60) if folder_moved else tmp_path / "machine"
     sb = make_sandbox(root, KINT_TEST_HOLD_ATTACH=str(hold),
                       KINT_WORKER_HEARTBEAT_TIMEOUT="60")
     client = Client(sb.kint_home, autostart=False)
+    other = Client(sb.kint_home, autostart=False) if pinged else None
     pid = caller = None
     planted = socket_dir(sb.kint_home)
     if folder_moved:
@@ -97,12 +101,14 @@ def _stepping_down(tmp_path: Path, held: bool = False,
         outcome: dict[str, Any] = {}
         hold.touch()
         caller = attach_in_flight(sb, outcome, client=client)
+        if other is not None:
+            other.call("sup.ping", timeout_s=60)
         if held:
             os.kill(pid, signal.SIGSTOP)
         if folder_moved:  # first: a look between the two would still find the record
             (run_dir(sb.kint_home) / SOCKET_DIR_RECORD).unlink()
         (run_dir(sb.kint_home) / PID_FILE).unlink()
-        yield SteppingDown(sb, hold, pid, client, outcome, caller)
+        yield SteppingDown(sb, hold, pid, client, outcome, caller, other)
     finally:
         hold.unlink(missing_ok=True)
         if pid is not None and pid_alive(pid):
@@ -112,6 +118,8 @@ def _stepping_down(tmp_path: Path, held: bool = False,
             # (libzmq's signaler.cpp assertion): a test that leaves it waiting waits here.
             caller.join(60)
         client.close()
+        if other is not None:
+            other.close()
         sb.shutdown()  # where it failed first; a no-op with its pid file gone
         if pid is not None and pid_alive(pid):
             os.kill(pid, signal.SIGKILL)
@@ -162,6 +170,29 @@ def test_a_request_is_waited_on_in_the_socket_folder_it_went_to(tmp_path):
         assert not down.caller.is_alive()
         assert "error" not in outcome, outcome["error"].message
         assert outcome["reply"]["sessions"] == 1, outcome
+
+
+def test_a_deadline_says_the_door_closed_in_the_socket_folder_the_request_went_to(tmp_path):
+    """The same moved folder, met at a request's deadline (`_drop_if_closed`, called here on
+    an idle client whose socket a ping connected before the pid file went; the waiting
+    client's own is in a receive on its thread): the stepped-down supervisor's note is
+    where the socket connected, so the refusal says it stops and the socket is dropped.
+    Looked for in the home's folder of now (the planted one), it said only "no answer
+    from the supervisor within N s" and kept the socket."""
+    from kint.front_closed import read_stepped_down_note
+
+    with _stepping_down(tmp_path, folder_moved=True, pinged=True) as down:
+        sb, pid, other = down.sb, down.pid, down.other
+        assert other is not None and other._connected is not None
+        went = Path(other._connected[0])
+        assert went != socket_dir(sb.kint_home)
+        sb.wait_for(lambda: read_stepped_down_note(went) is not None, interval=0.02,
+                    what="its door closed for its stop, where the socket connected")
+        closed = read_stepped_down_note(went)
+        assert closed is not None and closed.pid == pid
+        said = other._drop_if_closed(pid)
+        assert said == f"; {closed.refusal().message}", said
+        assert other._sock is None  # dropped: nothing queued on it waits for that folder
 
 
 def test_a_request_is_given_up_on_once_that_supervisor_is_gone(tmp_path):

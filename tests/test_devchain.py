@@ -294,7 +294,7 @@ def _start_fake(sb, fake_anvil: Path, home: Path | None = None) -> tuple[subproc
     port = devchain.lifecycle.free_port()
     state = state_path(home)
     argv = [str(fake_anvil), "--host", "127.0.0.1", "--port", str(port), "--chain-id", "31337",
-            "--state", str(state), "--state-interval", "1", "--preserve-historical-states"]
+            "--state", str(state), "--state-interval", "1"]
     proc = subprocess.Popen(argv, env=sb.env, start_new_session=True, stdin=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:

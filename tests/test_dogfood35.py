@@ -222,10 +222,11 @@ def test_a_garbled_mirror_beside_no_store_leaves_the_refusal_a_refusal(machine):
 
 
 def test_the_devchains_anvil_state_is_not_counted_against_the_cap(machine):
-    """A devchain's anvil state file as ~150 pushes leave it (6 MB; anvil writes it with
-    --preserve-historical-states, a block's state kept per epoch): the cap counts kint's
-    state, which it is not. Anvil itself is not run here: the machine's devchain folder
-    only holds the file it would have written, with no record naming a running chain."""
+    """A devchain's anvil state file as ~150 pushes left it (6 MB, while anvil also kept
+    every block's state there; its blocks and transactions still grow it at every push):
+    the cap counts kint's state, which it is not. Anvil itself is not run here: the
+    machine's devchain folder only holds the file it would have written, with no record
+    naming a running chain."""
     folder = devchain_dir(machine.kint_home)
     folder.mkdir(mode=0o700, exist_ok=True)
     state = state_path(machine.kint_home)

@@ -108,8 +108,10 @@ def test_a_push_past_the_tool_bound_answers_timeout_and_lands_in_the_worker(
             assert "a stale or lying RPC" in answer["reason"]
             stale = agent.failed("memory_pull")
             assert stale["error"] == "NOT_FRESH", stale
-            assert stale["hint"].startswith("stop and tell the human: check KINT_RPC_URL"), \
-                stale  # the agent cannot check the endpoint; the human can
+            # The agent cannot check the endpoint; the human can: the ones in force, which
+            # this space's connect gave (not KINT_RPC_URL, not in force here).
+            assert stale["hint"].startswith("stop and tell the human: check the endpoints this "
+                                            "space was given by `kint connect --rpc-urls`"), stale
 
             # An endpoint that refuses every head read: try again, then tell the human.
             proxy.set_mode("error_methods", methods=["eth_call"], message="refused by test")

@@ -56,6 +56,12 @@ def machine(started, chain_home):
         yield m, proxy, epoch
 
 
+# Where a space whose endpoints a `kint connect --rpc-urls` kept (as behind_proxy's are) is
+# given another: the hints that ask for one name it (kint.chain.endpoint_source).
+KEPT_AGAIN = ("`kint connect --rpc-urls URL` again, which replaces the endpoints the last one "
+              "kept for this space")
+
+
 def _refused(out, code: str) -> str:
     assert out.returncode == PUSH_PULL_REFUSED, out.stdout + out.stderr
     assert f"[{code}]" in out.stderr and "hint: " in out.stderr, out.stderr
@@ -194,6 +200,9 @@ def test_an_endpoint_now_on_another_chain_is_named(machine):
     for command in ("push", "pull"):
         said = _refused(m.kint(command), "RPC_UNAVAILABLE")
         assert other in said and "point the space's endpoint at chain 31337" in said, said
+        # The space's endpoints are those its connect kept: a connect again replaces them,
+        # where the machine-wide rpc_url the hint named changes nothing.
+        assert KEPT_AGAIN in said and "rpc_url in config.toml, or" not in said, said
     # verify checks against the mirror, as for any endpoint it cannot read, and says why
     # (it said "rpc unresponsive" of an endpoint that answered)
     checked = m.kint("verify", "release gate", "--no-write")
@@ -222,10 +231,10 @@ def test_a_chain_that_lost_the_last_block_is_said_as_a_reorganisation(machine, c
             f"at block {epoch['block']}, yet the endpoint is at block {epoch['block']}: a "
             f"reorganisation dropped epoch 2 from the chain, or the endpoint is lying")
     said = _refused(m.kint("push"), "STALE_RPC")
-    assert lost in said and "ask another endpoint" in said, said
+    assert lost in said and f"ask another endpoint ({KEPT_AGAIN}" in said, said
     pulled = m.kint("pull")
     assert pulled.returncode == 6 and lost in pulled.stderr, pulled.stderr
-    assert "ask another endpoint" in pulled.stderr
+    assert f"ask another endpoint ({KEPT_AGAIN}" in pulled.stderr, pulled.stderr
     assert kjson(m, "verify", "release gate", "--no-write")["decision"] == "refuse"
 
 

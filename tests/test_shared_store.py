@@ -106,6 +106,12 @@ def test_the_watcher_holds_over_a_store_another_tenants_pull_remade(shared):
         assert "`kint pull` restores them" in held["message"]
         refused = agent.call("memory_push")
         assert refused["ok"] is False and refused["error"] == "HELD", refused
+        # Nothing was refused here: the hold's hint names the pull that restores the rows
+        # (it said "memory_verify still refuses the row", a hold's over a refused value), the
+        # human's to choose, as every HELD is (a pull would undo a deletion that was meant).
+        assert refused["hint"].startswith("stop and tell the human: the store lost every "
+                                          "anchored row"), refused
+        assert "memory_pull (or `kint pull`) restores them" in refused["hint"], refused
         assert kjson(sb, "--tenant", OTHER, "status")["chain_head"]["seq"] == head
 
         pulled = agent.call("memory_pull")

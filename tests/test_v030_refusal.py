@@ -16,7 +16,7 @@ from anchoring import anchor, state_for
 from conftest import sibyl_client
 from kint.rows.export import connect_ro
 from kint.tenant_worker.chain_head import HeadReading
-from kint.tenant_worker.drift import DriftBaseline
+from kint.tenant_worker.drift import HOLD_HINT, DriftBaseline, hold_error
 from kint.tenant_worker.verify import Check, decide, refusal_name, search
 
 TENANT = "t"
@@ -78,9 +78,35 @@ def test_the_refusal_entity_is_named_with_the_unix_seconds_and_holds_the_value(t
         assert hold is not None and hold.message.startswith(
             "refusing to anchor: 1 row(s) hold a value memory_verify refused "
             "(entity rules/release-gate)."), hold
+        assert hold_error(hold).hint == HOLD_HINT  # the refused value's own hint
         # Another value is not the one refused: nothing holds it on that ground.
         _edit_behind_sibyl(db, "always", "rarely")
         assert _hold(db, state) is None
+    finally:
+        client.storage.close()
+
+
+def test_a_hold_taken_over_from_a_recycled_worker_is_refused_with_its_own_hint(tmp_path):
+    """A recycled worker hands its hold over without a hint (session_handoff: message,
+    reason, time); the next push that meets the same hold keeps who found it first, and
+    when, and is refused with the hint of what holds it now: the refused value's here,
+    not the bare default of a handed-over hold."""
+    from kint.tenant_worker.drift import Hold
+
+    db, client, state = _anchored_store(tmp_path)
+    try:
+        _edit_behind_sibyl(db, "never", "always")
+        assert _verify(client, db, state)["decision"] == "refuse"
+        found = _hold(db, state)
+        drift = DriftBaseline()
+        drift.take_over(None, Hold(found.message, "watcher", "2026-12-07T00:00:00Z"))
+        conn = connect_ro(str(db))
+        try:
+            again = drift.evaluate(conn, TENANT, state.mirror(), "tool", db=str(db))
+        finally:
+            conn.close()
+        assert (again.reason, again.at) == ("watcher", "2026-12-07T00:00:00Z"), again
+        assert hold_error(again).hint == HOLD_HINT, again
     finally:
         client.storage.close()
 

@@ -41,10 +41,13 @@ def test_the_endpoints_the_human_must_change_stop_the_agent():
         lambda: True))
     assert walked.hint.startswith("call memory_pull again in a minute; if it stops at the "
                                   "same epoch, stop and tell the human"), walked.hint
+    # Built with where the space's endpoints are set (kint.chain.endpoint_source).
+    reorg = REORG_HINT.format(endpoint="`kint connect --rpc-urls URL` again, which replaces "
+                                       "the endpoints the last one kept for this space")
     lost = agent_error("memory_push", push_error(
-        KintError(ErrorCode.STALE_RPC.value, "a reorganisation dropped epoch 2", REORG_HINT),
+        KintError(ErrorCode.STALE_RPC.value, "a reorganisation dropped epoch 2", reorg),
         lambda: True))
-    assert lost.hint == f"stop and tell the human: {REORG_HINT}", lost.hint
+    assert lost.hint == f"stop and tell the human: {reorg}", lost.hint
 
 
 def test_no_session_key_file_has_the_agent_make_one_and_hand_the_rest_to_the_human():

@@ -95,7 +95,6 @@ PASSED_ON = {
     ("tenant_worker/handlers.py", "hint if isinstance(hint, str) and hint else None"):
         "Sibyl's own next step: SIBYL_ERROR, always the human's",
     ("tenant_worker/rekey.py", "err.hint"): "the rekey's own refusal",
-    ("tenant_worker/drift.py", "hint"): "HOLD_HINT or NOTHING_ANCHORED_OR_DROPPED",
     ("tenant_worker/connect_owner.py", "elsewhere.hint"): "enrolled_chain.other_chain's",
     ("tenant_worker/discard.py", "'; '.join(hints) + ', then try again'"):
         "the store's holders: pull_error's own BUSY rule (test_mcp_restore)",
@@ -228,6 +227,26 @@ def _built_at_run_time() -> dict[tuple[str, str], Callable[[], Iterator[tuple[st
             refused = not_a_rekey(4, SimpleNamespace(tag=b"\x01" * 8), opened)
             yield refused.code.value, refused.hint
 
+    def held() -> Iterator[tuple[str, str]]:
+        # Each hold's own (drift.py): a refused value's, rows changed behind Sibyl's tools,
+        # a store that lost its rows, one kint cannot read.
+        from kint.outcomes import NOTHING_ANCHORED_OR_DROPPED
+        from kint.protocol.hints import DRIFT_HOLD_HINT, STORE_LOST_HOLD_HINT
+        from kint.tenant_worker.drift import HOLD_HINT
+
+        for hint in (HOLD_HINT, DRIFT_HOLD_HINT, STORE_LOST_HOLD_HINT,
+                     NOTHING_ANCHORED_OR_DROPPED):
+            yield "HELD", hint
+
+    def reorganised() -> Iterator[tuple[str, str]]:
+        # A reorganisation's refusal asks another endpoint's word where the space's
+        # endpoints in force are set (kint.chain.endpoint_source).
+        from kint.chain.endpoint_source import other_endpoint
+        from kint.protocol.hints import REORG_HINT
+
+        for chain in _chains():
+            yield "STALE_RPC", REORG_HINT.format(endpoint=other_endpoint(chain))
+
     def closed_doors() -> Iterator[tuple[str, str]]:
         # FrontClosed.refusal's: its note's hint, or a stopped supervisor's way out.
         from kint.front_closed import FrontClosed, stopped_hint
@@ -275,6 +294,9 @@ def _built_at_run_time() -> dict[tuple[str, str], Callable[[], Iterator[tuple[st
         ("tenant_worker/space.py", "err.hint"): chain_settings,
         ("protocol/ops.py", "hint"): op_arguments,
         ("agent_server/tools.py", "shared.restore.hint()"): restores,
+        ("tenant_worker/drift.py", "hold.hint"): held,
+        ("tenant_worker/behind_head.py", "REORG_HINT.format(endpoint=other_endpoint("
+                                         "anchor.config))"): reorganised,
     }
 
 

@@ -30,6 +30,7 @@ from kint.protocol.hints import (ARCHIVE_HINT, ASIDE_FIRST, ASIDE_THEN, CHECKSUM
                                  CONNECT_OFFLINE_DAEMON, CONNECT_OFFLINE_FILE,
                                  CONNECT_UNSET_OFFLINE, CONNECT_WHEN_READABLE, CORRUPT_FILE_HINT,
                                  CORRUPT_JOURNAL_HINT, DEFERRED_FILL_HINT, DISK_FULL_PULL_TAIL,
+                                 DRIFT_HOLD_HINT,
                                  FILL_AGAIN_HINT, FORMER_KEY_DEVCHAIN_FUND,
                                  FORMER_KEY_ELSEWHERE, FORMER_KEY_FUND,
                                  FORMER_KEY_UNFILLABLE, FUND_DEVCHAIN_KEY_HINT,
@@ -42,8 +43,8 @@ from kint.protocol.hints import (ARCHIVE_HINT, ASIDE_FIRST, ASIDE_THEN, CHECKSUM
                                  SESSION_KEY_LOCKED_HINT, SESSION_KEY_MISSING_HINT,
                                  SNAPSHOT_TOO_LARGE_HINT, STALE_JOURNAL_HINT, STORE_LOCKED_HINT,
                                  STORE_LOCKED_PULL_HINT, STORE_LOCKED_PUSH_HINT,
-                                 STORE_READ_FAILED_HINT, STORE_UNCOUNTED_DISCARD_HINT,
-                                 STORE_UNREADABLE_HINT,
+                                 STORE_LOST_HOLD_HINT, STORE_READ_FAILED_HINT,
+                                 STORE_UNCOUNTED_DISCARD_HINT, STORE_UNREADABLE_HINT,
                                  UNAUTHORIZED_HINT, UNAUTHORIZED_KEPT_HINT,
                                  UNAUTHORIZED_PUSH_HINT, UNREAD_GAP_HINT, WRAPS_ROTATED_HINT)
 from kint.sibyl_client import LOCKED_HINT, UNREADABLE_HINT
@@ -272,11 +273,19 @@ _AGENT_HINTS = {
                                   "human's to put right before you call {pull} again",
     STORE_HINT: "stop and tell the human: SIBYL_MEMORY_DB in kint-server's MCP configuration "
                 "must name Sibyl's store file (`kint doctor` checks it)",
+    # A server-side push held (kint.tenant_worker.drift): rows changed with no session's note
+    # are the human's to judge (14-agents.md: on HELD, stop and ask the human); so is a store
+    # that lost every anchored row: only the human knows whether the deletion was meant, and
+    # a pull made first would undo it.
+    DRIFT_HOLD_HINT: f"stop and tell the human: {DRIFT_HOLD_HINT}",
+    STORE_LOST_HOLD_HINT: "stop and tell the human: the store lost every anchored row "
+                          "(nothing was anchored and nothing was dropped); {pull} (or `kint "
+                          "pull`) restores them, or `kint push` in their terminal anchors "
+                          "their deletion, if it is meant",
     # A pull's walk meets it, and a pull is what heals it, whichever tool met it.
     ARCHIVE_HINT: "call {pull} in a minute; if it stops at the same epoch, stop and "
                   "tell the human: the endpoint keeps no history that old, and the space "
                   "needs an archive endpoint (rpc_url in config.toml)",
-    REORG_HINT: f"stop and tell the human: {REORG_HINT}",
     # The local passphrase, a key file kint will not rewrite, a rekey journal a newer kint
     # wrote, the open-file limit the supervisor started with (its workers inherit it), the
     # system's table of open files, a stranger's file in KINT_HOME: the human's, at a
@@ -318,6 +327,9 @@ _CONNECT_AGAIN = "after that, call {tool} again with the same arguments: {then}"
 # Hints the worker builds at run time (an address, a chain, a nonce, a file), known by their
 # template in kint.protocol.hints, each value carried into the agent's words.
 _AGENT_TEMPLATES = (
+    # A chain that lost epochs, or an endpoint that says so: another endpoint's word first
+    # ({endpoint}: where the space's endpoints in force are set), all the human's.
+    (REORG_HINT, f"stop and tell the human: {REORG_HINT}"),
     # The session key short of ETH: the agent holds no wallet; the owner funds the key.
     (FUND_SESSION_KEY_HINT, "stop and tell the human: this machine's session key {address} "
                             "needs ETH on chain {chain_id}, and funding it is the owner's; "

@@ -37,6 +37,7 @@ from kint.chain.anchor_writes import AnchorWrites
 from kint.chain.artifact import epoch_anchor_artifact
 from kint.chain.calls import answer_int, bounded, endpoint_text
 from kint.chain.config import ChainConfig
+from kint.chain.endpoint_source import other_endpoint
 from kint.chain.rpc import RpcTracker, RpcUnavailable, TrackedHTTPProvider, connect
 from kint.settings.urls import redact_url
 
@@ -146,7 +147,7 @@ class Anchor(AnchorWrites):
             return NoContractThere(
                 f"{what}: {redact_url(self.url)} answers for chain {answered}, not {expected}, "
                 f"the chain this space is on; point the space's endpoint at chain {expected} "
-                f"(rpc_url in config.toml, or `kint connect --rpc-urls`)")
+                f"({other_endpoint(self.config)})")
         return NoContractThere(
             f"{what}: {redact_url(self.url)} has no contract at {self.address} (its call "
             f"returned no data); check the contract setting and that the endpoint serves "

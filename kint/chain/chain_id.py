@@ -10,13 +10,15 @@ cause. The CLI (`kint authorize`, `kint session-key show`: one endpoint), a spac
 (its `rpc primary` and `rpc secondary` checks, one endpoint each) say it in the same words.
 The words name each endpoint by where it came from (`endpoint_names`), and so do a cold
 start's and doctor's of a second endpoint missing or silent (`no_second_hint`,
-`silent_second_hint`): a space's kept endpoints are changed by a connect, not a setting.
+`silent_second_hint`): a space's kept endpoints are changed by a connect, not a setting
+(kint.chain.endpoint_source decides which are in force, for every wording).
 """
 
 from __future__ import annotations
 
 from kint.chain.anchor import Anchor
-from kint.chain.config import SPACE_URLS_SOURCE, ChainConfig
+from kint.chain.config import ChainConfig
+from kint.chain.endpoint_source import kept_endpoints
 from kint.chain.rpc import RpcTracker, RpcUnavailable
 from kint.settings.urls import redact_url
 
@@ -40,12 +42,6 @@ def endpoint_names(chain: ChainConfig) -> tuple[str, ...]:
     settings' (KINT_RPC_URL may be right while they are not: a pull's cold start and join's
     vault step said "(KINT_RPC_URL)" of them, and sent the user to a setting not in force)."""
     return KEPT_NAMES if kept_endpoints(chain) else ENDPOINT_NAMES
-
-
-def kept_endpoints(chain: ChainConfig) -> bool:
-    """Whether `chain`'s endpoints are the ones the space's enrolment keeps from `kint
-    connect --rpc-urls` (the one place that decides it, for every wording here)."""
-    return chain.rpc_source == SPACE_URLS_SOURCE
 
 
 def no_second_hint(chain: ChainConfig) -> str:

@@ -11,6 +11,7 @@ their place; the worker and the CLI raise them as they are.
 
 from __future__ import annotations
 
+from kint.outcomes import NOTHING_ANCHORED_OR_DROPPED
 from kint.protocol.errors import RETRY_THEN
 
 # NO_SESSION_KEY where there is no session key file at all (kint.custody's SessionKeyMissing):
@@ -152,10 +153,11 @@ ARCHIVE_HINT = ("pull again (a passing fault heals); if it stops at the same epo
                 "transaction index): give the space an archive endpoint (rpc_url in "
                 "config.toml, or `kint connect --rpc-urls URL` for one with no key in it) "
                 "and pull")
-REORG_HINT = ("ask another endpoint (rpc_url in config.toml, or `kint connect --rpc-urls`): "
-              "if it answers the same, the chain lost those epochs, and `kint push "
-              "--reanchor` sends them again from this machine's epoch cache, byte for byte; "
-              "until then kint changes nothing")
+# REORG_HINT is a template: {endpoint} names where the space's endpoints in force were set
+# (kint.chain.endpoint_source.other_endpoint), which kint-server carries into its words.
+REORG_HINT = ("ask another endpoint ({endpoint}): if it answers the same, the chain lost "
+              "those epochs, and `kint push --reanchor` sends them again from this machine's "
+              "epoch cache, byte for byte; until then kint changes nothing")
 
 # A recovery code that is not one, or whose checksum fails: where to copy it from again
 # (named here, as the two above, so that kint-server gives an agent its own next step).
@@ -279,3 +281,16 @@ SAID_BY_NEXT = "the next push, pull, rekey or recovery-code"
 # that has just called memory_pull with discard_local, it would send the agent round in a
 # loop, so kint-server says the human's step instead (kint.agent_server.results).
 DISCARD_FROM_AGENT = ", or from a kint-server agent call memory_pull with discard_local"
+
+# A server-side push held (kint.tenant_worker.drift), each hold with the hint that is true of
+# it: "memory_verify still refuses the row" was every hold's, also where nothing was refused.
+# Rows changed (or gone) with no session's note to account for them: which value is meant
+# is the human's word, and `kint push` from a terminal is never held.
+DRIFT_HOLD_HINT = (f"{NOTHING_ANCHORED_OR_DROPPED}; no write of Sibyl's tools accounts for "
+                   f"the rows named: check the store, then `kint push` from a terminal "
+                   f"anchors it as it is")
+# A store that lost every anchored row (another tenant's pull remade a shared store): a plain
+# pull restores them, the agent's own memory_pull.
+STORE_LOST_HOLD_HINT = (f"{NOTHING_ANCHORED_OR_DROPPED}; run `kint pull`: it restores the "
+                        f"anchored rows the store lost (`kint push` from a terminal anchors "
+                        f"their deletion, if it is meant)")

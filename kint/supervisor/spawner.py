@@ -26,10 +26,12 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import threading
 from typing import Any
 
 import multiprocess
+import multiprocess.forkserver
 
 from kint.tenant_worker.config import WorkerConfig
 
@@ -102,6 +104,9 @@ class Spawner:
         os.set_blocking(self._ready_r, False)
         self._thread: threading.Thread | None = None
         self._outcome: list[str] = []
+        # Set by `close` before it ends a forkserver still importing: the warm-up's failure
+        # that follows is the stop's doing, not news for the log.
+        self._closing = False
         # Set by `take_ready`, in the loop's thread only.
         self.ready = False
         self.missing_preload: list[str] = []
@@ -122,7 +127,8 @@ class Spawner:
         try:
             self._outcome = self._check_preload()
         except Exception as err:  # a spawn will fail the same way, and say so for its space
-            log.exception("the worker forkserver did not start")
+            if not self._closing:
+                log.exception("the worker forkserver did not start")
             self._outcome = [f"(the forkserver did not start: {err})"]
         finally:
             os.write(self._ready_w, b"!")
@@ -158,14 +164,34 @@ class Spawner:
 
     def close(self) -> None:
         """Close the warm-up's pipe, unless its thread still runs (a stop during the
-        preload): it would write to a descriptor number the process may have reused."""
+        preload): it would write to a descriptor number the process may have reused. A
+        forkserver still importing then is ended (`_end_unready_forkserver`)."""
         if self._thread is not None and self._thread.is_alive():
+            self._end_unready_forkserver()
             return
         for fd in (self._ready_r, self._ready_w):
             try:
                 os.close(fd)
             except OSError:
                 pass
+
+    def _end_unready_forkserver(self) -> None:
+        """A stop during the warm-up (the thread still runs, so no worker was forked): the
+        forkserver would go on with its preload to the end (most of a second of CPU, seconds
+        on a loaded box) before it looks whether its supervisor is there, for no worker,
+        and then fork the warm-up's child, whose request carries the descriptor that says
+        so. SIGTERM ends it at once: nothing it runs takes SIGTERM (multiprocess' forkserver
+        sets SIGINT's and SIGCHLD's handlers only, after its preload). Its pid is
+        multiprocess' own record of the forkserver it started (none yet: a stop before the
+        forkserver began, which then has nothing to end)."""
+        self._closing = True
+        pid = getattr(multiprocess.forkserver._forkserver, "_forkserver_pid", None)
+        if not pid:
+            return
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
 
     def spawn(self, config: WorkerConfig, token: bytes) -> Any:
         """Start a worker for `config`. `token`, its secret for this spawn, travels with the

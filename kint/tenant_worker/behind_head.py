@@ -17,6 +17,7 @@ themselves keep everything as it is.
 from __future__ import annotations
 
 from kint.chain.anchor import Anchor, Head
+from kint.chain.endpoint_source import other_endpoint
 from kint.chain.rpc import RpcUnavailable
 from kint.protocol import ErrorCode, ProtocolError
 from kint.protocol.hints import REORG_HINT
@@ -51,4 +52,4 @@ def behind_refusal(anchor: Anchor, head: Head, seen_seq: int, seen_block: int | 
         f"the endpoint's head (seq {head.seq}) is older than the seq {seen_seq} this machine "
         f"saw anchored at block {seen_block}, yet the endpoint is at block {at}: a "
         f"reorganisation dropped {lost} from the chain, or the endpoint is lying; {tail}",
-        REORG_HINT)
+        REORG_HINT.format(endpoint=other_endpoint(anchor.config)))

@@ -23,9 +23,9 @@ from __future__ import annotations
 import time
 
 from kint.chain.anchor import Anchor, Head
-from kint.chain.chain_id import (kept_endpoints, no_second_hint, other_chain,
-                                 silent_second_hint)
+from kint.chain.chain_id import no_second_hint, other_chain, silent_second_hint
 from kint.chain.config import ChainConfig
+from kint.chain.endpoint_source import kept_endpoints
 from kint.settings.urls import redact_url
 from kint.chain.rpc import RpcUnavailable
 from kint.protocol import ErrorCode, ProtocolError

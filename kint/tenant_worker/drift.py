@@ -19,11 +19,12 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
 from kint.outcomes import NOTHING_ANCHORED_OR_DROPPED
+from kint.protocol.hints import DRIFT_HOLD_HINT, STORE_LOST_HOLD_HINT
 from kint.rows.canon import Row
 from kint.rows.export import export_rows
 from kint.tenant_worker.changes import store_lost
@@ -35,6 +36,9 @@ from kint.tenant_worker.verify import refused_values
 
 log = logging.getLogger("kint.worker")
 
+# The hint of a hold over a value memory_verify refused (a kint_refusal entity names
+# exactly it); the other holds' are kint.protocol.hints' (DRIFT_HOLD_HINT, STORE_LOST_HOLD_HINT),
+# which kint-server knows them by.
 HOLD_HINT = f"{NOTHING_ANCHORED_OR_DROPPED}; memory_verify still refuses the row"
 
 
@@ -43,6 +47,9 @@ class Hold:
     message: str
     reason: str  # what tried to push: watcher, exit, tool, or status
     at: str
+    # The push's refusal's hint (hold_error). Not handed over (session_handoff): a taken-over
+    # hold is found again by the next push, with its own (`_record` keeps the new one's).
+    hint: str = NOTHING_ANCHORED_OR_DROPPED
 
     def to_json(self) -> dict[str, str]:
         return {"message": self.message, "reason": self.reason, "at": self.at}
@@ -125,20 +132,21 @@ class DriftBaseline:
                 f"anchored from it (deleted, moved or replaced: another tenant's pull may "
                 f"have remade a store they share), and anchoring would make the chain record "
                 f"the deletion of every one. `kint pull` restores them (or `kint push` from "
-                f"your own terminal anchors the deletions, if they are meant).", reason, _now())
+                f"your own terminal anchors the deletions, if they are meant).", reason, _now(),
+                STORE_LOST_HOLD_HINT)
         elif behind:
             hold = Hold(
                 f"refusing to anchor: {len(behind)} row(s) changed behind Sibyl's tools while "
                 f"this server was running ({', '.join(behind)}). Anchoring would make the chain "
                 f"vouch for a value kint cannot account for. Check the store, then `kint push` "
                 f"from your own terminal (or `kint pull --discard-local` to restore the "
-                f"anchored value).", reason, _now())
+                f"anchored value).", reason, _now(), DRIFT_HOLD_HINT)
         elif refused:
             hold = Hold(
                 f"refusing to anchor: {len(refused)} row(s) hold a value memory_verify refused "
                 f"({', '.join(refused)}). Anchoring would make the chain vouch for it. Check "
                 f"the store, then `kint push` from your own terminal (or `kint pull "
-                f"--discard-local` to restore the anchored value).", reason, _now())
+                f"--discard-local` to restore the anchored value).", reason, _now(), HOLD_HINT)
         return self._record(hold, reason)
 
     def unreadable(self, db: str, why: str, reason: str) -> Hold:
@@ -148,7 +156,7 @@ class DriftBaseline:
             f"refusing to anchor: kint cannot read the store {db} ({why}), so it cannot tell "
             f"which rows changed behind Sibyl's tools. Check the store file (kint only reads "
             f"it); `kint pull --discard-local` moves it aside and restores the anchored "
-            f"values.", reason, _now())
+            f"values.", reason, _now(), NOTHING_ANCHORED_OR_DROPPED)
         return self._record(hold, reason) or hold
 
     def damaged_archive(self, err: StoreUnreadable, db: str, reason: str) -> Hold | None:
@@ -173,7 +181,8 @@ class DriftBaseline:
         distinct hold once."""
         with self._lock:
             if hold is not None and self.held is not None and self.held.message == hold.message:
-                hold = self.held  # the same hold: keep who found it first, and when
+                # the same hold: keep who found it first, and when; its hint is this one's
+                hold = replace(self.held, hint=hold.hint)
             self.held = hold
             first = hold is not None and hold.message not in self._logged
             if first:
@@ -183,7 +192,8 @@ class DriftBaseline:
         return hold
 
 
-def hold_error(hold: Hold, hint: str = HOLD_HINT) -> Any:
+def hold_error(hold: Hold) -> Any:
+    """A held push's refusal: the hold's words, and its own hint."""
     from kint.protocol import ErrorCode, ProtocolError
 
-    return ProtocolError(ErrorCode.HELD, hold.message, hint)
+    return ProtocolError(ErrorCode.HELD, hold.message, hold.hint)

@@ -17,7 +17,7 @@ from kint.chain.calls import SEND_REFUSED, ChainRefused
 from kint.custody.data_key import dek_id
 from kint.custody.recovery_code import recovery_file_present
 from kint.custody.wraps import Wrap, read_wraps
-from kint.outcomes import NOTHING_ANCHORED_OR_DROPPED, NOTHING_DROPPED
+from kint.outcomes import NOTHING_DROPPED
 from kint.protocol import ErrorCode, ProtocolError
 from kint.protocol.hints import (GAP_NEVER_OPENS_HINT, RECOVERY_FILE_HINT, ROTATED_GAP_HINT,
                                  SEND_REFUSED_HINT, STORE_LOCKED_PUSH_HINT, STORE_READ_FAILED_HINT,
@@ -185,7 +185,7 @@ def read_refusal(ctx: SpaceContext, err: sqlite3.Error,
         from kint.tenant_worker.drift import hold_error
 
         hold = ctx.drift.unreadable(db, str(err), hold_reason)
-        return hold_error(hold, NOTHING_ANCHORED_OR_DROPPED)
+        return hold_error(hold)  # an unreadable store's hold: nothing refused
     return ProtocolError(ErrorCode.INTERNAL, f"the store {db} cannot be read ({err})"
                          f"{NOTHING_ANCHORED}",
                          "check the store file (kint only reads it); `kint pull "

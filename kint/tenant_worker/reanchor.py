@@ -41,6 +41,8 @@ from web3.exceptions import TransactionNotFound
 
 from kint.chain.anchor import Anchor, Head
 from kint.chain.calls import bounded
+from kint.chain.config import ChainConfig
+from kint.chain.endpoint_source import other_endpoint
 from kint.chain.units import receipt_cost
 from kint.custody.data_key import dek_id
 from kint.outcomes import NOTHING_DROPPED
@@ -88,7 +90,7 @@ def reanchor(ctx: SpaceContext, anchor: Anchor, sender: SessionSender | None, ow
             f"this machine saw anchored at block {mirror.head.block}, and the endpoint is "
             f"behind that block too: a lagging endpoint, not a reorganisation, so "
             f"--reanchor sent nothing; {NOTHING_DROPPED}")
-    lost = _dropped(ctx, owner, key, head, mirror)
+    lost = _dropped(ctx, anchor.config, owner, key, head, mirror)
     for meta, _ in lost:
         _not_known(anchor, meta)
     if dry_run:
@@ -101,11 +103,12 @@ def reanchor(ctx: SpaceContext, anchor: Anchor, sender: SessionSender | None, ow
     return [_send_again(ctx, anchor, sender, owner, meta, envelope) for meta, envelope in lost]
 
 
-def _dropped(ctx: SpaceContext, owner: str, key: bytes, head: Head,
+def _dropped(ctx: SpaceContext, chain: ChainConfig, owner: str, key: bytes, head: Head,
              mirror: Mirror) -> list[tuple[EpochMeta, bytes]]:
     """The epochs from head.seq + 1 to the mirror's head, each rebuilt from the cache and
     checked: it hashes to its recorded digest, and it chains on the one before, the first
-    on the endpoint's head, the last being the mirror's head."""
+    on the endpoint's head, the last being the mirror's head. `chain` is the space's, whose
+    endpoints in force a refusal names where it asks for another's word."""
     state = ctx.state
     keys = {dek_id(key): key}
     out: list[tuple[EpochMeta, bytes]] = []
@@ -122,8 +125,8 @@ def _dropped(ctx: SpaceContext, owner: str, key: bytes, head: Head,
                 f"the {prev[:12]} the endpoint holds at seq {seq - 1}: the chain below "
                 f"the dropped epochs is not the one this machine saw, so --reanchor sent "
                 f"nothing; {NOTHING_DROPPED}",
-                "ask another endpoint for the head (rpc_url in config.toml, or `kint "
-                "connect --rpc-urls`) before anything else")
+                f"ask another endpoint for the head ({other_endpoint(chain)}) before "
+                f"anything else")
         envelope = rebuilt_envelope(state, seq, keys, owner)
         if envelope is None or keccak(envelope).hex() != meta.digest:
             raise _cannot(seq, "its ciphertext does not rebuild from this machine's epoch "
@@ -169,7 +172,7 @@ def _not_known(anchor: Anchor, meta: EpochMeta) -> None:
         f"epoch {meta.seq}'s transaction {sent[:14]} is in block {found['blockNumber']} "
         f"at the endpoint, yet its head is below seq {meta.seq}: the endpoint contradicts "
         f"itself; --reanchor sent nothing; {NOTHING_DROPPED}",
-        "ask another endpoint (rpc_url in config.toml, or `kint connect --rpc-urls`)")
+        f"ask another endpoint ({other_endpoint(anchor.config)})")
 
 
 def _send_again(ctx: SpaceContext, anchor: Anchor, sender: SessionSender, owner: str,

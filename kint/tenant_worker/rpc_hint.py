@@ -27,7 +27,8 @@ from __future__ import annotations
 
 from kint import settings
 from kint.chain.calls import RPC_TIMEOUT_WORDS
-from kint.chain.config import DEVCHAIN_SOURCE, SPACE_URLS_SOURCE, ChainConfig
+from kint.chain.config import DEVCHAIN_SOURCE, ChainConfig
+from kint.chain.endpoint_source import kept_endpoints
 from kint.protocol.errors import (DEFAULT_HINTS, DEVCHAIN_RPC_CHECK, DEVCHAIN_RPC_HINT,
                                   DEVCHAIN_STALE_HINT, FILE_RPC_CHECK, FILE_STALE_CHECK,
                                   RETRY_THEN, RPC_CHECK, SPACE_RPC_CHECK, SPACE_STALE_HINT,
@@ -45,7 +46,7 @@ def endpoint_check(chain: ChainConfig) -> str:
     """What to check of `chain`'s endpoints, by where they were set."""
     if chain.rpc_source == DEVCHAIN_SOURCE:
         return DEVCHAIN_RPC_CHECK
-    if chain.rpc_source == SPACE_URLS_SOURCE:
+    if kept_endpoints(chain):
         return SPACE_RPC_CHECK
     if chain.rpc_source == settings.FILE and chain.rpc_where:
         return FILE_RPC_CHECK.format(where=chain.rpc_where)
@@ -58,7 +59,7 @@ def stale_hint(chain: ChainConfig) -> str:
     force."""
     if chain.rpc_source == DEVCHAIN_SOURCE:
         return DEVCHAIN_STALE_HINT
-    if chain.rpc_source == SPACE_URLS_SOURCE:
+    if kept_endpoints(chain):
         return SPACE_STALE_HINT
     if chain.rpc_source == settings.FILE and chain.rpc_where:
         return FILE_STALE_CHECK.format(where=chain.rpc_where)

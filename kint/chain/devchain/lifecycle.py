@@ -2,7 +2,12 @@
 $KINT_HOME/devchain/, deploy EpochAnchor once, report, stop.
 
 `--state` with `--state-interval` makes anvil dump its state every second and on exit, so a
-crash loses at most a second of chain, and a restart reloads it. EpochAnchor is deployed
+crash loses at most a second of chain, and a restart reloads it: its blocks, transactions
+and receipts (logs too) and the latest state, all kint reads (every read of state asks
+"latest"). Not anvil's historical states (`--preserve-historical-states`, a copy of every
+account at every block): grown with blocks times accounts, they were 84% of a state file
+rewritten every second (a devchain of 300 blocks funding an account each: 26 MB against
+1.2 MB, and 7% of a core spent dumping it while idle, against 0.4%). EpochAnchor is deployed
 once from anvil's first well-known dev account (from the artifact shipped in the package);
 its address is kept in `devchain/anchor.json` for the next start. A recorded anchor whose
 code is not the current artifact's (a devchain from before a contract change) is replaced by
@@ -168,8 +173,7 @@ def start(home: Path) -> dict[str, Any]:
         port = free_port()
         url = f"http://127.0.0.1:{port}"
         argv = [str(binary), "--host", "127.0.0.1", "--port", str(port), "--chain-id",
-                str(CHAIN_ID), "--state", str(state), "--state-interval", "1",
-                "--preserve-historical-states"]
+                str(CHAIN_ID), "--state", str(state), "--state-interval", "1"]
         log_path = folder / "anvil.log"
         try:  # never through a link, nor into another user's file
             log = open_own_file(log_path)

@@ -1,0 +1,44 @@
+"""Where a space's endpoints in force were set, and so where the user gives it another.
+
+One mechanism decides it (ChainConfig.rpc_source, set by kint.chain.config's
+load_chain_config), for every wording that sends the user to change the endpoint: the
+worker's RPC_UNAVAILABLE and STALE_RPC hints (kint.tenant_worker.rpc_hint), a cold start's
+and doctor's (kint.chain.chain_id), and the refusals that ask for another endpoint's word
+(an endpoint on another chain, kint.chain.anchor; a reorganisation, behind_head and
+reanchor). Those said "rpc_url in config.toml, or `kint connect --rpc-urls`" alike: the
+machine-wide rpc_url does not replace the endpoints a connect kept for a space, and a
+connect's do not replace a space's own table in config.toml, so one of the two named
+changed nothing.
+"""
+
+from __future__ import annotations
+
+from kint import settings
+from kint.chain.config import DEVCHAIN_SOURCE, SPACE_URLS_SOURCE, ChainConfig
+
+# A space's own endpoints given by a connect; it replaces those an earlier connect kept.
+CONNECT_RPC_URLS = "`kint connect --rpc-urls URL`"
+# A space's own table in config.toml: it beats a connect's endpoints and the machine's.
+SPACE_TABLE = 'rpc_url in the space\'s [spaces."<label>"] table in config.toml'
+
+
+def kept_endpoints(chain: ChainConfig) -> bool:
+    """Whether `chain`'s endpoints are the ones the space's enrolment keeps from `kint
+    connect --rpc-urls` (the one place that decides it, for every wording)."""
+    return chain.rpc_source == SPACE_URLS_SOURCE
+
+
+def other_endpoint(chain: ChainConfig) -> str:
+    """Where to give the space of `chain` another endpoint, by where the ones in force were
+    set: a connect's kept endpoints are replaced by a connect again (or the space's table,
+    which beats them); a config file's by its rpc_url; the devchain's record's by the
+    space's own (the machine's KINT_RPC_URL there would take every space off the devchain);
+    the machine's settings by KINT_RPC_URL, or the space's own."""
+    if kept_endpoints(chain):
+        return (f"{CONNECT_RPC_URLS} again, which replaces the endpoints the last one kept "
+                f"for this space, or {SPACE_TABLE}")
+    if chain.rpc_source == settings.FILE and chain.rpc_where:
+        return f"rpc_url in {chain.rpc_where}, where the endpoints in force are set"
+    if chain.rpc_source == DEVCHAIN_SOURCE:
+        return f"{CONNECT_RPC_URLS}, or {SPACE_TABLE}"
+    return f"KINT_RPC_URL, or {CONNECT_RPC_URLS} for this space alone"
