@@ -366,12 +366,15 @@ class Client(LivenessChecks):
             while True:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    door = "" if fresh_socket else self._drop_if_closed(serving)
-                    if (taken := self._taken(request.id)) is not None:
-                        return taken
+                    # A reply that arrived since the last receive is the answer, the door
+                    # open or closed: a TIMEOUT would invite a retry that runs a write twice.
+                    while sock.poll(0, zmq.POLLIN):
+                        if (reply := reply_to(request.id, sock.recv())) is not None:
+                            return reply
                     raise SupervisorUnavailable(
                         f"no answer from the supervisor within {seconds_text(bound_s)}"
-                        + door, NO_ANSWER_HINT)
+                        + ("" if fresh_socket else self._drop_if_closed(serving)),
+                        NO_ANSWER_HINT)
                 # A receive that gives up after a second (or what is left) is the whole
                 # wait: fewer calls into ZeroMQ than a poll followed by a receive.
                 wait_ms = max(1, int(min(left, LIVENESS_EVERY_S) * 1000))
