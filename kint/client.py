@@ -27,8 +27,8 @@ import zmq
 
 from kint.client_bound import call_deadline, request_ms
 from kint.client_errors import NO_ANSWER_HINT, KintError, SupervisorUnavailable
-from kint.client_liveness import LivenessChecks, reply_to
-from kint.client_request import encoded, refused_proof, without_proofs
+from kint.client_liveness import LivenessChecks
+from kint.client_request import encoded, refused_proof, reply_to, without_proofs
 from kint.front_closed import Moment, moment
 from kint.paths import RELATIVE_HOME_HINT, RELATIVE_PROBLEM, is_private_dir, kint_home
 from kint.protocol import Reply, Request

@@ -28,10 +28,11 @@ from typing import TYPE_CHECKING
 import zmq
 
 from kint.client_closed_door import ClosedDoorChecks
-from kint.client_errors import (EXITED_HINT, NO_SUPERVISOR_HINT, UNREACHED_HINT, KintError,
+from kint.client_errors import (EXITED_HINT, NO_SUPERVISOR_HINT, UNREACHED_HINT,
                                 SupervisorUnavailable)
+from kint.client_request import reply_to
 from kint.front_closed import boot_time, process_began, read_stepped_down_note
-from kint.protocol import ProtocolError, Reply, decode_reply
+from kint.protocol import Reply
 from kint.socket_paths import FRONT_SOCKET, socket_dir
 
 if TYPE_CHECKING:
@@ -249,14 +250,3 @@ def began_by(pid: int, since: float) -> bool:
         return False
     began = process_began(pid, live=True)
     return began is not None and began <= since
-
-
-def reply_to(request_id: str, frame: bytes) -> Reply | None:
-    """The reply `frame` holds when it answers `request_id` (or says it answers no request
-    in particular, as a refusal of a request too broken to read its id), else None: a reply
-    to an earlier request that timed out on this side is not the one waited on."""
-    try:
-        reply = decode_reply(frame)
-    except ProtocolError as err:
-        raise KintError(err.code.value, err.message, err.hint) from None
-    return reply if reply.id in (request_id, None) else None
