@@ -83,8 +83,9 @@ class Client(LivenessChecks):
         # reached, which no longer holds the home (kint/client_liveness.py); None from
         # each send (`_sent_now`).
         self._reached_by: int | None = None
-        # The frames that had arrived on the socket as a look dropped it during the wait
-        # (kint/client_liveness.py `_drop_socket`); emptied at each send.
+        # The frames that had arrived on the socket when it was dropped: every drop keeps
+        # them (kint/client_liveness.py `_drop_socket`), only the wait's are read (`_taken`);
+        # emptied at each send and at the wait's end.
         self._dropped_with: list[bytes] = []
         # The pid of the supervisor the last `call` sent its request to, as the pid file
         # named it then (one the call started included); None when it sent nothing or no
@@ -398,5 +399,6 @@ class Client(LivenessChecks):
                 if (reply := reply_to(request.id, frame)) is not None:
                     return reply
         finally:
+            self._dropped_with = []  # read only in this wait: held no longer than it
             if fresh_socket:
                 sock.close(linger=0)

@@ -58,8 +58,9 @@ class LivenessChecks(ClosedDoorChecks):
     # `_check_serving` names the supervisor anew (serving None): a request proved to have
     # reached one is waited on with that one's pid, never None, to its end.
     _reached_by: int | None
-    # What had arrived on the socket as it was dropped (`_drop_socket`), for the wait on
-    # the request sent last to take its reply from (`_taken`); emptied at each send.
+    # What had arrived on the socket when it was dropped: every drop keeps it
+    # (`_drop_socket`), only the wait's is read, for the reply to the request sent last
+    # (`_taken`); emptied at each send and at the wait's end.
     _dropped_with: list[bytes]
 
     def _sent_now(self) -> None:
@@ -206,8 +207,8 @@ class LivenessChecks(ClosedDoorChecks):
         self._connected = self._connected_at = None
 
     def _taken(self, request_id: str) -> Reply | None:
-        """The reply to `request_id` among the frames that had arrived on the socket as it
-        was dropped during the wait (`_drop_socket`), or None: the call's answer, where
+        """The reply to `request_id` among the frames that had arrived on the socket when a
+        look dropped it during the wait (`_drop_socket`), or None: the call's answer, where
         the refusal the drop came with (the supervisor exited, or no longer holds the
         home) would call a request it answered unknown."""
         for frame in self._dropped_with:
