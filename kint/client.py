@@ -28,10 +28,10 @@ import zmq
 from kint.client_bound import call_deadline, request_ms
 from kint.client_errors import NO_ANSWER_HINT, KintError, SupervisorUnavailable
 from kint.client_liveness import LivenessChecks
-from kint.client_request import encoded, refused_proof, without_proofs
+from kint.client_request import encoded, refused_proof, reply_to, without_proofs
 from kint.front_closed import Moment, moment
 from kint.paths import RELATIVE_HOME_HINT, RELATIVE_PROBLEM, is_private_dir, kint_home
-from kint.protocol import ProtocolError, Reply, Request, decode_reply
+from kint.protocol import Reply, Request
 from kint.protocol.envelope import new_request_id
 from kint.protocol.limits import DEFAULT_TIMEOUT_MS
 from kint.seconds_text import seconds_text
@@ -83,6 +83,10 @@ class Client(LivenessChecks):
         # reached, which no longer holds the home (kint/client_liveness.py); None from
         # each send (`_sent_now`).
         self._reached_by: int | None = None
+        # The frames that had arrived on the socket when it was dropped: every drop keeps
+        # them (kint/client_liveness.py `_drop_socket`), only the wait's are read (`_taken`);
+        # emptied at each send and at the wait's end.
+        self._dropped_with: list[bytes] = []
         # The pid of the supervisor the last `call` sent its request to, as the pid file
         # named it then (one the call started included); None when it sent nothing or no
         # pid was known. Read after a call that got no answer, it names the supervisor that
@@ -351,7 +355,9 @@ class Client(LivenessChecks):
                    fresh_socket: bool = False, serving: int | None = None) -> Reply:
         """Send `request` and wait for its reply until `deadline` (time.monotonic()), the
         end of the call's bound of `bound_s`. `serving` is the pid of the supervisor it
-        goes to, watched while waiting (None: not known yet; a ping is not watched)."""
+        goes to, watched while waiting (None: not known yet; a ping is not watched). A look
+        that drops the socket (the supervisor gone, its door closed) takes the reply that had
+        arrived on it (`_taken`): one that stops answers, then exits, within a look's gap."""
         sock = self._connect() if fresh_socket else self._socket(serving)
         # The receive timeout on `sock` now: a kept socket keeps it from call to call.
         waiting_ms = -1 if fresh_socket else self._rcvtimeo
@@ -361,6 +367,11 @@ class Client(LivenessChecks):
             while True:
                 left = deadline - time.monotonic()
                 if left <= 0:
+                    # A reply that arrived since the last receive is the answer, the door
+                    # open or closed: a TIMEOUT would invite a retry that runs a write twice.
+                    while sock.poll(0, zmq.POLLIN):
+                        if (reply := reply_to(request.id, sock.recv())) is not None:
+                            return reply
                     raise SupervisorUnavailable(
                         f"no answer from the supervisor within {seconds_text(bound_s)}"
                         + ("" if fresh_socket else self._drop_if_closed(serving)),
@@ -377,15 +388,17 @@ class Client(LivenessChecks):
                     frame = sock.recv()
                 except zmq.Again:
                     if not fresh_socket:
-                        serving = self.sent_to = self._check_serving(serving, request.op)
+                        try:
+                            serving = self.sent_to = self._check_serving(serving, request.op)
+                        except KintError:
+                            # The look dropped the socket: a reply on it was the answer.
+                            if (taken := self._taken(request.id)) is None:
+                                raise
+                            return taken
                     continue
-                try:
-                    reply = decode_reply(frame)
-                except ProtocolError as err:
-                    raise KintError(err.code.value, err.message, err.hint) from None
-                if reply.id == request.id or reply.id is None:
+                if (reply := reply_to(request.id, frame)) is not None:
                     return reply
-                # A reply to an earlier request that timed out on this side: not ours.
         finally:
+            self._dropped_with = []  # read only in this wait: held no longer than it
             if fresh_socket:
                 sock.close(linger=0)

@@ -25,10 +25,14 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import zmq
+
 from kint.client_closed_door import ClosedDoorChecks
 from kint.client_errors import (EXITED_HINT, NO_SUPERVISOR_HINT, UNREACHED_HINT,
                                 SupervisorUnavailable)
+from kint.client_request import reply_to
 from kint.front_closed import boot_time, process_began, read_stepped_down_note
+from kint.protocol import Reply
 from kint.socket_paths import FRONT_SOCKET, socket_dir
 
 if TYPE_CHECKING:
@@ -54,6 +58,10 @@ class LivenessChecks(ClosedDoorChecks):
     # `_check_serving` names the supervisor anew (serving None): a request proved to have
     # reached one is waited on with that one's pid, never None, to its end.
     _reached_by: int | None
+    # What had arrived on the socket when it was dropped: every drop keeps it
+    # (`_drop_socket`), only the wait's is read, for the reply to the request sent last
+    # (`_taken`); emptied at each send and at the wait's end.
+    _dropped_with: list[bytes]
 
     def _sent_now(self) -> None:
         """A request goes out now: the supervisor the pid file names is the one it goes to
@@ -62,6 +70,7 @@ class LivenessChecks(ClosedDoorChecks):
         self._stopped_since = None
         self._named_at = time.monotonic()
         self._reached_by = None
+        self._dropped_with = []
 
     def _check_serving(self, serving: int | None, op: str) -> int:
         """While waiting on `op`: the pid of the supervisor that holds the request, or
@@ -185,11 +194,27 @@ class LivenessChecks(ClosedDoorChecks):
         return boot_time() - (time.monotonic() - self._named_at)
 
     def _drop_socket(self) -> None:
-        """Close the socket at once (linger 0): nothing queued on it is delivered later."""
+        """Close the socket at once (linger 0): nothing queued on it is delivered later.
+        What had arrived on it is kept first (`_dropped_with`), for the wait to take its
+        reply from (`_taken`): a supervisor that stops answers what it holds, then removes
+        its socket file and note and exits, and a look in the gap between a receive that
+        timed out and that answer's arrival found it gone and lost an answer it gave."""
         if self._sock is not None:
+            while self._sock.poll(0, zmq.POLLIN):
+                self._dropped_with.append(self._sock.recv())
             self._sock.close(linger=0)
             self._sock = None
         self._connected = self._connected_at = None
+
+    def _taken(self, request_id: str) -> Reply | None:
+        """The reply to `request_id` among the frames that had arrived on the socket when a
+        look dropped it during the wait (`_drop_socket`), or None: the call's answer, where
+        the refusal the drop came with (the supervisor exited, or no longer holds the
+        home) would call a request it answered unknown."""
+        for frame in self._dropped_with:
+            if (reply := reply_to(request_id, frame)) is not None:
+                return reply
+        return None
 
     def _refuse_if_stopped(self, pid: int, op: str) -> None:
         """SupervisorUnavailable, naming `pid` and how to resume it, once the supervisor

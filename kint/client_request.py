@@ -1,7 +1,7 @@
-"""What a client's request carries on the wire: its one frame, and the caller's settings
-with or without a secret's proof (kint.settings.secret_proof). Kept apart from the socket
-and its waits: `kint.client.Client.call` sends again, without proofs, to a supervisor
-older than them, which refuses a proof as a secret's value.
+"""What a client's request carries on the wire: its one frame, which reply answers it, and
+the caller's settings with or without a secret's proof (kint.settings.secret_proof). Kept
+apart from the socket and its waits: `kint.client.Client.call` sends again, without proofs,
+to a supervisor older than them, which refuses a proof as a secret's value.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from kint.client_errors import KintError
-from kint.protocol import ProtocolError, Request, encode_request
+from kint.protocol import ProtocolError, Reply, Request, decode_reply, encode_request
 
 
 def encoded(request: Request) -> bytes:
@@ -18,6 +18,17 @@ def encoded(request: Request) -> bytes:
         return encode_request(request)
     except ProtocolError as err:
         raise KintError(err.code.value, err.message, err.hint) from None
+
+
+def reply_to(request_id: str, frame: bytes) -> Reply | None:
+    """The reply `frame` holds when it answers `request_id` (or says it answers no request
+    in particular, as a refusal of a request too broken to read its id), else None: a reply
+    to an earlier request that timed out on this side is not the one waited on."""
+    try:
+        reply = decode_reply(frame)
+    except ProtocolError as err:
+        raise KintError(err.code.value, err.message, err.hint) from None
+    return reply if reply.id in (request_id, None) else None
 
 
 def refused_proof(err: KintError, args: dict[str, Any] | None) -> bool:

@@ -230,11 +230,19 @@ class Supervisor(ClientRouting, WorkerMessages, WorkerLifecycle, TimedWork, Hous
         log.info("supervisor %d stopped", os.getpid())
 
     def close(self) -> None:
+        """End the workers left, then the sockets, then the door's files. The replies handed
+        to ZeroMQ are only sure to be written out once the front socket's linger and the
+        context's end have run: removing the moved socket file and the note before them
+        let a client's look in that gap find no file, no note, and refuse a request whose
+        answer was still on its way. The monitor stops first, before the context ends
+        (a monitor left running can hang it, zeromq/libzmq#3575); `shut` uses no ZeroMQ
+        after that, only files and the lock."""
         self.end_workers_left()
-        self.door.shut(self.front_path)
+        self.door.unwatch()
         self.front.close(linger=500)
         self.back.close(linger=0)
         self.zctx.term()
+        self.door.shut(self.front_path)
         self.exits.close()
         self.spawner.close()
         for path in self.ownership.release():
