@@ -8,15 +8,16 @@ into "stop and tell the human: " and the human's step. kint-server applies it to
 tool's refusal (kint.agent_server.surface), after v0.3.0's codes and hints
 (kint.agent_server.results: push_error, pull_error). The translation is one table of
 rules (_RULES), asked in order: the hints named word for word, those built from a
-template, then the rules known by a code, a start or a tail (each rule's matcher:
-kint.agent_server.hint_matchers), and last the human's steps (their words and commands:
-kint.agent_server.human_steps). A result's lines (every
+template (kint.agent_server.agent_hint_templates), then the rules known by a code, a start
+or a tail (each rule's matcher: kint.agent_server.hint_matchers), and last the human's
+steps (their words and commands: kint.agent_server.human_steps). A result's lines (every
 tool's notices: a pull's warnings, a push's settled notice, the notices of settings not
 used) go through kint.agent_server.agent_notices' agent_notice.
 """
 
 from __future__ import annotations
 
+from kint.agent_server.agent_hint_templates import AGENT_TEMPLATES
 from kint.agent_server.hint_matchers import (Matcher, built, endpoint_check, humans, named,
                                              pull_first, unsettled)
 from kint.client_errors import (EXITED_HINT, NO_ANSWER_HINT, SERVED_ENDED_HINT,
@@ -27,26 +28,20 @@ from kint.pid_file_lock import FOREIGN_FILE_HINT
 from kint.protocol.errors import (DEFAULT_HINTS, DEVCHAIN_RPC_HINT, ErrorCode, hint_with_notices,
                                   split_notices)
 from kint.protocol.hints import (ARCHIVE_HINT, ASIDE_FIRST, ASIDE_THEN, CHECKSUM_HINT,
-                                 CONNECT_OFFLINE_DAEMON, CONNECT_OFFLINE_FILE,
-                                 CONNECT_UNSET_OFFLINE, CONNECT_WHEN_READABLE, CORRUPT_FILE_HINT,
-                                 CORRUPT_JOURNAL_HINT, DEFERRED_FILL_HINT, DISK_FULL_PULL_TAIL,
-                                 DRIFT_HOLD_HINT,
-                                 FILL_AGAIN_HINT, FORMER_KEY_DEVCHAIN_FUND,
-                                 FORMER_KEY_ELSEWHERE, FORMER_KEY_FUND,
-                                 FORMER_KEY_UNFILLABLE, FUND_DEVCHAIN_KEY_HINT,
-                                 FUND_SESSION_KEY_HINT, GAP_NEVER_OPENS_HINT,
+                                 CORRUPT_FILE_HINT, CORRUPT_JOURNAL_HINT, DEFERRED_FILL_HINT,
+                                 DISK_FULL_PULL_TAIL, DRIFT_HOLD_HINT, GAP_NEVER_OPENS_HINT,
                                  HEADER_TRANSPORT_HINT, NO_DATA_KEY_HINT, NO_LOCAL_SECRET_HINT,
                                  NOT_A_REKEY_HINT, NOT_CONNECTED_HINT, RECOVERY_CODE_HINT,
                                  RECOVERY_FILE_HINT, REKEY_JOURNAL_HINT, REKEY_JOURNAL_NEWER_HINT,
-                                 REORG_HINT, REREAD_HINT, ROTATED_DISCARD_HINT, ROTATED_GAP_HINT,
+                                 REREAD_HINT, ROTATED_DISCARD_HINT, ROTATED_GAP_HINT,
                                  ROTATED_KEY_PUSH_HINT, SEND_REFUSED_HINT, SESSION_KEY_CORRUPT_HINT,
                                  SESSION_KEY_LOCKED_HINT, SESSION_KEY_MISSING_HINT,
                                  SNAPSHOT_TOO_LARGE_HINT, STALE_JOURNAL_HINT, STORE_LOCKED_HINT,
                                  STORE_LOCKED_PULL_HINT, STORE_LOCKED_PUSH_HINT,
                                  STORE_LOST_HOLD_HINT, STORE_READ_FAILED_HINT,
                                  STORE_UNCOUNTED_DISCARD_HINT, STORE_UNREADABLE_HINT,
-                                 UNAUTHORIZED_HINT, UNAUTHORIZED_KEPT_HINT,
-                                 UNAUTHORIZED_PUSH_HINT, UNREAD_GAP_HINT, WRAPS_ROTATED_HINT)
+                                 UNAUTHORIZED_HINT, UNAUTHORIZED_KEPT_HINT, UNAUTHORIZED_PUSH_HINT,
+                                 UNREAD_GAP_HINT, WRAPS_ROTATED_HINT)
 from kint.sibyl_client import LOCKED_HINT, UNREADABLE_HINT
 from kint.seconds_text import seconds_text
 from kint.spaces import STORE_HINT
@@ -315,67 +310,7 @@ _AGENT_HINTS = {
                               "owner authorizes that address (`kint authorize`) and funds it "
                               "with a little ETH; after that, call {tool} again",
 }
-# The human's ways past a previous key's nonce this machine cannot fill, then the pull.
-_UNFILLED = ("put the previous session key's keystore back as session.key.old under "
-             "KINT_HOME, or send any transaction from {address} at nonce {hole}, or move "
-             "pending-{space16}.json out of KINT_HOME (the push's rows stay in the store); "
-             "after that, call {pull}: it fills nonce {hole} with a transfer to self once the "
-             "keystore is back, and settles the interrupted push (with the journal moved out "
-             "there is none, and memory_push then anchors the rows with this machine's key)")
-# The agent's own connect once the human has let the chain be read.
-_CONNECT_AGAIN = "after that, call {tool} again with the same arguments: {then}"
-# Hints the worker builds at run time (an address, a chain, a nonce, a file), known by their
-# template in kint.protocol.hints, each value carried into the agent's words.
-_AGENT_TEMPLATES = (
-    # A chain that lost epochs, or an endpoint that says so: another endpoint's word first
-    # ({endpoint}: where the space's endpoints in force are set), all the human's.
-    (REORG_HINT, f"stop and tell the human: {REORG_HINT}"),
-    # The session key short of ETH: the agent holds no wallet; the owner funds the key.
-    (FUND_SESSION_KEY_HINT, "stop and tell the human: this machine's session key {address} "
-                            "needs ETH on chain {chain_id}, and funding it is the owner's; "
-                            "after that, call {tool} again"),
-    # On the devchain the human's command that funds it (no wallet holds devchain ETH).
-    (FUND_DEVCHAIN_KEY_HINT, "stop and tell the human: this machine's session key {address} "
-                             "needs devchain ETH, which `kint devchain fund {address}` in "
-                             "their terminal gives; after that, call {tool} again"),
-    # A previous key's nonce whose fill the endpoint refused: its ETH is the owner's to
-    # send, the pull that fills it again the agent's own.
-    (FORMER_KEY_FUND + FILL_AGAIN_HINT,
-     "stop and tell the human: the previous session key {address} needs ETH on chain "
-     "{chain_id} to fill nonce {hole}, and funding it is the owner's; after that, call "
-     "{pull}: it fills nonce {hole} again"),
-    (FORMER_KEY_DEVCHAIN_FUND + FILL_AGAIN_HINT,
-     "stop and tell the human: the previous session key {address} needs devchain ETH to "
-     "fill nonce {hole}, which `kint devchain fund {address}` in their terminal gives; "
-     "after that, call {pull}: it fills nonce {hole} again"),
-    (FILL_AGAIN_HINT, "call {pull} in a minute: it fills nonce {hole} again; if it is "
-                      "refused the same way, stop and tell the human what it says"),
-    # A previous key's nonce nothing here can fill: the ways past it are the human's, the
-    # pull after them the agent's own (it fills or settles; a journal moved out, the push).
-    (FORMER_KEY_ELSEWHERE + FORMER_KEY_UNFILLABLE, f"stop and tell the human: "
-                                                   f"{FORMER_KEY_ELSEWHERE}or {_UNFILLED}"),
-    (FORMER_KEY_UNFILLABLE, f"stop and tell the human: {_UNFILLED}"),
-    # A connect with a recovery code while the chain could not be read: the same call again
-    # is the agent's own once the endpoint answers; the endpoint's setting, and KINT_OFFLINE
-    # (named where it is in force: kint-server's environment, config.toml, the supervisor's
-    # environment), are the human's.
-    (CONNECT_WHEN_READABLE, "call {tool} again in a minute with the same arguments: the "
-                            "chain could not be read, and once it can, {then}; if it fails "
-                            "again, stop and tell the human to check KINT_RPC_URL or the "
-                            "space's endpoints"),
-    (CONNECT_UNSET_OFFLINE, "stop and tell the human: KINT_OFFLINE=1 in kint-server's "
-                            "environment (the harness's MCP configuration) keeps the chain "
-                            "from being read; unsetting it there and starting kint-server "
-                            f"again is theirs; {_CONNECT_AGAIN}"),
-    (CONNECT_OFFLINE_FILE, "stop and tell the human: `offline` in {where} keeps the chain "
-                           "from being read; removing it (or setting it to false) is "
-                           f"theirs, and applies without a restart; {_CONNECT_AGAIN}"),
-    (CONNECT_OFFLINE_DAEMON, "stop and tell the human: the supervisor was started with "
-                             "KINT_OFFLINE=1, which keeps the chain from being read; starting "
-                             "it again without it is theirs (the service's environment file, "
-                             "or `kint supervisor stop` and a command from an environment "
-                             f"without it); {_CONNECT_AGAIN}"),
-)
+
 
 
 # Codes whose next step only the human can take (a setting, a key, a file, the endpoint):
@@ -397,7 +332,7 @@ _AGENT_HINTS.update({DEFAULT_HINTS[code]: f"stop and tell the human: {DEFAULT_HI
 # stop (the last rule).
 _RULES: tuple[tuple[Matcher, str], ...] = (
     *((named(hint), words) for hint, words in _AGENT_HINTS.items()),
-    *((built(template), words) for template, words in _AGENT_TEMPLATES),
+    *((built(template), words) for template, words in AGENT_TEMPLATES),
     (pull_first, "call {pull_first}"),
     # memory_pull settles it first, whichever tool met it; the endpoint, if it stays so,
     # is the human's.

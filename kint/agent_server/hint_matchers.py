@@ -42,7 +42,7 @@ def named(hint: str) -> Matcher:
 
 
 def built(template: str) -> Matcher:
-    """A hint built from `template` (agent_hints' _AGENT_TEMPLATES), its values taken."""
+    """A hint built from `template` (agent_hint_templates.AGENT_TEMPLATES), its values taken."""
     pattern = _pattern(template)
 
     def matches(code: str, said: str) -> dict[str, str] | None:

@@ -51,7 +51,7 @@ PULL_STEP = "run `kint pull`"
 # for or keeps for the human: the agent is told to stop and hand it over, never given it as
 # its own next step. Stopping where a memory_ call would have done is the safe way to be
 # wrong; a hint worth a call of the agent's own is named in agent_hints' _AGENT_HINTS or
-# _AGENT_TEMPLATES.
+# agent_hint_templates' AGENT_TEMPLATES.
 KINT_COMMANDS = ("authorize", "canonical-payload", "compact", "config", "connect", "demo",
                  "devchain", "doctor", "export", "history", "join", "pull", "push",
                  "recovery-code", "rekey", "session-key", "setup", "status", "supervisor",

@@ -1,0 +1,76 @@
+"""The agent's words for kint's hints built at run time (an address, a chain, a nonce, a
+file, an endpoint): each known by its template in kint.protocol.hints and matched with its
+values taken (kint.agent_server.hint_matchers.built), the values carried into the words.
+Kept apart from kint.agent_server.agent_hints' table of hints named word for word, which
+asks these after its own (`_RULES`), so that each module stays one screenful of one kind.
+"""
+
+from __future__ import annotations
+
+from kint.protocol.hints import (CONNECT_OFFLINE_DAEMON, CONNECT_OFFLINE_FILE,
+                                 CONNECT_UNSET_OFFLINE, CONNECT_WHEN_READABLE, FILL_AGAIN_HINT,
+                                 FORMER_KEY_DEVCHAIN_FUND, FORMER_KEY_ELSEWHERE,
+                                 FORMER_KEY_FUND, FORMER_KEY_UNFILLABLE, FUND_DEVCHAIN_KEY_HINT,
+                                 FUND_SESSION_KEY_HINT, REORG_HINT)
+
+# The human's ways past a previous key's nonce this machine cannot fill, then the pull.
+_UNFILLED = ("put the previous session key's keystore back as session.key.old under "
+             "KINT_HOME, or send any transaction from {address} at nonce {hole}, or move "
+             "pending-{space16}.json out of KINT_HOME (the push's rows stay in the store); "
+             "after that, call {pull}: it fills nonce {hole} with a transfer to self once the "
+             "keystore is back, and settles the interrupted push (with the journal moved out "
+             "there is none, and memory_push then anchors the rows with this machine's key)")
+# The agent's own connect once the human has let the chain be read.
+_CONNECT_AGAIN = "after that, call {tool} again with the same arguments: {then}"
+# Hints the worker builds at run time (an address, a chain, a nonce, a file), known by their
+# template in kint.protocol.hints, each value carried into the agent's words.
+AGENT_TEMPLATES: tuple[tuple[str, str], ...] = (
+    # A chain that lost epochs, or an endpoint that says so: another endpoint's word first
+    # ({endpoint}: where the space's endpoints in force are set), all the human's.
+    (REORG_HINT, f"stop and tell the human: {REORG_HINT}"),
+    # The session key short of ETH: the agent holds no wallet; the owner funds the key.
+    (FUND_SESSION_KEY_HINT, "stop and tell the human: this machine's session key {address} "
+                            "needs ETH on chain {chain_id}, and funding it is the owner's; "
+                            "after that, call {tool} again"),
+    # On the devchain the human's command that funds it (no wallet holds devchain ETH).
+    (FUND_DEVCHAIN_KEY_HINT, "stop and tell the human: this machine's session key {address} "
+                             "needs devchain ETH, which `kint devchain fund {address}` in "
+                             "their terminal gives; after that, call {tool} again"),
+    # A previous key's nonce whose fill the endpoint refused: its ETH is the owner's to
+    # send, the pull that fills it again the agent's own.
+    (FORMER_KEY_FUND + FILL_AGAIN_HINT,
+     "stop and tell the human: the previous session key {address} needs ETH on chain "
+     "{chain_id} to fill nonce {hole}, and funding it is the owner's; after that, call "
+     "{pull}: it fills nonce {hole} again"),
+    (FORMER_KEY_DEVCHAIN_FUND + FILL_AGAIN_HINT,
+     "stop and tell the human: the previous session key {address} needs devchain ETH to "
+     "fill nonce {hole}, which `kint devchain fund {address}` in their terminal gives; "
+     "after that, call {pull}: it fills nonce {hole} again"),
+    (FILL_AGAIN_HINT, "call {pull} in a minute: it fills nonce {hole} again; if it is "
+                      "refused the same way, stop and tell the human what it says"),
+    # A previous key's nonce nothing here can fill: the ways past it are the human's, the
+    # pull after them the agent's own (it fills or settles; a journal moved out, the push).
+    (FORMER_KEY_ELSEWHERE + FORMER_KEY_UNFILLABLE, f"stop and tell the human: "
+                                                   f"{FORMER_KEY_ELSEWHERE}or {_UNFILLED}"),
+    (FORMER_KEY_UNFILLABLE, f"stop and tell the human: {_UNFILLED}"),
+    # A connect with a recovery code while the chain could not be read: the same call again
+    # is the agent's own once the endpoint answers; the endpoint's setting, and KINT_OFFLINE
+    # (named where it is in force: kint-server's environment, config.toml, the supervisor's
+    # environment), are the human's.
+    (CONNECT_WHEN_READABLE, "call {tool} again in a minute with the same arguments: the "
+                            "chain could not be read, and once it can, {then}; if it fails "
+                            "again, stop and tell the human to check KINT_RPC_URL or the "
+                            "space's endpoints"),
+    (CONNECT_UNSET_OFFLINE, "stop and tell the human: KINT_OFFLINE=1 in kint-server's "
+                            "environment (the harness's MCP configuration) keeps the chain "
+                            "from being read; unsetting it there and starting kint-server "
+                            f"again is theirs; {_CONNECT_AGAIN}"),
+    (CONNECT_OFFLINE_FILE, "stop and tell the human: `offline` in {where} keeps the chain "
+                           "from being read; removing it (or setting it to false) is "
+                           f"theirs, and applies without a restart; {_CONNECT_AGAIN}"),
+    (CONNECT_OFFLINE_DAEMON, "stop and tell the human: the supervisor was started with "
+                             "KINT_OFFLINE=1, which keeps the chain from being read; starting "
+                             "it again without it is theirs (the service's environment file, "
+                             "or `kint supervisor stop` and a command from an environment "
+                             f"without it); {_CONNECT_AGAIN}"),
+)
