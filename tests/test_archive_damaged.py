@@ -21,9 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from chain_machines import kjson, new_machine
-from conftest import sibyl_client
-from conftest import write_rules as write
+from chain_machines import anchored_then_forgotten, kjson, new_machine
 from kint.outcomes import NOTHING_ANCHORED_OR_DROPPED
 
 MALFORMED = "database disk image is malformed"
@@ -57,15 +55,7 @@ def _forgotten_in_a_damaged_archive(sb, tmp_path: Path, tenant: str) -> Path:
     """A store of `tenant` whose one rule was anchored, then forgotten through Sibyl (the
     store holds none of the anchored rows: the drift check reads the archive), its archive
     damaged with the supervisor stopped (no worker's connection open on it)."""
-    db = tmp_path / "forgets.db"
-    write(db, tenant, **{"forgotten": "anchored, then forgotten"})
-    kjson(sb, "--tenant", tenant, "--db", str(db), "connect", "--dev")
-    kjson(sb, "--tenant", tenant, "--db", str(db), "push")
-    client = sibyl_client(db, tenant)
-    try:
-        client.archive_entity("rules", "forgotten", reason="no longer true")
-    finally:
-        client.storage.close()
+    db = anchored_then_forgotten(sb, tmp_path, tenant)
     sb.shutdown()
     _damage_archive(db)
     sb.start_entitled()
@@ -116,15 +106,7 @@ def test_a_server_push_over_an_archive_kint_does_not_read_is_the_rows_refusal(ma
     from kint.spaces import resolve
 
     sb, tenant = machine, "kint-archive-renamed"
-    db = tmp_path / "forgets.db"
-    write(db, tenant, **{"forgotten": "anchored, then forgotten"})
-    kjson(sb, "--tenant", tenant, "--db", str(db), "connect", "--dev")
-    kjson(sb, "--tenant", tenant, "--db", str(db), "push")
-    client = sibyl_client(db, tenant)
-    try:
-        client.archive_entity("rules", "forgotten", reason="no longer true")
-    finally:
-        client.storage.close()
+    db = anchored_then_forgotten(sb, tmp_path, tenant)
     with closing(sqlite3.connect(db)) as conn:
         conn.execute("ALTER TABLE archived_entities RENAME COLUMN category TO cat")
     ref = resolve(tenant, db)
