@@ -153,6 +153,16 @@ def _push_under_lock(sb, db: Path, scope: dict, hold: Path, *, what: str) -> lis
     return refused
 
 
+def _assert_the_pushs_busy(refused: list, db: Path, went_through: str) -> None:
+    """`refused` (from _push_under_lock) is the one BUSY a push meets over the lock on `db`:
+    the push's hint, its message naming the store and the lock, nothing anchored."""
+    assert len(refused) == 1, went_through
+    busy = refused[0]
+    assert (busy.code, busy.hint) == ("BUSY", STORE_LOCKED_PUSH_HINT), busy
+    assert busy.message == (f"the store {db} is locked by another process (database is "
+                            f"locked); nothing was anchored"), busy.message
+
+
 def test_a_pull_over_a_locked_archive_is_busy_and_restores_nothing(machine, tmp_path):
     """On the archive read as empty, the pull took the store for a lost one and restored
     the forgotten rule from the first epoch. Now BUSY, with the pull's hint, nothing
@@ -183,12 +193,8 @@ def test_a_server_push_over_a_locked_archive_is_busy_not_held(machine, tmp_path)
     scope = _attached(sb, tenant, db)
     refused = _push_under_lock(sb, db, scope, sb.hold,
                                what="the drift check to reach the archive")
-    assert len(refused) == 1, "the push went through over a store that holds none of its rows"
-    busy = refused[0]
-    assert busy.code == "BUSY", busy
-    assert busy.message == (f"the store {db} is locked by another process (database is "
-                            f"locked); nothing was anchored"), busy.message
-    assert busy.hint == STORE_LOCKED_PUSH_HINT
+    _assert_the_pushs_busy(refused, db, "the push went through over a store that holds none "
+                           "of its rows")
     assert "push HELD" not in (sb.kint_home / "supervisor.log").read_text()
 
 
@@ -203,11 +209,7 @@ def test_a_server_push_whose_drift_check_meets_a_lock_on_the_rows_is_the_pushs_b
     scope = _attached(sb, tenant, db)
     refused = _push_under_lock(sb, db, scope, sb.hold_rows,
                                what="the drift check to reach the rows")
-    assert len(refused) == 1, "the push went through under another process's lock"
-    busy = refused[0]
-    assert (busy.code, busy.hint) == ("BUSY", STORE_LOCKED_PUSH_HINT), busy
-    assert busy.message == (f"the store {db} is locked by another process (database is "
-                            f"locked); nothing was anchored"), busy.message
+    _assert_the_pushs_busy(refused, db, "the push went through under another process's lock")
 
 
 def test_status_with_a_baseline_over_a_locked_archive_is_busy(machine, tmp_path):
