@@ -16,7 +16,7 @@ from unittest import mock
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
 
-from conftest import Sandbox, make_sandbox, write_rules
+from conftest import Sandbox, make_sandbox, sibyl_client, write_rules
 from rpc_proxy import RpcProxy
 from kint.chain.config import devchain_record
 from kint.paths import devchain_dir
@@ -258,3 +258,24 @@ def connected_profile(sb: Sandbox, profile: str, **rules: str) -> Path:
     write_rules(db, sb.tenant, **rules)
     kjson(sb, *on(db, "connect", "--dev"))
     return db
+
+
+def anchored_then_forgotten(sb: Sandbox, tmp_path: Path, tenant: str) -> Path:
+    """A store of `tenant` whose one rule was anchored, then forgotten through Sibyl
+    (memory_forget archives an entity): a store holding none of the anchored rows, which
+    only its archive tells from a lost one. The archive tests damage or lock it after."""
+    db = tmp_path / "forgets.db"
+    write_rules(db, tenant, **{"forgotten": "anchored, then forgotten"})
+    kjson(sb, "--tenant", tenant, "--db", str(db), "connect", "--dev")
+    kjson(sb, "--tenant", tenant, "--db", str(db), "push")
+    forget_rule(db, tenant)
+    return db
+
+
+def forget_rule(db: Path, tenant: str) -> None:
+    """Sibyl's memory_forget of `tenant`'s rule `forgotten`: moved into the archive."""
+    client = sibyl_client(db, tenant)
+    try:
+        client.archive_entity("rules", "forgotten", reason="no longer true")
+    finally:
+        client.storage.close()

@@ -21,9 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from chain_machines import kjson, new_machine
-from conftest import sibyl_client
-from conftest import write_rules as write
+from chain_machines import anchored_then_forgotten, kjson, new_machine
 from kint.outcomes import NOTHING_ANCHORED_OR_DROPPED
 
 MALFORMED = "database disk image is malformed"
@@ -57,19 +55,28 @@ def _forgotten_in_a_damaged_archive(sb, tmp_path: Path, tenant: str) -> Path:
     """A store of `tenant` whose one rule was anchored, then forgotten through Sibyl (the
     store holds none of the anchored rows: the drift check reads the archive), its archive
     damaged with the supervisor stopped (no worker's connection open on it)."""
-    db = tmp_path / "forgets.db"
-    write(db, tenant, **{"forgotten": "anchored, then forgotten"})
-    kjson(sb, "--tenant", tenant, "--db", str(db), "connect", "--dev")
-    kjson(sb, "--tenant", tenant, "--db", str(db), "push")
-    client = sibyl_client(db, tenant)
-    try:
-        client.archive_entity("rules", "forgotten", reason="no longer true")
-    finally:
-        client.storage.close()
+    db = anchored_then_forgotten(sb, tmp_path, tenant)
     sb.shutdown()
     _damage_archive(db)
     sb.start_entitled()
     return db
+
+
+def _server_push_refused(sb, tenant: str, db: Path):  # noqa: ANN202 - a KintError
+    """kint-server's tool push (a `hold_reason`) of `tenant`'s space on `db`, a session
+    attached first (the drift baseline: the store as the session found it, so the push runs
+    the drift check): the error it was refused with."""
+    from kint.client import KintError
+    from kint.spaces import resolve
+
+    ref = resolve(tenant, db)
+    scope = {"tenant": ref.tenant, "db": ref.db, "space": ref.label}
+    with sb.client() as kint:
+        kint.call("attach", **scope, args={"session": "agent", "watcher": False},
+                  timeout_s=60)
+        with pytest.raises(KintError) as refused:
+            kint.call("push", **scope, args={"hold_reason": "tool"}, timeout_s=120)
+    return refused.value
 
 
 def test_a_server_push_over_a_damaged_archive_is_held_as_a_damaged_store(machine, tmp_path):
@@ -78,20 +85,10 @@ def test_a_server_push_over_a_damaged_archive_is_held_as_a_damaged_store(machine
     push. Now HELD, as kint-server's push over a store kint cannot read is; `kint status`
     (with the session's baseline) shows the hold, where it failed INTERNAL; nothing was
     anchored."""
-    from kint.client import KintError
-    from kint.spaces import resolve
-
     sb, tenant = machine, "kint-archive-damaged"
     db = _forgotten_in_a_damaged_archive(sb, tmp_path, tenant)
-    ref = resolve(tenant, db)
-    scope = {"tenant": ref.tenant, "db": ref.db, "space": ref.label}
     head = kjson(sb, "--tenant", tenant, "--db", str(db), "status")["head"]
-    with sb.client() as kint:  # the baseline: the store as the session found it
-        kint.call("attach", **scope, args={"session": "agent", "watcher": False},
-                  timeout_s=60)
-        with pytest.raises(KintError) as refused:
-            kint.call("push", **scope, args={"hold_reason": "tool"}, timeout_s=120)
-    held = refused.value
+    held = _server_push_refused(sb, tenant, db)
     assert held.code == "HELD", (held.code, held.message)
     assert held.message.startswith(f"refusing to anchor: kint cannot read the store {db} "
                                    f"({MALFORMED})"), held.message
@@ -111,32 +108,15 @@ def test_a_server_push_over_an_archive_kint_does_not_read_is_the_rows_refusal(ma
     SQLite's error, nothing held, to be tried again. The drift check said it otherwise
     ("store PATH cannot be read", the hint to check the file); now the same refusal as
     the rows' read, and nothing waits for a human."""
-    from kint.client import KintError
     from kint.protocol.hints import STORE_READ_FAILED_HINT
-    from kint.spaces import resolve
 
     sb, tenant = machine, "kint-archive-renamed"
-    db = tmp_path / "forgets.db"
-    write(db, tenant, **{"forgotten": "anchored, then forgotten"})
-    kjson(sb, "--tenant", tenant, "--db", str(db), "connect", "--dev")
-    kjson(sb, "--tenant", tenant, "--db", str(db), "push")
-    client = sibyl_client(db, tenant)
-    try:
-        client.archive_entity("rules", "forgotten", reason="no longer true")
-    finally:
-        client.storage.close()
+    db = anchored_then_forgotten(sb, tmp_path, tenant)
     with closing(sqlite3.connect(db)) as conn:
         conn.execute("ALTER TABLE archived_entities RENAME COLUMN category TO cat")
-    ref = resolve(tenant, db)
-    scope = {"tenant": ref.tenant, "db": ref.db, "space": ref.label}
     log = sb.kint_home / "supervisor.log"
     held = log.read_text().count("push HELD")
-    with sb.client() as kint:
-        kint.call("attach", **scope, args={"session": "agent", "watcher": False},
-                  timeout_s=60)
-        with pytest.raises(KintError) as refused:
-            kint.call("push", **scope, args={"hold_reason": "tool"}, timeout_s=120)
-    err = refused.value
+    err = _server_push_refused(sb, tenant, db)
     assert err.code == "INTERNAL", (err.code, err.message)
     assert err.message == (f"reading the store {db} failed (SQLITE_ERROR: no such column: "
                            f"category); nothing was anchored"), err.message

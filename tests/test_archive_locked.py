@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from chain_machines import kjson, new_machine
+from chain_machines import anchored_then_forgotten, forget_rule, kjson, new_machine
 from conftest import KINT, sibyl_client
 from conftest import write_rules as write
 from kint.protocol.hints import (STORE_LOCKED_PULL_HINT, STORE_LOCKED_PUSH_HINT,
@@ -38,15 +38,6 @@ from kint.protocol.hints import (STORE_LOCKED_PULL_HINT, STORE_LOCKED_PUSH_HINT,
 from support.locked_store import locked
 
 RESTORING = "restoring them from the first epoch"
-
-
-def _forget(db: Path, tenant: str) -> None:
-    """Sibyl's memory_forget of the rule `forgotten`: moved into the archive."""
-    client = sibyl_client(db, tenant)
-    try:
-        client.archive_entity("rules", "forgotten", reason="no longer true")
-    finally:
-        client.storage.close()
 
 
 def _rollback_journal(db: Path) -> None:
@@ -111,15 +102,65 @@ def _forgotten_on_a_rollback_store(sb, tmp_path, tenant: str):
     """A store of `tenant` whose one rule was anchored, then forgotten through Sibyl (in
     its archive), switched to a rollback journal with the supervisor stopped (its workers'
     connections closed), and the supervisor started again: the store both tests lock."""
-    db = tmp_path / "forgets.db"
-    write(db, tenant, **{"forgotten": "anchored, then forgotten"})
-    kjson(sb, "--tenant", tenant, "--db", str(db), "connect", "--dev")
-    kjson(sb, "--tenant", tenant, "--db", str(db), "push")
-    _forget(db, tenant)
+    db = anchored_then_forgotten(sb, tmp_path, tenant)
     sb.shutdown()
     _rollback_journal(db)
     sb.start_entitled()
     return db
+
+
+def _attached(sb, tenant: str, db: Path) -> dict:
+    """The scope of `tenant`'s space on `db`, a session attached to it: the drift baseline
+    live (the store as the session found it), so a push or a status runs the drift check."""
+    from kint.spaces import resolve
+
+    ref = resolve(tenant, db)
+    scope = {"tenant": ref.tenant, "db": ref.db, "space": ref.label}
+    with sb.client() as kint:
+        kint.call("attach", **scope, args={"session": "agent", "watcher": False},
+                  timeout_s=60)
+    return scope
+
+
+def _push_under_lock(sb, db: Path, scope: dict, hold: Path, *, what: str) -> list:
+    """kint-server's push (a `hold_reason`) of `scope`, held at the read the file `hold`
+    holds until another process locks `db`, then let go under that lock until the push
+    ends: the KintErrors it was refused with (none if it went through)."""
+    from kint.client import KintError
+
+    reached = Path(str(hold) + ".reached")
+    reached.unlink(missing_ok=True)
+    hold.touch()
+    refused: list[KintError] = []
+
+    def push() -> None:
+        with sb.client() as kint:
+            try:
+                kint.call("push", **scope, args={"hold_reason": "tool"}, timeout_s=120)
+            except KintError as err:
+                refused.append(err)
+
+    pushing = threading.Thread(target=push, daemon=True)
+    pushing.start()
+    try:
+        sb.wait_for(reached.exists, timeout=60, what=what)
+        with locked(db):
+            hold.unlink()
+            pushing.join(timeout=90)
+            assert not pushing.is_alive(), "the push did not end"
+    finally:
+        hold.unlink(missing_ok=True)
+    return refused
+
+
+def _assert_the_pushs_busy(refused: list, db: Path, went_through: str) -> None:
+    """`refused` (from _push_under_lock) is the one BUSY a push meets over the lock on `db`:
+    the push's hint, its message naming the store and the lock, nothing anchored."""
+    assert len(refused) == 1, went_through
+    busy = refused[0]
+    assert (busy.code, busy.hint) == ("BUSY", STORE_LOCKED_PUSH_HINT), busy
+    assert busy.message == (f"the store {db} is locked by another process (database is "
+                            f"locked); nothing was anchored"), busy.message
 
 
 def test_a_pull_over_a_locked_archive_is_busy_and_restores_nothing(machine, tmp_path):
@@ -147,45 +188,13 @@ def test_a_server_push_over_a_locked_archive_is_busy_not_held(machine, tmp_path)
     Read as empty under the lock, it took the store for a lost one and held the push for a
     human (HELD, "`kint pull` restores them"). Now BUSY with the push's hint, ending as a
     refusal over the push's own read of the rows ends: nothing was anchored."""
-    from kint.client import KintError
-    from kint.spaces import resolve
-
     sb, tenant = machine, "kint-archive-push"
     db = _forgotten_on_a_rollback_store(sb, tmp_path, tenant)
-    ref = resolve(tenant, db)
-    scope = {"tenant": ref.tenant, "db": ref.db, "space": ref.label}
-    with sb.client() as kint:  # the baseline: the store as the session found it
-        kint.call("attach", **scope, args={"session": "agent", "watcher": False},
-                  timeout_s=60)
-
-    reached = Path(str(sb.hold) + ".reached")
-    reached.unlink(missing_ok=True)
-    sb.hold.touch()
-    refused: list[KintError] = []
-
-    def push() -> None:
-        with sb.client() as kint:
-            try:
-                kint.call("push", **scope, args={"hold_reason": "tool"}, timeout_s=120)
-            except KintError as err:
-                refused.append(err)
-
-    pushing = threading.Thread(target=push, daemon=True)
-    pushing.start()
-    try:
-        sb.wait_for(reached.exists, timeout=60, what="the drift check to reach the archive")
-        with locked(db):
-            sb.hold.unlink()
-            pushing.join(timeout=90)
-            assert not pushing.is_alive(), "the push did not end"
-    finally:
-        sb.hold.unlink(missing_ok=True)
-    assert len(refused) == 1, "the push went through over a store that holds none of its rows"
-    busy = refused[0]
-    assert busy.code == "BUSY", busy
-    assert busy.message == (f"the store {db} is locked by another process (database is "
-                            f"locked); nothing was anchored"), busy.message
-    assert busy.hint == STORE_LOCKED_PUSH_HINT
+    scope = _attached(sb, tenant, db)
+    refused = _push_under_lock(sb, db, scope, sb.hold,
+                               what="the drift check to reach the archive")
+    _assert_the_pushs_busy(refused, db, "the push went through over a store that holds none "
+                           "of its rows")
     assert "push HELD" not in (sb.kint_home / "supervisor.log").read_text()
 
 
@@ -195,44 +204,12 @@ def test_a_server_push_whose_drift_check_meets_a_lock_on_the_rows_is_the_pushs_b
     the push's own read of them: a lock taken between the two is refused as that read
     refuses it (push_refusals.read_refusal), BUSY ending "nothing was anchored", the push's
     hint, where state_health.guarded's BUSY left out what the push did."""
-    from kint.client import KintError
-    from kint.spaces import resolve
-
     sb, tenant = machine, "kint-drift-rows-push"
     db = _forgotten_on_a_rollback_store(sb, tmp_path, tenant)
-    ref = resolve(tenant, db)
-    scope = {"tenant": ref.tenant, "db": ref.db, "space": ref.label}
-    with sb.client() as kint:  # the baseline: the drift check runs
-        kint.call("attach", **scope, args={"session": "agent", "watcher": False},
-                  timeout_s=60)
-
-    reached = Path(str(sb.hold_rows) + ".reached")
-    reached.unlink(missing_ok=True)
-    sb.hold_rows.touch()
-    refused: list[KintError] = []
-
-    def push() -> None:
-        with sb.client() as kint:
-            try:
-                kint.call("push", **scope, args={"hold_reason": "tool"}, timeout_s=120)
-            except KintError as err:
-                refused.append(err)
-
-    pushing = threading.Thread(target=push, daemon=True)
-    pushing.start()
-    try:
-        sb.wait_for(reached.exists, timeout=60, what="the drift check to reach the rows")
-        with locked(db):
-            sb.hold_rows.unlink()
-            pushing.join(timeout=90)
-            assert not pushing.is_alive(), "the push did not end"
-    finally:
-        sb.hold_rows.unlink(missing_ok=True)
-    assert len(refused) == 1, "the push went through under another process's lock"
-    busy = refused[0]
-    assert (busy.code, busy.hint) == ("BUSY", STORE_LOCKED_PUSH_HINT), busy
-    assert busy.message == (f"the store {db} is locked by another process (database is "
-                            f"locked); nothing was anchored"), busy.message
+    scope = _attached(sb, tenant, db)
+    refused = _push_under_lock(sb, db, scope, sb.hold_rows,
+                               what="the drift check to reach the rows")
+    _assert_the_pushs_busy(refused, db, "the push went through under another process's lock")
 
 
 def test_status_with_a_baseline_over_a_locked_archive_is_busy(machine, tmp_path):
@@ -243,15 +220,10 @@ def test_status_with_a_baseline_over_a_locked_archive_is_busy(machine, tmp_path)
     push's is (above): never INTERNAL sending the user to check the file, nor a hold over a
     "lost" store. Once the lock is let go, it answers, the rule told forgotten, not lost."""
     from kint.protocol.hints import STORE_LOCKED_HINT
-    from kint.spaces import resolve
 
     sb, tenant = machine, "kint-archive-status"
     db = _forgotten_on_a_rollback_store(sb, tmp_path, tenant)
-    ref = resolve(tenant, db)
-    scope = {"tenant": ref.tenant, "db": ref.db, "space": ref.label}
-    with sb.client() as kint:  # the baseline: the store as the session found it
-        kint.call("attach", **scope, args={"session": "agent", "watcher": False},
-                  timeout_s=60)
+    _attached(sb, tenant, db)  # the baseline: the status runs the drift check
 
     reached = Path(str(sb.hold) + ".reached")
     reached.unlink(missing_ok=True)
@@ -287,11 +259,7 @@ def test_a_pull_over_an_archive_kint_does_not_read_names_the_store(machine, tmp_
     "pull failed inside the worker", "a bug in kint", and named no store. Now it names the
     store and SQLite's error, sends the user to the file, and restores nothing."""
     sb, tenant = machine, "kint-archive-shape"
-    db = tmp_path / "forgets.db"
-    write(db, tenant, **{"forgotten": "anchored, then forgotten"})
-    kjson(sb, "--tenant", tenant, "--db", str(db), "connect", "--dev")
-    kjson(sb, "--tenant", tenant, "--db", str(db), "push")
-    _forget(db, tenant)
+    db = anchored_then_forgotten(sb, tmp_path, tenant)
     with closing(sqlite3.connect(db)) as conn:
         conn.execute("ALTER TABLE archived_entities RENAME COLUMN category TO cat")
     log = sb.kint_home / "supervisor.log"
@@ -319,7 +287,7 @@ def test_verify_over_a_locked_archive_does_not_send_the_user_to_a_pull(tmp_path)
     tenant, db = "kint-archive-verify", tmp_path / "forgets.db"
     write(db, tenant, **{"forgotten": "anchored, then forgotten"})
     write(db, "another", **{"theirs": "another tenant's rule"})
-    _forget(db, tenant)
+    forget_rule(db, tenant)
     _rollback_journal(db)
     row = MirrorRow("entity", "rules", "forgotten", bytes(LEAF_LEN), 1)
     mirror = Mirror(space_id="ab" * 32, rows={row.canonical_id: row})

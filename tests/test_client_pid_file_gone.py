@@ -64,6 +64,17 @@ class SteppingDown:
         Read, not looked: a look from this thread would race the caller's."""
         return self.client._holder.run is None or bool(self.outcome)
 
+    def answered_once_let_go(self) -> None:
+        """The client still waiting, no error yet; then, the held attach let go, the
+        worker's real reply is the call's answer (the supervisor answered it, stepping
+        down, and the client did not give up on it)."""
+        assert "error" not in self.outcome, self.outcome["error"].message
+        self.hold.unlink()
+        self.caller.join(60)
+        assert not self.caller.is_alive()
+        assert "error" not in self.outcome, self.outcome["error"].message
+        assert self.outcome["reply"]["sessions"] == 1, self.outcome
+
 
 @contextmanager
 def _stepping_down(tmp_path: Path, held: bool = False, folder_moved: bool = False,
@@ -132,18 +143,13 @@ def test_a_stepping_down_supervisor_still_answers_the_request_it_holds(tmp_path)
     and drains; the client, having looked with the file gone (and the drain begun), is
     still waiting, and gets the worker's real reply once the attach is let go."""
     with _stepping_down(tmp_path) as down:
-        sb, outcome = down.sb, down.outcome
+        sb = down.sb
         sb.wait_for(lambda: "stepping down" in down.log, what="the supervisor stepping down")
         sb.wait_for(lambda: "stop requested (stop)" in down.log,
                     what="the stop read by the worker")
         sb.wait_for(down.looked_without_pid_file, what="a look at the pid file since it went")
-        assert "error" not in outcome, outcome["error"].message
         assert pid_alive(down.pid)  # what the client waits on: still there
-        down.hold.unlink()
-        down.caller.join(60)
-        assert not down.caller.is_alive()
-        assert "error" not in outcome, outcome["error"].message
-        assert outcome["reply"]["sessions"] == 1, outcome
+        down.answered_once_let_go()
         sb.wait_for(lambda: not pid_alive(down.pid), what="the stepped-down supervisor's exit")
 
 
@@ -164,12 +170,7 @@ def test_a_request_is_waited_on_in_the_socket_folder_it_went_to(tmp_path):
         sb.wait_for(down.looked_without_pid_file, what="a look at the pid file since it went")
         sb.wait_for(lambda: down.client._reached_by == down.pid or bool(outcome),
                     what="a look that read its note where the request went")
-        assert "error" not in outcome, outcome["error"].message
-        down.hold.unlink()
-        down.caller.join(60)
-        assert not down.caller.is_alive()
-        assert "error" not in outcome, outcome["error"].message
-        assert outcome["reply"]["sessions"] == 1, outcome
+        down.answered_once_let_go()
 
 
 def test_a_deadline_says_the_door_closed_in_the_socket_folder_the_request_went_to(tmp_path):
@@ -281,12 +282,7 @@ def test_a_request_that_reached_it_is_waited_on_though_a_successor_holds_the_hom
                     what="a look naming the successor")
         sb.wait_for(lambda: "stop requested (stop)" in down.log or bool(outcome),
                     what="N's stop")
-        assert "error" not in outcome, outcome["error"].message
-        down.hold.unlink()
-        down.caller.join(60)
-        assert not down.caller.is_alive()
-        assert "error" not in outcome, outcome["error"].message
-        assert outcome["reply"]["sessions"] == 1, outcome
+        down.answered_once_let_go()
 
 
 def test_a_request_that_may_not_have_reached_it_is_not_waited_on(sandbox):

@@ -30,6 +30,19 @@ def _start(sb, *preload: str) -> None:
     sb.wait_for(lambda: sb.client().ping(0.5), interval=0.02, what="the supervisor")
 
 
+def _importing(sb, hold: Path) -> tuple[int, int]:
+    """`sb`'s supervisor started with its forkserver's preload held until `hold` exists:
+    the forkserver's pid, once it reached the held import (its heavier ones first: the
+    warm-up's request was sent as it started), and the supervisor's."""
+    _start(sb, "held_preload")
+    importing = Path(f"{hold}.forkserver")
+    forkserver = int(sb.wait_for(lambda: importing.exists() and importing.read_text(),
+                                 timeout=60, what="the forkserver importing"))
+    supervisor = running_pid(sb.kint_home)
+    assert supervisor is not None
+    return forkserver, supervisor
+
+
 def _forkserver(sb) -> dict:
     return sb.sup_status()["supervisor"]["forkserver"]
 
@@ -94,12 +107,8 @@ def test_a_supervisor_stopped_while_its_forkserver_imports_ends_it(tmp_path):
     sb = make_sandbox(tmp_path / "machine")
     hold = tmp_path / "let-the-preload-go"
     sb.env["KINT_TEST_PRELOAD_HOLD"] = str(hold)
-    importing = Path(f"{hold}.forkserver")
     try:
-        _start(sb, "held_preload")
-        forkserver = int(sb.wait_for(lambda: importing.exists() and importing.read_text(),
-                                     timeout=60, what="the forkserver importing"))
-        supervisor = running_pid(sb.kint_home)
+        forkserver, supervisor = _importing(sb, hold)
         # `sup.stop` alone: the sandbox's own stop kills what is left of the supervisor's
         # process group 10 s after the supervisor is gone, a forkserver still importing
         # with it.
@@ -129,14 +138,8 @@ def test_a_supervisor_stopped_while_its_forkserver_imports_leaves_no_traceback(t
     hold = tmp_path / "let-the-preload-go"
     sb.env["KINT_TEST_PRELOAD_HOLD"] = str(hold)
     sb.env["KINT_TEST_PRELOAD_HOLD_KEEPS_ON"] = "1"
-    importing = Path(f"{hold}.forkserver")
     try:
-        _start(sb, "held_preload")
-        # The forkserver's pid, once it reached the held import (its heavier ones first:
-        # the warm-up's request was sent as it started).
-        forkserver = int(sb.wait_for(lambda: importing.exists() and importing.read_text(),
-                                     timeout=60, what="the forkserver importing"))
-        supervisor = running_pid(sb.kint_home)
+        forkserver, supervisor = _importing(sb, hold)
         sb.shutdown()
         sb.wait_for(lambda: not pid_alive(supervisor), what="the supervisor gone")
     finally:

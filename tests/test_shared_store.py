@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from chain_machines import kjson, new_machine
+from chain_machines import anchored_then_forgotten, kjson, new_machine
 from conftest import sibyl_client
 from conftest import write_rules as write
 from kint.commands.exit_codes import CHAIN_MOVED
@@ -154,13 +154,7 @@ def test_a_store_whose_rows_were_forgotten_is_not_lost(shared, tmp_path):
     leaves a store holding none of them; its archive tells it from a lost one, so the pull
     does not bring them back and the push anchors the deletions."""
     sb, tenant = shared, "kint-shared-forgets"
-    db = tmp_path / "forgets.db"
-    write(db, tenant, **{"forgotten": "anchored, then forgotten"})
-    kjson(sb, "--tenant", tenant, "--db", str(db), "connect", "--dev")
-    kjson(sb, "--tenant", tenant, "--db", str(db), "push")
-    client = sibyl_client(db, tenant)
-    client.archive_entity("rules", "forgotten", reason="no longer true")
-    client.storage.close()
+    db = anchored_then_forgotten(sb, tmp_path, tenant)
 
     # verify says so before the pull and the push below bear it out (test_dogfood35.py).
     refused = kjson(sb, "--tenant", tenant, "--db", str(db), "verify", "anchored")
