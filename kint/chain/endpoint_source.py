@@ -28,17 +28,31 @@ def kept_endpoints(chain: ChainConfig) -> bool:
     return chain.rpc_source == SPACE_URLS_SOURCE
 
 
+def by_where(chain: ChainConfig, *, devchain: str, space: str, file: str,
+             otherwise: str) -> str:
+    """The text of these four for where `chain`'s endpoints were set: the devchain's record,
+    the space's kept endpoints, a settings file (`file` names it: its `{where}`), or else
+    the environment or the default. One order of asking serves every endpoint wording
+    (this module's and kint.tenant_worker.rpc_hint's), so that they never send the user to
+    different places."""
+    if chain.rpc_source == DEVCHAIN_SOURCE:
+        return devchain
+    if kept_endpoints(chain):
+        return space
+    if chain.rpc_source == settings.FILE and chain.rpc_where:
+        return file.format(where=chain.rpc_where)
+    return otherwise
+
+
 def other_endpoint(chain: ChainConfig) -> str:
     """Where to give the space of `chain` another endpoint, by where the ones in force were
     set: a connect's kept endpoints are replaced by a connect again (or the space's table,
     which beats them); a config file's by its rpc_url; the devchain's record's by the
     space's own (the machine's KINT_RPC_URL there would take every space off the devchain);
     the machine's settings by KINT_RPC_URL, or the space's own."""
-    if kept_endpoints(chain):
-        return (f"{CONNECT_RPC_URLS} again, which replaces the endpoints the last one kept "
-                f"for this space, or {SPACE_TABLE}")
-    if chain.rpc_source == settings.FILE and chain.rpc_where:
-        return f"rpc_url in {chain.rpc_where}, where the endpoints in force are set"
-    if chain.rpc_source == DEVCHAIN_SOURCE:
-        return f"{CONNECT_RPC_URLS}, or {SPACE_TABLE}"
-    return f"KINT_RPC_URL, or {CONNECT_RPC_URLS} for this space alone"
+    return by_where(
+        chain, devchain=f"{CONNECT_RPC_URLS}, or {SPACE_TABLE}",
+        space=(f"{CONNECT_RPC_URLS} again, which replaces the endpoints the last one kept "
+               f"for this space, or {SPACE_TABLE}"),
+        file="rpc_url in {where}, where the endpoints in force are set",
+        otherwise=f"KINT_RPC_URL, or {CONNECT_RPC_URLS} for this space alone")

@@ -28,7 +28,7 @@ from __future__ import annotations
 from kint import settings
 from kint.chain.calls import RPC_TIMEOUT_WORDS
 from kint.chain.config import DEVCHAIN_SOURCE, ChainConfig
-from kint.chain.endpoint_source import kept_endpoints
+from kint.chain.endpoint_source import by_where
 from kint.protocol.errors import (DEFAULT_HINTS, DEVCHAIN_RPC_CHECK, DEVCHAIN_RPC_HINT,
                                   DEVCHAIN_STALE_HINT, FILE_RPC_CHECK, FILE_STALE_CHECK,
                                   RETRY_THEN, RPC_CHECK, SPACE_RPC_CHECK, SPACE_STALE_HINT,
@@ -42,24 +42,9 @@ GENERIC = DEFAULT_HINTS[ErrorCode.RPC_UNAVAILABLE]
 STALE_GENERIC = DEFAULT_HINTS[ErrorCode.STALE_RPC]
 
 
-def _by_where(chain: ChainConfig, *, devchain: str, space: str, file: str,
-              otherwise: str) -> str:
-    """The text of these four for where `chain`'s endpoints were set: the devchain, the
-    space's kept endpoints, a settings file (`file` names it: its `{where}`), or else the
-    environment or the default. One order of asking serves every endpoint hint, so that a
-    down endpoint's and a stale one's never send the user to different places."""
-    if chain.rpc_source == DEVCHAIN_SOURCE:
-        return devchain
-    if kept_endpoints(chain):
-        return space
-    if chain.rpc_source == settings.FILE and chain.rpc_where:
-        return file.format(where=chain.rpc_where)
-    return otherwise
-
-
 def endpoint_check(chain: ChainConfig) -> str:
     """What to check of `chain`'s endpoints, by where they were set."""
-    return _by_where(chain, devchain=DEVCHAIN_RPC_CHECK, space=SPACE_RPC_CHECK,
+    return by_where(chain, devchain=DEVCHAIN_RPC_CHECK, space=SPACE_RPC_CHECK,
                      file=FILE_RPC_CHECK, otherwise=RPC_CHECK)
 
 
@@ -67,7 +52,7 @@ def stale_hint(chain: ChainConfig) -> str:
     """STALE_RPC's hint for a head older than this machine saw, by where `chain`'s endpoints
     were set: the code's own (KINT_RPC_URL and KINT_RPC_URL_2) only where those are in
     force."""
-    return _by_where(chain, devchain=DEVCHAIN_STALE_HINT, space=SPACE_STALE_HINT,
+    return by_where(chain, devchain=DEVCHAIN_STALE_HINT, space=SPACE_STALE_HINT,
                      file=FILE_STALE_CHECK, otherwise=STALE_GENERIC)
 
 
