@@ -166,6 +166,52 @@ def test_an_exit_push_held_before_the_worker_read_it_starts_nothing_past_its_dea
         assert not (sb.row(db)["head"] or {}).get("seq"), sb.row(db)  # none, or seq 0
 
 
+def test_an_exit_push_sent_to_a_worker_that_crashed_is_answered_and_never_sent_again(
+        tmp_path, chain_home):
+    """What a worker's crash does to an exit push it was sent and had not read (its main
+    thread held at the decode, KINT_TEST_HOLD_DISPATCH, then SIGKILLed): the supervisor
+    answers it WORKER_DOWN at the exit, saying whether it ran is unknown, and the worker it
+    starts next is never sent it, so no deadline, fresh or first, is given it again, and
+    nothing of it runs past the caller's (the review asked whether a resent request got a
+    fresh one: none is resent). A request still queued, never sent (one routed while the
+    worker starts, as the held test's above is), goes once, with the deadline of its routing
+    (timed.py's `_forward`, Pending.deadline). Checked once the next worker has answered a
+    later request and runs no op (a state that lasts): no exit push line, no transaction.
+    Seen failing with the crash's answer replaced by a requeue (worker_exit.py marking the
+    request unsent, for the next worker): it went unanswered to its TIMEOUT."""
+    import signal
+
+    hold = tmp_path / "hold-dispatch"
+    with machine_behind_proxy(tmp_path / "m", chain_home, KINT_RPC_TIMEOUT="60",
+                              KINT_TEST_HOLD_DISPATCH=str(hold),
+                              KINT_WORKER_HEARTBEAT_TIMEOUT=str(6 * HELD_ASKED_S)) as (sb, proxy):
+        db = sb.sibyl_db
+        write_store(db, {"row": {"text": "written before the crash"}}, tenant=sb.tenant)
+        hold.touch()
+        seen = len(proxy.calls)
+        answered = asked_in_thread(sb, db, ASKED_S)
+        try:
+            sb.wait_for(lambda: hold.with_name("hold-dispatch.reached").exists(),
+                        what="the worker held at the exit push's decode", **WAIT)
+            crashed = sb.row(db)["pid"]
+            os.kill(crashed, signal.SIGKILL)
+            answered["thread"].join(ASKED_S)  # the exit's answer, long before the deadline
+            assert not answered["thread"].is_alive()
+        finally:
+            hold.unlink()
+        refused = answered.get("refused")
+        assert refused is not None and refused.code == "WORKER_DOWN", answered
+        assert "while running exit_push" in refused.message, refused.message
+        sb.wait_for(lambda: (r := sb.row(db))["pid"] not in (None, crashed)
+                    and r["state"] in ("ready", "busy"), what="the next worker serving", **WAIT)
+        assert sb.call("status", db, timeout_s=60)  # a later request, answered
+        sb.wait_for(lambda: sb.row(db)["ops_running"] == 0, what="no op running", **WAIT)
+        log = (sb.kint_home / "supervisor.log").read_text()
+        assert "exit push" not in log, log[-3000:]
+        assert "eth_sendRawTransaction" not in proxy.calls[seen:], proxy.calls[seen:]
+        assert not (sb.row(db)["head"] or {}).get("seq"), sb.row(db)
+
+
 def test_an_exit_push_that_waited_before_it_ran_keeps_the_bound_from_its_routing():
     """A request routed 890 s before its exit push runs (queued behind other ops): the
     push's bound ends at the request's deadline, 10 s on, not 900 s from now, and its wait
