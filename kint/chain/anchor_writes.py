@@ -196,9 +196,14 @@ class AnchorWrites:
         not even the depth read of a receipt just found, and ends WaitCut, so a wait begun
         late ends at its caller's bound, not its own 60 s on (with the deadline looked at
         only at the loop's top, an epoch begun inside the bound outlasted it); a call begun
-        before it (a look, or an unstick: its read and what it sends) may end after it."""
+        before it (a look, or an unstick: its read and what it sends) may end after it.
+        Those early stops are `until`'s only: a wait without one (or one whose `until` is
+        past its own deadline) makes its look after an unstick that ran past the deadline,
+        and the depth read of a receipt a look found after it, and returns what they find,
+        as a wait only the unstick can end needs (first_slow_within)."""
         deadline = time.monotonic() + timeout_s
-        ends = deadline if until is None else min(deadline, until)
+        cut_at = until if until is not None and until < deadline else None
+        ends = deadline if cut_at is None else cut_at
         first = min(slow_after_s, timeout_s * FIRST_SLOW_SHARE) if first_slow_within \
             else slow_after_s
         next_slow = time.monotonic() + first
@@ -207,7 +212,7 @@ class AnchorWrites:
             if on_slow is not None and receipt is None and time.monotonic() >= next_slow:
                 on_slow()
                 next_slow = time.monotonic() + slow_after_s
-                if time.monotonic() >= ends:
+                if cut_at is not None and time.monotonic() >= cut_at:
                     break
             try:
                 receipt = self.w3.eth.get_transaction_receipt("0x" + bare_hex(tx_hash))
@@ -218,14 +223,14 @@ class AnchorWrites:
             if receipt is not None:
                 if receipt["status"] != 1:
                     raise ChainRefused("reverted", f"transaction {tx_hash} failed")
-                if time.monotonic() >= ends:
+                if cut_at is not None and time.monotonic() >= cut_at:
                     break
                 depth = self.block_number() - int(receipt["blockNumber"]) + 1
                 if depth >= self.config.confirmations:
                     return receipt
             time.sleep(max(0.0, min(0.2, ends - time.monotonic())))
-        if until is not None and until < deadline:
-            waited = max(0.0, until - (deadline - timeout_s))
+        if cut_at is not None:
+            waited = max(0.0, cut_at - (deadline - timeout_s))
             raise WaitCut(f"no confirmed receipt for {tx_hash} by its caller's bound, "
                           f"{seconds_text(waited)} into its wait")
         raise ReceiptTimedOut(f"no confirmed receipt for {tx_hash} within "
