@@ -158,9 +158,9 @@ def test_an_exit_push_held_before_the_worker_read_it_starts_nothing_past_its_dea
         refused = answered.get("refused")
         assert refused is not None and refused.code == "TIMEOUT", answered
         text = exit_push_said(sb, **WAIT)
-        assert ("exit push not started: its request's deadline passed before the worker read "
-                "it (the supervisor has answered it TIMEOUT); any rows it would push stay in "
-                "the store, unanchored, for the next push") in text, text[-3000:]
+        assert ("exit push not started: its request's deadline had passed when the worker "
+                "came to begin it; any rows it would push stay in the store, unanchored, for "
+                "the next push") in text, text[-3000:]
         assert "eth_call" not in proxy.calls[seen:], proxy.calls[seen:]
         assert "epoch 1 anchored" not in text, text[-3000:]
         assert not (sb.row(db)["head"] or {}).get("seq"), sb.row(db)  # none, or seq 0
