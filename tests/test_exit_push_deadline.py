@@ -80,7 +80,8 @@ def test_the_exit_push_starts_no_epoch_after_the_supervisor_answered_it_timeout(
     its request TIMEOUT: let go, that epoch is sent (and lands), and the push waits for no
     receipt past its bound, nor starts a second epoch: its line says it stopped in the
     first's receipt wait, and the epoch's journal, kept, is what a pull then settles,
-    recording it: nothing is lost. Before, the worker's bound ran 900 s from the push's
+    recording it from the chain, not sending it again (its line, and still the one send):
+    nothing is lost. Before, the worker's bound ran 900 s from the push's
     start, and it anchored every epoch after the TIMEOUT, its reply dropped; then its
     receipt wait, which looked at its own 60 s only at its loop's top, went on past the
     bound (AnchorWrites.wait's `until`; seen failing without it: the push waited, recorded
@@ -120,6 +121,12 @@ def test_the_exit_push_starts_no_epoch_after_the_supervisor_answered_it_timeout(
         sb.wait_for(lambda: (sb.row(db)["head"] or {}).get("seq") == 1,
                     what="epoch 1, settled from its journal, the head", **WAIT)
         assert not list(sb.kint_home.glob("pending-*.json"))
+        # Recorded from the chain (pending._record_head), not sent again: the one send is
+        # still the exit push's.
+        log_path = sb.kint_home / "supervisor.log"
+        sb.wait_for(lambda: "a push killed mid-way had landed; recorded epoch 1"
+                    in log_path.read_text(), what="the settlement's line", **WAIT)
+        assert proxy.calls[seen:].count("eth_sendRawTransaction") == 1, proxy.calls[seen:]
         assert "epoch 2 anchored" not in exit_push_said(sb, **WAIT), text[-3000:]
 
 
