@@ -62,8 +62,9 @@ EXIT_TURN_S = int(EXIT_BOUND_S // 2)
 # The chain reads one epoch makes besides the polls its receipt wait ends within: the
 # signing's five (the session key's mined nonce, the gas estimate and the two fee reads that
 # fill the transaction, the balance: SessionSender.sign), and, at the wait's end, the poll
-# begun just before its deadline and the depth read after it (AnchorWrites.wait). Each is
-# tried three times when it times out (kint.chain.rpc); the send is tried once.
+# begun just before it and, when that end is the wait's own 60 s and not the push's bound
+# (`until`, which starts no call once come), the depth read after it (AnchorWrites.wait).
+# Each is tried three times when it times out (kint.chain.rpc); the send is tried once.
 EPOCH_READS = 7
 EPOCH_SENDS = 1
 # What the room keeps besides the chain's calls: the epoch's records written, the result's
