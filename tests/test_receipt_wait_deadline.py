@@ -3,8 +3,8 @@ epochs, compact, rekey, `push --reanchor`, a journal's re-send, FormerKey.wait):
 that began before the wait's own deadline and ends after it still gets what follows it.
 
 - an unstick (`on_slow`) that runs past the deadline is followed by one more receipt look,
-  which returns the receipt its send got mined: the case `first_slow_within` exists for,
-  a wait only the unstick can end;
+  which returns the receipt its send got mined: a wait only the unstick can end (the case
+  `first_slow_within` exists for);
 - a receipt look begun before the deadline that finds the mined receipt after it gets its
   depth read, and the receipt is returned.
 
@@ -91,22 +91,23 @@ def _sent(w3: Web3) -> str:
 @pytest.mark.parametrize("until_s", [None, 3600.0])
 def test_an_unstick_that_runs_past_the_deadline_is_followed_by_a_receipt_look(unmined,
                                                                               until_s):
-    """The unstick mines the transaction, then takes the whole wait's length again: it
-    runs no earlier than half the wait (first_slow_within), so it ends past the deadline.
-    The look after it finds the receipt, which the wait returns. So too with an `until`
-    past the wait's own deadline: it cuts nothing there."""
+    """The unstick runs at the wait's first turn (`slow_after_s` 0), mines the transaction,
+    then takes longer than the whole wait: begun no earlier than the wait, it ends past the
+    deadline whatever the box's load, with no window to hit. The look after it finds the
+    receipt, which the wait returns. So too with an `until` past the wait's own deadline:
+    it cuts nothing there."""
     url, w3 = unmined
     tx = _sent(w3)
     unsticks: list[float] = []
 
     def unstick() -> None:
         assert "error" not in w3.provider.make_request("evm_mine", [])
-        time.sleep(TIMEOUT_S)  # began at half the wait or later: ends past its deadline
+        time.sleep(TIMEOUT_S + 0.5)  # begun after the wait began: ends past its deadline
         unsticks.append(time.monotonic())
 
     until = None if until_s is None else time.monotonic() + until_s
     receipt = _anchor(url).wait(tx, timeout_s=TIMEOUT_S, on_slow=unstick,
-                                slow_after_s=60.0, first_slow_within=True, until=until)
+                                slow_after_s=0.0, until=until)
     assert receipt["status"] == 1 and receipt["transactionHash"].hex().endswith(tx[-64:])
     assert len(unsticks) == 1  # the wait's only unstick, the look after it its last call
 
