@@ -33,6 +33,7 @@ import pytest
 
 from conftest import make_sandbox, pid_alive, write_store
 from support.attach_in_flight import attach_in_flight
+from support.stop_read import stop_read
 from kint.client import Client, KintError
 from kint.client_liveness import began_by
 from kint.front_closed import boot_time
@@ -145,7 +146,7 @@ def test_a_stepping_down_supervisor_still_answers_the_request_it_holds(tmp_path)
     with _stepping_down(tmp_path) as down:
         sb = down.sb
         sb.wait_for(lambda: "stepping down" in down.log, what="the supervisor stepping down")
-        sb.wait_for(lambda: "stop requested (stop)" in down.log,
+        sb.wait_for(lambda: stop_read(down.log),
                     what="the stop read by the worker")
         sb.wait_for(down.looked_without_pid_file, what="a look at the pid file since it went")
         assert pid_alive(down.pid)  # what the client waits on: still there
@@ -165,7 +166,7 @@ def test_a_request_is_waited_on_in_the_socket_folder_it_went_to(tmp_path):
         connected = Path(down.client._connected[0]) if down.client._connected else None
         assert connected is not None and connected != socket_dir(sb.kint_home)
         sb.wait_for(lambda: "stepping down" in down.log, what="the supervisor stepping down")
-        sb.wait_for(lambda: "stop requested (stop)" in down.log,
+        sb.wait_for(lambda: stop_read(down.log),
                     what="the stop read by the worker")
         sb.wait_for(down.looked_without_pid_file, what="a look at the pid file since it went")
         sb.wait_for(lambda: down.client._reached_by == down.pid or bool(outcome),
@@ -224,7 +225,7 @@ def test_a_stepping_down_supervisor_stopped_mid_drain_is_named_with_how_to_resum
 
     with _stepping_down(tmp_path) as down:
         sb, outcome, pid = down.sb, down.outcome, down.pid
-        sb.wait_for(lambda: "stop requested (stop)" in down.log,
+        sb.wait_for(lambda: stop_read(down.log),
                     what="the stop read by the worker")
         sb.wait_for(down.looked_without_pid_file, what="a look at the pid file since it went")
         os.kill(pid, signal.SIGSTOP)
@@ -280,7 +281,7 @@ def test_a_request_that_reached_it_is_waited_on_though_a_successor_holds_the_hom
         sb.wait_for(lambda: (client._holder.run is not None
                              and client._holder.run[0] == successor) or bool(outcome),
                     what="a look naming the successor")
-        sb.wait_for(lambda: "stop requested (stop)" in down.log or bool(outcome),
+        sb.wait_for(lambda: stop_read(down.log) or bool(outcome),
                     what="N's stop")
         down.answered_once_let_go()
 

@@ -31,6 +31,7 @@ from kint.client import KintError
 from kint.paths import run_dir
 from kint.supervisor.pidlock import PID_FILE, running_pid
 from mcp_session import AgentProcess
+from support.stop_read import stop_read
 
 HOLD = "KINT_TEST_HOLD_ATTACH"
 
@@ -101,7 +102,7 @@ def test_an_agents_next_call_reaches_the_supervisor_that_took_over(tmp_path):
             os.kill(old, signal.SIGCONT)
         new = running_pid(sb.kint_home)
         log = sb.kint_home / "supervisor.log"
-        sb.wait_for(lambda: "stop requested (stop)" in log.read_text(errors="replace"),
+        sb.wait_for(lambda: stop_read(log.read_text(errors="replace")),
                     what="the old supervisor's stop read by its worker")
         # N stops, and serves the connections it has for up to its worker's grace (10 s
         # from that line): the call below goes out well inside it. (The held attach

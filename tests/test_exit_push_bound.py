@@ -11,8 +11,8 @@ holds the exit push's first transaction (`delay_methods`, let go by the test), t
 supervisor and the space's worker, a real kint-server over stdio (tests/mcp_session.py)
 that writes through its tool and closes, rows of random bytes (two epochs' worth at the
 split) written through Sibyl's own client. The worker's bound is shortened through the
-environment (tests/support/kint_test_timings.py: KINT_TEST_EXIT_BOUND_S, the room for an
-epoch set to none) so a test waits seconds, not 900.
+environment (tests/support/kint_test_timings.py: KINT_TEST_EXIT_BOUND_S, and the room for an
+epoch, KINT_TEST_EXIT_EPOCH_ROOM_S) so a test waits a minute, not 900 s.
 """
 
 from __future__ import annotations
@@ -32,12 +32,17 @@ from mcp_session import AgentProcess, a_session_writes_and_closes, exit_push_sai
 
 WAIT = {"timeout": 90, "interval": 0.1}
 HOLD = {"methods": ["eth_sendRawTransaction"], "seconds": 120}
-BOUND_S = 15
+BOUND_S = 60
+# The room kept for an epoch (under half the bound, so it is the room, not the cap): the
+# first epoch's send is held until less than this is left of the bound, then let go, so it
+# lands inside the bound, its receipt wait ending at it (AnchorWrites.wait's `until`), and
+# no second starts.
+ROOM_S = 25
 # What is left of the cached data key as the exit push begins: far less than the 24 h a
 # push's renewal gives it (KINT_KEY_TTL's default).
 KEY_LEFT_S = 3600
 SHORT = {"KINT_RPC_TIMEOUT": "60", "KINT_TEST_EXIT_BOUND_S": str(BOUND_S),
-         "KINT_TEST_EXIT_EPOCH_ROOM_S": "0"}
+         "KINT_TEST_EXIT_EPOCH_ROOM_S": str(ROOM_S)}
 CUT = re.compile(r"exit push: anchored (\d+) row change\(s\) in 1 of (\d+) epoch\(s\), head "
                  r"epoch 1 at block \d+; stopped before the next: (.*); the other (\d+) row "
                  r"change\(s\) stay in the store, unanchored, for the next push")
@@ -99,19 +104,24 @@ def _unanchored(sb) -> dict:
 
 def test_the_exit_push_starts_no_epoch_past_its_bound_and_leaves_the_rest_said(
         tmp_path, chain_home):
-    """The exit push's first epoch is held at its send until the push's bound has passed:
-    let go, it lands and is recorded, and the push stops before its second, its line saying
-    what it anchored, why it stopped and how many rows stay in the store, which still
-    counts them unanchored; the data key it anchored with is renewed, as a whole push's is,
-    for the rows it left. Without the bound it sent the second epoch too; without the
-    renewal the key kept its hour, and could lapse before the next push came."""
+    """The exit push's first epoch is held at its send until less of the push's bound is
+    left than the room kept for an epoch: let go, it lands and is recorded, and the push
+    stops before its second, its line saying what it anchored, why it stopped and how many
+    rows stay in the store, which still counts them unanchored; the data key it anchored
+    with is renewed, as a whole push's is, for the rows it left. Without the bound it sent
+    the second epoch too; without the renewal the key kept its hour, and could lapse before
+    the next push came. (Held past the bound itself, the epoch's receipt wait now ends at
+    once, its journal left to the next settlement: tests/test_exit_push_deadline.py.)"""
     with machine_behind_proxy(tmp_path / "m", chain_home, **SHORT) as (sb, proxy):
         db = sb.sibyl_db
         with _exit_push_held_at_its_first_epoch(sb, proxy) as (log_path, seen_at):
-            # The bound began before the send was seen, so it has passed by then: the
-            # clock read against the event, not a guess at how long a step takes.
-            sb.wait_for(lambda: time.monotonic() >= seen_at + BOUND_S,
-                        what="the exit push's bound passed", timeout=BOUND_S + 30)
+            # The bound began before the send was seen, so less than the room is left of it
+            # by then: the clock read against the event, not a guess at how long a step
+            # takes. What is left is the landing's (a box that took more than that to
+            # reach the send cuts the epoch's wait: the premise, not the fix, failed).
+            sb.wait_for(lambda: time.monotonic() >= seen_at + BOUND_S - ROOM_S,
+                        what="less than the room left of the exit push's bound",
+                        timeout=BOUND_S + 30)
         text = sb.wait_for(lambda: "exit push" in (t := log_path.read_text()) and
                            ("exit push: anchored" in t or "exit push not" in t) and t,
                            what="the exit push's line", **WAIT)
@@ -119,7 +129,7 @@ def test_the_exit_push_starts_no_epoch_past_its_bound_and_leaves_the_rest_said(
         assert line is not None, text[-3000:]
         assert int(line.group(2)) >= 2
         assert line.group(3) == (f"too little is left of its bound ({BOUND_S} s) for another "
-                                 f"epoch, which may take 0 s at KINT_RPC_TIMEOUT=60s")
+                                 f"epoch, which may take {ROOM_S} s at KINT_RPC_TIMEOUT=60s")
         sb.wait_for(lambda: (sb.row(db)["head"] or {}).get("seq") == 1,
                     what="epoch 1 the head", **WAIT)
         left = _unanchored(sb)

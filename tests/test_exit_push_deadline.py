@@ -48,11 +48,11 @@ SEND_WAITS_S = 2 * ASKED_S
 # The held request's (the second test): it waits out its whole bound unread, so the time
 # the box takes before the worker reads it is no part of that test's premise.
 HELD_ASKED_S = 15
-CUT = re.compile(r"exit push: anchored (\d+) row change\(s\) in 1 of (\d+) epoch\(s\), "
-                 r"head epoch 1 at block \d+; stopped before the next: too little is left "
-                 r"of its bound \((\d+) s\) for another epoch, which may take 0 s at "
-                 rf"KINT_RPC_TIMEOUT={SEND_WAITS_S}s; the other (\d+) row change\(s\) stay in the "
-                 r"store, unanchored, for the next push")
+CUT = re.compile(r"exit push: anchored none of its (\d+) epoch\(s\); stopped in the receipt wait "
+                 r"of the first: its bound came first; that epoch was sent and may still land: "
+                 r"its journal is settled by the next push or pull, which records it if it "
+                 r"did; the (\d+) row change\(s\) stay in the store, unanchored, for the next "
+                 r"push")
 
 
 def asked_in_thread(sb, db, asked_s: float) -> dict:
@@ -77,10 +77,15 @@ def asked_in_thread(sb, db, asked_s: float) -> dict:
 def test_the_exit_push_starts_no_epoch_after_the_supervisor_answered_it_timeout(
         tmp_path, chain_home):
     """An exit push whose first epoch is held at its send until the supervisor has answered
-    its request TIMEOUT: let go, that epoch lands, and the push starts no second one, its
-    line naming the request's bound (under the worker's own 900 s). Before, the worker's
-    bound ran 900 s from the push's start, and it anchored every epoch after the TIMEOUT,
-    its reply dropped."""
+    its request TIMEOUT: let go, that epoch is sent (and lands), and the push waits for no
+    receipt past its bound, nor starts a second epoch: its line says it stopped in the
+    first's receipt wait, and the epoch's journal, kept, is what a pull then settles,
+    recording it from the chain, not sending it again (its line, and still the one send):
+    nothing is lost. Before, the worker's bound ran 900 s from the push's
+    start, and it anchored every epoch after the TIMEOUT, its reply dropped; then its
+    receipt wait, which looked at its own 60 s only at its loop's top, went on past the
+    bound (AnchorWrites.wait's `until`; seen failing without it: the push waited, recorded
+    the epoch and stopped before the next)."""
     with machine_behind_proxy(tmp_path / "m", chain_home, KINT_RPC_TIMEOUT=str(SEND_WAITS_S),
                               KINT_TEST_EXIT_EPOCH_ROOM_S="0") as (sb, proxy):
         db = sb.sibyl_db
@@ -107,11 +112,22 @@ def test_the_exit_push_starts_no_epoch_after_the_supervisor_answered_it_timeout(
         text = exit_push_said(sb, **WAIT)
         line = CUT.search(text)
         assert line is not None, text[-3000:]
-        assert int(line.group(2)) >= 2
-        assert int(line.group(3)) < ASKED_S  # the request's bound, not the worker's 900 s
+        assert int(line.group(1)) >= 2 and int(line.group(2)) > 0
+        assert proxy.calls[seen:].count("eth_sendRawTransaction") == 1, proxy.calls[seen:]
+        assert list(sb.kint_home.glob("pending-*.json")), "the sent epoch's journal kept"
+        assert not (sb.row(db)["head"] or {}).get("seq"), sb.row(db)  # none recorded yet
+        pulled = sb.kint("pull")
+        assert pulled.returncode == 0, pulled.stdout + pulled.stderr
         sb.wait_for(lambda: (sb.row(db)["head"] or {}).get("seq") == 1,
-                    what="epoch 1 the head", **WAIT)
-        assert "epoch 2 anchored" not in text, text[-3000:]
+                    what="epoch 1, settled from its journal, the head", **WAIT)
+        assert not list(sb.kint_home.glob("pending-*.json"))
+        # Recorded from the chain (pending._record_head), not sent again: the one send is
+        # still the exit push's.
+        log_path = sb.kint_home / "supervisor.log"
+        sb.wait_for(lambda: "a push killed mid-way had landed; recorded epoch 1"
+                    in log_path.read_text(), what="the settlement's line", **WAIT)
+        assert proxy.calls[seen:].count("eth_sendRawTransaction") == 1, proxy.calls[seen:]
+        assert "epoch 2 anchored" not in exit_push_said(sb, **WAIT), text[-3000:]
 
 
 def test_an_exit_push_held_before_the_worker_read_it_starts_nothing_past_its_deadline(
@@ -119,17 +135,20 @@ def test_an_exit_push_held_before_the_worker_read_it_starts_nothing_past_its_dea
     """The supervisor's half, which the test above cannot tell from the worker's own
     fallback (arrival plus the request's timeout): an exit push whose `req` waits unread
     in the worker's socket (its main thread held at the decode, KINT_TEST_HOLD_DISPATCH)
-    until the supervisor has answered it TIMEOUT. Let go, it starts no epoch: its bound is
+    until the supervisor has answered it TIMEOUT. Let go, it starts nothing: its bound is
     the deadline the supervisor sent with it, from its routing, already past. Without that
     field (timed.py's `_forward`) the worker bounded it from when it read the request,
     HELD_ASKED_S on from the TIMEOUT, and anchored every epoch, unseen (seen failing so).
+    Nor does it take the turn and read the chain (the head, the key's rights) only to be
+    cut before its first epoch, as it did until sessions.exit_push looked at the deadline
+    first (seen failing so: its line, and the chain reads the proxy saw after the hold).
     The worker's heartbeat timeout is longer than the hold, so the held worker is not
     taken for hung."""
     hold = tmp_path / "hold-dispatch"
     with machine_behind_proxy(tmp_path / "m", chain_home, KINT_RPC_TIMEOUT="60",
                               KINT_TEST_EXIT_EPOCH_ROOM_S="0",
                               KINT_TEST_HOLD_DISPATCH=str(hold),
-                              KINT_WORKER_HEARTBEAT_TIMEOUT=str(6 * HELD_ASKED_S)) as (sb, _):
+                              KINT_WORKER_HEARTBEAT_TIMEOUT=str(6 * HELD_ASKED_S)) as (sb, proxy):
         db = sb.sibyl_db
         write_store(db, {f"blob-{i}": {"hex": os.urandom(40_000).hex()} for i in range(4)},
                     tenant=sb.tenant)
@@ -141,14 +160,63 @@ def test_an_exit_push_held_before_the_worker_read_it_starts_nothing_past_its_dea
             answered["thread"].join(HELD_ASKED_S + 60)  # the supervisor's TIMEOUT
             assert not answered["thread"].is_alive()
         finally:
+            seen = len(proxy.calls)
             hold.unlink()
         refused = answered.get("refused")
         assert refused is not None and refused.code == "TIMEOUT", answered
         text = exit_push_said(sb, **WAIT)
-        assert re.search(r"exit push: anchored none of its \d+ epoch\(s\); stopped before the "
-                         r"first: too little is left of its bound", text), text[-3000:]
+        assert ("exit push not started: its request's deadline had passed when the worker "
+                "came to begin it; any rows it would push stay in the store, unanchored, for "
+                "the next push") in text, text[-3000:]
+        assert "eth_call" not in proxy.calls[seen:], proxy.calls[seen:]
         assert "epoch 1 anchored" not in text, text[-3000:]
         assert not (sb.row(db)["head"] or {}).get("seq"), sb.row(db)  # none, or seq 0
+
+
+def test_an_exit_push_sent_to_a_worker_that_crashed_is_answered_and_never_sent_again(
+        tmp_path, chain_home):
+    """What a worker's crash does to an exit push it was sent and had not read (its main
+    thread held at the decode, KINT_TEST_HOLD_DISPATCH, then SIGKILLed): the supervisor
+    answers it WORKER_DOWN at the exit, saying whether it ran is unknown, and the worker it
+    starts next is never sent it, so no deadline, fresh or first, is given it again, and
+    nothing of it runs past the caller's (the review asked whether a resent request got a
+    fresh one: none is resent). A request still queued, never sent (one routed while the
+    worker starts, as the held test's above is), goes once, with the deadline of its routing
+    (timed.py's `_forward`, Pending.deadline). Checked once the next worker has answered a
+    later request and runs no op (a state that lasts): no exit push line, no transaction.
+    Seen failing with the crash's answer replaced by a requeue (worker_exit.py marking the
+    request unsent, for the next worker): it went unanswered to its TIMEOUT."""
+    import signal
+
+    hold = tmp_path / "hold-dispatch"
+    with machine_behind_proxy(tmp_path / "m", chain_home, KINT_RPC_TIMEOUT="60",
+                              KINT_TEST_HOLD_DISPATCH=str(hold),
+                              KINT_WORKER_HEARTBEAT_TIMEOUT=str(6 * HELD_ASKED_S)) as (sb, proxy):
+        db = sb.sibyl_db
+        write_store(db, {"row": {"text": "written before the crash"}}, tenant=sb.tenant)
+        hold.touch()
+        seen = len(proxy.calls)
+        answered = asked_in_thread(sb, db, ASKED_S)
+        try:
+            sb.wait_for(lambda: hold.with_name("hold-dispatch.reached").exists(),
+                        what="the worker held at the exit push's decode", **WAIT)
+            crashed = sb.row(db)["pid"]
+            os.kill(crashed, signal.SIGKILL)
+            answered["thread"].join(ASKED_S)  # the exit's answer, long before the deadline
+            assert not answered["thread"].is_alive()
+        finally:
+            hold.unlink()
+        refused = answered.get("refused")
+        assert refused is not None and refused.code == "WORKER_DOWN", answered
+        assert "while running exit_push" in refused.message, refused.message
+        sb.wait_for(lambda: (r := sb.row(db))["pid"] not in (None, crashed)
+                    and r["state"] in ("ready", "busy"), what="the next worker serving", **WAIT)
+        assert sb.call("status", db, timeout_s=60)  # a later request, answered
+        sb.wait_for(lambda: sb.row(db)["ops_running"] == 0, what="no op running", **WAIT)
+        log = (sb.kint_home / "supervisor.log").read_text()
+        assert "exit push" not in log, log[-3000:]
+        assert "eth_sendRawTransaction" not in proxy.calls[seen:], proxy.calls[seen:]
+        assert not (sb.row(db)["head"] or {}).get("seq"), sb.row(db)
 
 
 def test_an_exit_push_that_waited_before_it_ran_keeps_the_bound_from_its_routing():

@@ -23,6 +23,7 @@ import pytest
 from conftest import SUPPORT, kint_copy, write_store
 from kint.supervisor.pidlock import running_pid
 from kint.supervisor.code_watch import EXIT_UPGRADED, code_signature
+from support.stop_read import stop_read
 
 
 @pytest.mark.parametrize("changed", ["protocol/envelope.py", "tenant_worker/history.py"])
@@ -155,7 +156,7 @@ def test_a_sigterm_during_an_upgrades_drain_answers_the_request_in_flight(sandbo
                         what="the supervisor stepping down")
         else:
             proc.send_signal(signal.SIGTERM)
-        sb.wait_for(lambda: "stop requested (stop)" in log.read_text(errors="replace"),
+        sb.wait_for(lambda: stop_read(log.read_text(errors="replace")),
                     what="the stop read by the worker")
         if stepped_down:  # its worker still holds the attach: the process has not exited
             proc.send_signal(signal.SIGTERM)

@@ -38,6 +38,7 @@ import zmq
 
 from conftest import SUPPORT, make_sandbox, write_store
 from support.attach_in_flight import attach_in_flight
+from support.stop_read import stop_read
 from kint.client import KintError
 from kint.supervisor import last_words
 from kint.supervisor.exits import ExitWatch
@@ -73,7 +74,7 @@ def _stop_with_attach_in_flight(tmp_path, flag: str, stop: str = "stop", **env: 
                                        kwargs={"args": {"target": sb.tenant}}, daemon=True)
         stopper.start()
         log = sb.kint_home / "supervisor.log"
-        sb.wait_for(lambda: f"stop requested ({stop})" in log.read_text(errors="replace"),
+        sb.wait_for(lambda: stop_read(log.read_text(errors="replace"), stop),
                     what="the stop read by the worker")
         hold.unlink()  # the attach ends; its answer is kept, the worker exits 0
         caller.join(90)

@@ -29,7 +29,7 @@ from kint.chain.anchor_abi import bare_hex, bytes32_of, checksummed
 from kint.chain.calls import (AlreadyHeld, ChainRefused, bounded, refused_send,
                               transport_words)
 from kint.chain.config import ChainConfig
-from kint.chain.rpc import ReceiptTimedOut, RpcUnavailable
+from kint.chain.rpc import ReceiptTimedOut, RpcUnavailable, WaitCut
 from kint.seconds_text import seconds_text
 
 RECEIPT_TIMEOUT_S = 60.0
@@ -185,22 +185,35 @@ class AnchorWrites:
 
     def wait(self, tx_hash: str, timeout_s: float = RECEIPT_TIMEOUT_S,
              on_slow: Callable[[], None] | None = None, slow_after_s: float = 15.0,
-             first_slow_within: bool = False) -> Any:
+             first_slow_within: bool = False, until: float | None = None) -> Any:
         """The receipt once it has `confirmations` blocks on top (counting its own), or
         ReceiptTimedOut when the deadline passes first (RpcUnavailable when the endpoint
         fails). `on_slow` runs each `slow_after_s` while the transaction is not mined (the
         nonce book's unstick); `first_slow_within`: its first run comes by FIRST_SLOW_SHARE
         of the wait at the latest, for a caller whose wait only that step can end (a
-        `slow_after_s` as long as the wait ran it never)."""
+        `slow_after_s` as long as the wait ran it never). `until` (time.monotonic(), the
+        exit push's bound: push._push_epochs): the wait starts no call once it has come,
+        not even the depth read of a receipt just found, and ends WaitCut, so a wait begun
+        late ends at its caller's bound, not its own 60 s on (with the deadline looked at
+        only at the loop's top, an epoch begun inside the bound outlasted it); a call begun
+        before it (a look, or an unstick: its read and what it sends) may end after it.
+        Those early stops are `until`'s only: a wait without one (or one whose `until` is
+        past its own deadline) makes its look after an unstick that ran past the deadline,
+        and the depth read of a receipt a look found after it, and returns what they find,
+        as a wait only the unstick can end needs (first_slow_within)."""
         deadline = time.monotonic() + timeout_s
+        cut_at = until if until is not None and until < deadline else None
+        ends = deadline if cut_at is None else cut_at
         first = min(slow_after_s, timeout_s * FIRST_SLOW_SHARE) if first_slow_within \
             else slow_after_s
         next_slow = time.monotonic() + first
         receipt = None
-        while time.monotonic() < deadline:
+        while time.monotonic() < ends:
             if on_slow is not None and receipt is None and time.monotonic() >= next_slow:
                 on_slow()
                 next_slow = time.monotonic() + slow_after_s
+                if cut_at is not None and time.monotonic() >= cut_at:
+                    break
             try:
                 receipt = self.w3.eth.get_transaction_receipt("0x" + bare_hex(tx_hash))
             except Web3Exception:
@@ -210,10 +223,16 @@ class AnchorWrites:
             if receipt is not None:
                 if receipt["status"] != 1:
                     raise ChainRefused("reverted", f"transaction {tx_hash} failed")
+                if cut_at is not None and time.monotonic() >= cut_at:
+                    break
                 depth = self.block_number() - int(receipt["blockNumber"]) + 1
                 if depth >= self.config.confirmations:
                     return receipt
-            time.sleep(0.2)
+            time.sleep(max(0.0, min(0.2, ends - time.monotonic())))
+        if cut_at is not None:
+            waited = max(0.0, cut_at - (deadline - timeout_s))
+            raise WaitCut(f"no confirmed receipt for {tx_hash} by its caller's bound, "
+                          f"{seconds_text(waited)} into its wait")
         raise ReceiptTimedOut(f"no confirmed receipt for {tx_hash} within "
                               f"{seconds_text(timeout_s)}")
 

@@ -63,6 +63,12 @@ class ReceiptTimedOut(RpcUnavailable):
     behind a nonce held at another endpoint), whose hint is then not the endpoint's."""
 
 
+class WaitCut(ReceiptTimedOut):
+    """A receipt wait its caller's own bound ended before the wait's deadline (anchor_writes
+    `wait`'s `until`: the exit push's bound, push._push_epochs). The transaction was sent and
+    may still land: a caller that does not catch it says so as for any wait that ran out."""
+
+
 class RpcErrorAnswer(RpcUnavailable):
     """The endpoint answered, and the answer was a refusal: an error object or an HTTP
     status (a 429 rate limit). The provider never asks again after an answer, so a caller

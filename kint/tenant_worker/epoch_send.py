@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from kint.chain.calls import ChainRefused, spent_nonce
-from kint.chain.rpc import RpcNotReached, RpcUnavailable
+from kint.chain.rpc import RpcNotReached, RpcUnavailable, WaitCut
 from kint.outcomes import NOTHING_DROPPED
 from kint.protocol import ErrorCode, ProtocolError
 from kint.tenant_worker.former_key_wait import DeferredWait
@@ -69,7 +69,8 @@ def sign_epoch(sender: SessionSender, calldata: bytes) -> Signed:
 
 
 def send_epoch(sender: SessionSender, signed: Signed, seq: int, words: SendWords,
-               not_taken: Callable[[], None] | None = None) -> Any:
+               not_taken: Callable[[], None] | None = None,
+               until: float | None = None) -> Any:
     """Send epoch `seq`'s `signed` transaction and wait for its receipt. A refusal whose
     nonce is spent is RPC_UNAVAILABLE with `words.spent` (that nonce may be this very
     transaction's, so whether the epoch landed is the chain's to say, not the refusal's);
@@ -77,12 +78,15 @@ def send_epoch(sender: SessionSender, signed: Signed, seq: int, words: SendWords
     answered as push_refusals.refused says. An endpoint that failed is RPC_UNAVAILABLE
     with `words.never_sent` when no connection was made for the send, else
     `words.may_land`, where the endpoint's words alone read as if nothing had left this
-    machine, or as if it had."""
+    machine, or as if it had. A receipt wait cut at `until` (the exit push's bound) is
+    raised as it is (WaitCut), for the push to say where it stopped (push._push_epochs)."""
     sent = False
     try:
         tx = sender.send(signed)
         sent = True
-        return sender.wait(tx, signed)
+        return sender.wait(tx, signed, until)
+    except WaitCut:
+        raise
     except ChainRefused as err:
         if spent_nonce(err):
             raise ProtocolError(ErrorCode.RPC_UNAVAILABLE,

@@ -27,6 +27,15 @@ result comes after the supervisor's TIMEOUT, said only in the worker's log. Stop
 the stop, between two epochs, nothing is lost: the epochs that landed are recorded, the store keeps
 the other rows, unanchored, for the next push (the watcher's, or the next worker's start),
 and the exit push says so once, in its log line (`cut_message`).
+
+The room does not bound the epoch's receipt wait, which looked at its own 60 s only at its
+loop's top, so an epoch begun inside the bound ran on past it (its worst case counts more
+calls than the room, an unstick's among them, as many as the nonces it pushes through): the
+wait now ends at the bound itself (AnchorWrites.wait's `until`, push._push_epochs), starting
+no call after it. What that leaves is what a kill there leaves: the epoch's journal, written
+before its send, holds the signed transaction, and the next push or pull (or the next
+worker's start) settles it, recording the epoch if it landed; the line says the push
+stopped in that epoch's receipt wait (WAIT_CUT), its rows counted with those left.
 """
 
 from __future__ import annotations
@@ -53,8 +62,9 @@ EXIT_TURN_S = int(EXIT_BOUND_S // 2)
 # The chain reads one epoch makes besides the polls its receipt wait ends within: the
 # signing's five (the session key's mined nonce, the gas estimate and the two fee reads that
 # fill the transaction, the balance: SessionSender.sign), and, at the wait's end, the poll
-# begun just before its deadline and the depth read after it (AnchorWrites.wait). Each is
-# tried three times when it times out (kint.chain.rpc); the send is tried once.
+# begun just before it and, when that end is the wait's own 60 s and not the push's bound
+# (`until`, which starts no call once come), the depth read after it (AnchorWrites.wait).
+# Each is tried three times when it times out (kint.chain.rpc); the send is tried once.
 EPOCH_READS = 7
 EPOCH_SENDS = 1
 # What the room keeps besides the chain's calls: the epoch's records written, the result's
@@ -141,14 +151,23 @@ def cut(ctx: "SpaceContext", bound: ExitBound | None, chain: "ChainConfig") -> s
     return late(bound, chain)
 
 
+# Why the exit push stopped in an epoch's receipt wait, cut at its bound (push._push_epochs,
+# AnchorWrites.wait's `until`): with `cut_message`'s `in_wait`, the line says where.
+WAIT_CUT = ("its bound came first; that epoch was sent and may still land: its journal is "
+            "settled by the next push or pull, which records it if it did")
+
+
 def cut_message(why: str, sent: int, planned: int, rows_sent: int, rows_left: int,
-                head: str) -> str:
-    """The exit push's one line when it stopped between epochs: what it anchored, why it
+                head: str, in_wait: bool = False) -> str:
+    """The exit push's one line when it stopped between epochs, or in an epoch's receipt
+    wait (`in_wait`: sent, its landing left to its journal): what it anchored, why it
     stopped, and that the rest stays in the store for the next push. Its epochs are named
     by their place (the next, the first), never by a number beside the head's seq."""
+    where = "in the receipt wait of" if in_wait else "before"
     if sent:
         done = (f"anchored {rows_sent} row change(s) in {sent} of {planned} epoch(s){head}; "
-                f"stopped before the next: {why}; the other")
+                f"stopped {where} the next: {why}; the other")
     else:
-        done = f"anchored none of its {planned} epoch(s); stopped before the first: {why}; the"
+        done = (f"anchored none of its {planned} epoch(s); stopped {where} the first: {why}; "
+                f"the")
     return f"{done} {rows_left} row change(s) stay in the store, unanchored, for the next push"

@@ -93,7 +93,10 @@ class Worker(Heartbeat, OpReplies):
         self._answers: collections.deque[list[bytes]] = collections.deque()
         self.stopping = False
         # Why the supervisor stopped it: a "recycle", a "restart" or an "upgrade" hands
-        # the attached sessions over.
+        # the attached sessions over. The last stop message's, as the supervisor keeps it
+        # (lifecycle.stop_worker): that one decides whether a successor starts to take them
+        # (worker_exit.py). The lines name the first (HeadTurn.stop), the reason the worker
+        # began to stop for.
         self.stop_reason: str | None = None
         self.stop_requested = threading.Event()
         # A signal writes a byte here (signal.set_wakeup_fd), as does a pool thread with
@@ -162,8 +165,12 @@ class Worker(Heartbeat, OpReplies):
             # The space's turn stopped before the line (the loop's next turn does it again,
             # for a SIGTERM too): what reads "stop requested" finds an exit push that will
             # start no further epoch, not one that may still start it before the loop turns.
+            began = self.ctx.head_ops.stopped
             self.ctx.head_ops.stop(self.stop_reason)
-            log.info("stop requested (%s)", msg.get("reason"))
+            if began is None:
+                log.info("stop requested (%s)", msg.get("reason"))
+            else:  # named as a second one: "stop requested (stop)" read as another stop
+                log.info("stop requested again (%s): %s already", msg.get("reason"), began)
             return
         internal_id = msg["id"]
         # Counted before anything else of it: this thread makes the beats, so each beat

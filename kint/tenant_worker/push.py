@@ -31,7 +31,7 @@ from typing import Any
 from eth_hash.auto import keccak
 
 from kint.chain.anchor import Anchor, Head
-from kint.chain.rpc import RpcUnavailable
+from kint.chain.rpc import RpcUnavailable, WaitCut
 from kint.custody import errors as custody_errors
 from kint.epochs.envelope import seal
 from kint.epochs.errors import EpochTooLarge
@@ -48,7 +48,7 @@ from kint.tenant_worker.connected import connected, sender_for
 from kint.tenant_worker.custody_errors import as_protocol_error
 from kint.tenant_worker.data_key import renew
 from kint.tenant_worker.epoch_send import PUSH_WORDS, send_epoch, sign_epoch
-from kint.tenant_worker.exit_bound import ExitBound, cut
+from kint.tenant_worker.exit_bound import WAIT_CUT, ExitBound, cut
 from kint.tenant_worker.head_lock import TurnLeft, head_op
 from kint.tenant_worker.landed_block import settle_head_block
 from kint.tenant_worker.pending import record_landed
@@ -269,7 +269,7 @@ def _push_saying(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None,
             # Its epochs went through as a whole push's do: the rows it leaves for the next
             # push need the key as much, so its deadline is renewed as theirs would be.
             renew(ctx, key)
-        return cut_short(ctx, said, before, current, pushed, chunks, why)
+        return cut_short(ctx, said, before, current, pushed, chunks, why, why == WAIT_CUT)
     # Everything read at `before` is anchored: the heartbeat says 0 until the store moves.
     note_count(ctx, before, current, 0)
     if new_key is None:
@@ -331,18 +331,26 @@ def _push_epochs(ctx: SpaceContext, anchor: Anchor, sender: SessionSender, owner
     bucket floor read back from what `_push_epoch` recorded), and say what each cost.
     Returns the mirror after the last sent (`mirror` when none was), the epochs' lines, and
     why the exit push (`bound`) stopped between two (exit_bound.cut; None: all were sent),
-    the reason it broke on, not one read again after (a stop begun since)."""
+    the reason it broke on, not one read again after (a stop begun since), or in an epoch's
+    receipt wait, cut at its bound (exit_bound.WAIT_CUT: that epoch's journal is kept)."""
     state = ctx.state
     pushed: list[dict[str, Any]] = []
     seq, prev, bucket = head.seq, head.digest, (mirror.head.bucket if mirror else None) or 0
     current = mirror
+    # The receipt wait of an epoch begun inside the bound ends at it too: the room kept
+    # for one (exit_bound.kept_room) is capped, and its count of the wait's calls is no
+    # bound (an unstick makes its own, as many as the nonces it pushes through).
+    until = bound.ends if bound is not None else None
     for number, chunk in enumerate(chunks, 1):
         why = cut(ctx, bound, anchor.config)
         if why is not None:
             return current, pushed, why
         ctx.progress = f"push: epoch {number} of {len(chunks)} ({len(chunk.rows)} rows)"
-        current = _push_epoch(ctx, anchor, sender, owner, key, wraps,
-                              seq + 1, prev, bucket, chunk, as_snapshot)
+        try:
+            current = _push_epoch(ctx, anchor, sender, owner, key, wraps,
+                                  seq + 1, prev, bucket, chunk, as_snapshot, until)
+        except WaitCut:
+            return current, pushed, WAIT_CUT
         meta = state.meta(current.head.seq)
         seq, prev, bucket = meta.seq, meta.digest, meta.bucket
         cost = meta.cost or {}
@@ -374,7 +382,9 @@ def save_journal(pending: PendingEpoch, path: Path, sender: SessionSender) -> No
 
 def _push_epoch(ctx: SpaceContext, anchor: Anchor, sender: SessionSender, owner: str,
                 key: bytes, wraps: Any, seq: int, prev: str, bucket_floor: int, chunk: Chunk,
-                as_snapshot: bool) -> Mirror:
+                as_snapshot: bool, until: float | None = None) -> Mirror:
+    """One epoch signed, journalled, sent and recorded; its receipt wait ends at `until`
+    (the exit push's bound: WaitCut, the journal kept for the next push or pull)."""
     cfg, state = ctx.config, ctx.state
     plaintext = make_plaintext(tenant=cfg.label, space=cfg.space_id, seq=seq, prev=prev,
                                rows=chunk.rows, deleted=chunk.deleted,
@@ -392,5 +402,5 @@ def _push_epoch(ctx: SpaceContext, anchor: Anchor, sender: SessionSender, owner:
     save_journal(pending, state.files["pending"], sender)
     # A nonce counted as spent may be this epoch's own transaction: the journal decides.
     receipt = send_epoch(sender, signed, seq, PUSH_WORDS,
-                         not_taken=lambda: remove_file(state.files["pending"]))
+                         not_taken=lambda: remove_file(state.files["pending"]), until=until)
     return record_landed(ctx, anchor, pending, receipt)

@@ -26,10 +26,13 @@ def anchored(said: dict[str, Any], pushed: list[dict[str, Any]],
 
 
 def cut_short(ctx: SpaceContext, said: dict[str, Any], before: Any, current: Mirror | None,
-              pushed: list[dict[str, Any]], chunks: list[Chunk], why: str) -> dict[str, Any]:
+              pushed: list[dict[str, Any]], chunks: list[Chunk], why: str,
+              in_wait: bool = False) -> dict[str, Any]:
     """The exit push's result when it stopped between epochs (`why`, the reason it stopped
-    on): what landed, and the rows of the epochs not sent, left in the store (counted) for
-    the next push, said once."""
+    on), or in an epoch's receipt wait (`in_wait`, at the bound: that epoch's
+    rows are counted left, its journal settles whether they landed): what landed, and the
+    rows of the epochs not recorded, left in the store (counted) for the next push, said
+    once."""
     left = chunks[len(pushed):]
     rows_left = sum(len(c.rows) + len(c.deleted) for c in left)
     note_count(ctx, before, current, rows_left)
@@ -38,7 +41,7 @@ def cut_short(ctx: SpaceContext, said: dict[str, Any], before: Any, current: Mir
     head = (f", head epoch {current.head.seq} at block {current.head.block}"
             if current is not None and pushed else "")
     result["message"] = cut_message(why, len(pushed), len(chunks), result["pushed"],
-                                    rows_left, head)
+                                    rows_left, head, in_wait)
     result["cut_short"] = {"epochs_left": len(left), "rows_left": rows_left}
     return result
 

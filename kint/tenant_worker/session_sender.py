@@ -141,13 +141,15 @@ class SessionSender:
                 self.book.give_back(signed.nonce)
             raise
 
-    def wait(self, tx_hash: str, signed: Signed) -> Any:
+    def wait(self, tx_hash: str, signed: Signed, until: float | None = None) -> Any:
         """The receipt, `unstick` running every KINT_NONCE_RETRY_SECONDS meanwhile, the
         first by half the wait at the latest (as a former key's wait, former_key.py): with
         the setting at the receipt wait (60 s) or more it never ran, and a push held back by
-        another space's stuck transaction timed out, as did every later one."""
+        another space's stuck transaction timed out, as did every later one. `until`: the
+        exit push's bound (AnchorWrites.wait, push._push_epochs)."""
         receipt = self.anchor.wait(tx_hash, on_slow=lambda: self.unstick(signed.nonce),
-                                   slow_after_s=retry_seconds(), first_slow_within=True)
+                                   slow_after_s=retry_seconds(), first_slow_within=True,
+                                   until=until)
         block = receipt.get("blockNumber")
         self.book.landed(signed.nonce, tx_hash, int(block) if block is not None else None)
         return receipt

@@ -36,6 +36,11 @@ log = logging.getLogger("kint.worker")
 # What the exit push's line says of the rows once the worker's stop refused it (exit_push):
 # it sent nothing, and the store keeps whatever it would have pushed.
 NOT_STARTED = "any rows it would push stay in the store, unanchored, for the next push"
+# Why an exit push begun past its request's deadline starts nothing (exit_push). Only what
+# the worker knows: the check runs as the op begins on its pool, which may be long after the
+# worker read the request; and the supervisor's TIMEOUT is not sure to have been given, as
+# this reply, sent at once, wins if it reaches the supervisor first (timed.py `_expire`).
+PAST_DEADLINE = "its request's deadline had passed when the worker came to begin it"
 
 # What a read of the enrolment or of the data key's cache may meet for a moment: the
 # process or the box out of open files, memory, an I/O error. Not "cannot push", which
@@ -302,13 +307,23 @@ def exit_push(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     waiting for another process's head lock) is no failure: nothing was sent, and its
     line says the rows stay in the store for the next push (NOT_STARTED, in the words of
     a push cut before its first epoch: exit_bound.cut_message), where `exit push not made
-    (WORKER_DOWN)` read as one."""
+    (WORKER_DOWN)` read as one. One whose request's deadline had passed when the worker
+    came to begin it starts nothing and says so (PAST_DEADLINE): its caller has been, or is
+    about to be, answered by the supervisor."""
     from kint.tenant_worker import request_deadline
     from kint.tenant_worker.exit_bound import ExitBound
 
-    bound = ExitBound.for_request(request_deadline.current())  # before anything of it
+    given = request_deadline.current()
+    bound = ExitBound.for_request(given)  # before anything of it
     if args.get("session"):
         _end(ctx, args["session"])
+    if given is not None and given.at <= time.monotonic():
+        # Begun past its deadline (queued behind the worker's start, its other ops, a stop
+        # of the box): it takes no turn, reads no chain and settles no journal, where it
+        # went on to be cut only before its first epoch.
+        log.info("space %s: exit push not started: %s; %s", ctx.config.space16, PAST_DEADLINE,
+                 NOT_STARTED)
+        return {"pushed": 0, "epochs": [], "message": f"{PAST_DEADLINE}; {NOT_STARTED}"}
     try:
         result = server_push(ctx, "exit", bound)
         log.info("space %s: exit push: %s", ctx.config.space16, result.get("message"))
