@@ -5,20 +5,30 @@ told by the id of the KINT_HOME that started its anvil, which `kint devchain sta
 (random, 0600, in KINT_HOME/devchain/home.id) and records. Judged by the path alone, status
 deleted such a copy as a dead anvil's and start began an anvil of this home's beside it.
 The session's devchain (a real anvil, started by `kint devchain start`) is the first host.
+
+The id is a file, lost or copied with the rest of KINT_HOME, so the record's own facts come
+first (kint.chain.devchain.whose): this home's anvil running under the recorded pid makes
+the record this home's own though home.id is gone, and an endpoint answering with the
+genesis the record names, while no anvil runs here, makes it a devchain running elsewhere
+though the id is this home's (the whole KINT_HOME copied).
 """
 
 from __future__ import annotations
 
 import json
+import signal
 import stat
 import subprocess
 
 import orjson
+import requests
 
 from conftest import make_sandbox
 from kint.chain.config import devchain_record
 from kint.chain.devchain.records import home_id_path, own_home_id, state_path
 from kint.paths import devchain_dir
+from rpc_proxy import closed_port_url
+from test_devchain import FAKE_ANVIL, _reap, _start_fake
 
 
 def _write_record(sb, record: dict) -> None:
@@ -63,7 +73,10 @@ def test_this_homes_own_record_whose_anvil_is_gone_is_still_forgotten(tmp_path, 
     _write_record(sb, {})
     own = own_home_id(sb.kint_home)
     assert own != record["home"] and own_home_id(sb.kint_home) == own
-    mine = {**record, "state": str(state_path(sb.kint_home)), "home": own}
+    # Its port answers nothing, as a gone anvil's does (one that answers with the chain the
+    # record names is a devchain running elsewhere: the test after the next).
+    mine = {**record, "state": str(state_path(sb.kint_home)), "home": own,
+            "rpc_url": closed_port_url()}
     for gone in ({**mine, "pid": _gone_pid()},
                  {**mine, "identity": {**record["identity"], "started": "another-boot:1"}}):
         _write_record(sb, gone)
@@ -71,3 +84,73 @@ def test_this_homes_own_record_whose_anvil_is_gone_is_still_forgotten(tmp_path, 
         assert out.returncode == 3 and "no devchain is running" in out.stderr, out.stderr
         assert not devchain_record(sb.kint_home).exists()
     assert home_id_path(sb.kint_home).read_text() == own
+
+
+def test_this_homes_running_anvil_with_its_id_deleted_is_still_its_own(tmp_path):
+    """devchain/home.id deleted while this home's anvil runs: the record names an id this
+    home no longer keeps, and was taken for a copy's, so `stop` left the anvil running
+    ("started from another KINT_HOME") and nothing here could stop it. The process under
+    the recorded pid is the anvil this home started (its command line, this home's state
+    file, its start time): the record is this home's own, and its id is written back."""
+    anvil = tmp_path / "bin" / "anvil"
+    anvil.parent.mkdir()
+    anvil.write_text(FAKE_ANVIL)
+    anvil.chmod(0o755)
+    sb = make_sandbox(tmp_path / "machine")
+    proc, record = _start_fake(sb, anvil)
+    try:
+        _write_record(sb, {})
+        mine = {**record, "home": own_home_id(sb.kint_home)}  # as this home's start wrote it
+        _write_record(sb, mine)
+        for _ in range(2):  # status writes the id back; stop, with it deleted again, too
+            home_id_path(sb.kint_home).unlink()
+            out = sb.kint("devchain", "status")
+            assert out.returncode == 0, out.stdout + out.stderr
+            assert out.stdout.strip() == (f"devchain running at {record['rpc_url']} (pid "
+                                          f"{proc.pid}), EpochAnchor {record['anchor']}")
+            assert home_id_path(sb.kint_home).read_text() == mine["home"]
+            assert stat.S_IMODE(home_id_path(sb.kint_home).stat().st_mode) == 0o600
+        home_id_path(sb.kint_home).unlink()
+        out = sb.kint("devchain", "stop")
+        assert out.returncode == 0 and out.stdout.strip() == "devchain stopped", out.stdout
+        assert proc.wait(timeout=10) == -signal.SIGTERM
+        assert not devchain_record(sb.kint_home).exists()
+        assert home_id_path(sb.kint_home).read_text() == mine["home"]  # the next start's
+    finally:
+        _reap(proc)
+
+
+def test_a_whole_kint_home_copied_to_another_host_keeps_the_devchain_it_names(tmp_path,
+                                                                            chain_home):
+    """The first host's whole KINT_HOME copied to a second one with the same path: home.id
+    came with it, so the record's id is this home's and its state path too, and status
+    forgot it as a stopped anvil's while its devchain answered (through a forward; here
+    the same host), and start began a fork of that chain from the copied state. No anvil
+    runs here under the recorded pid (another boot's), but the endpoint answers with the
+    genesis the record names: it runs elsewhere, kept, and nothing starts beside it. The
+    same record naming another genesis (another chain on its port) is this home's own
+    stopped one, forgotten."""
+    record = json.loads(devchain_record(chain_home).read_text())
+    genesis = requests.post(record["rpc_url"], json={
+        "jsonrpc": "2.0", "id": 1, "method": "eth_getBlockByNumber", "params": ["0x0", False]},
+        timeout=10).json()["result"]["hash"]
+    assert record["genesis"] == genesis  # what `kint devchain start` recorded
+    sb = make_sandbox(tmp_path / "machine-b", KINT_ANVIL=str(tmp_path / "no-anvil"))
+    _write_record(sb, {})
+    home_id_path(sb.kint_home).write_text(home_id_path(chain_home).read_text())
+    home_id_path(sb.kint_home).chmod(0o600)
+    copy = {**record, "state": str(state_path(sb.kint_home)),
+            "identity": {**record["identity"], "started": "another-host-boot:1"}}
+    _write_record(sb, copy)
+    line = (f"devchain running at {record['rpc_url']} (started from another KINT_HOME, state "
+            f"{copy['state']}), EpochAnchor {record['anchor']}")
+    for command in ("status", "start", "stop", "status"):
+        out = sb.kint("devchain", command)
+        assert out.returncode == 0, (command, out.stdout + out.stderr)
+        if command != "stop":
+            assert out.stdout.strip() == line, (command, out.stdout)
+        assert json.loads(devchain_record(sb.kint_home).read_text()) == copy, command
+    _write_record(sb, {**copy, "genesis": "0x" + "00" * 32})
+    out = sb.kint("devchain", "status")
+    assert out.returncode == 3 and "no devchain is running" in out.stderr, out.stderr
+    assert not devchain_record(sb.kint_home).exists()

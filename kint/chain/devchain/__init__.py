@@ -5,6 +5,8 @@ $KINT_HOME/devchain/ (docs/commands.md, "kint devchain").
 - `lifecycle`: start (deploying EpochAnchor once), status, stop.
 - `records`: the record of the running anvil, the anchor's address, the lock.
 - `identity`: which process is the recorded anvil (nothing else is ever signalled).
+- `whose`: whether a record is this KINT_HOME's own or a copy of another's, by its facts
+  (its anvil running here, its endpoint answering for its chain) and then by the id.
 - `powers`: dev-only powers (deploy, fund, impersonate an owner) that exist nowhere else.
 - `errors`: its error type, with a code and a hint (and DevchainSilent, a devchain that
   did not answer before anything was sent).
