@@ -58,7 +58,9 @@ def devchain_start() -> None:
 @devchain_group.command("stop")
 def devchain_stop() -> None:
     """Stop this KINT_HOME's anvil; its state stays under KINT_HOME/devchain for the next
-    start. Nothing else is ever signalled: not running is not an error."""
+    start: the chain's blocks, transactions and logs, and its latest state, not the state at
+    earlier blocks (a read at a block from before the stop is refused after the next
+    start). Nothing else is ever signalled: not running is not an error."""
     home = kint_home()
     outcome = _or_exit(lambda devchain: devchain.stop(home))
     if outcome == "stopped":
