@@ -129,7 +129,8 @@ def test_a_whole_kint_home_copied_to_another_host_keeps_the_devchain_it_names(tm
     runs here under the recorded pid (another boot's), but the endpoint answers with the
     genesis the record names: it runs elsewhere, kept, and nothing starts beside it. The
     same record naming another genesis (another chain on its port) is this home's own
-    stopped one, forgotten."""
+    stopped one, forgotten; a copy's endpoint answering for another chain is not its
+    devchain running."""
     record = json.loads(devchain_record(chain_home).read_text())
     genesis = requests.post(record["rpc_url"], json={
         "jsonrpc": "2.0", "id": 1, "method": "eth_getBlockByNumber", "params": ["0x0", False]},
@@ -150,7 +151,16 @@ def test_a_whole_kint_home_copied_to_another_host_keeps_the_devchain_it_names(tm
         if command != "stop":
             assert out.stdout.strip() == line, (command, out.stdout)
         assert json.loads(devchain_record(sb.kint_home).read_text()) == copy, command
-    _write_record(sb, {**copy, "genesis": "0x" + "00" * 32})
+    other_chain = "0x" + "00" * 32
+    _write_record(sb, {**copy, "genesis": other_chain})
     out = sb.kint("devchain", "status")
     assert out.returncode == 3 and "no devchain is running" in out.stderr, out.stderr
     assert not devchain_record(sb.kint_home).exists()
+    # A copy from another KINT_HOME (its own state path) whose port answers for another
+    # chain is not that devchain running: said not to answer, and kept.
+    _write_record(sb, {**record, "genesis": other_chain})
+    out = sb.kint("devchain", "status")
+    assert out.returncode == 3, out.stdout + out.stderr
+    assert out.stderr.startswith("kint: error: the devchain recorded here, copied from another "
+                                 "KINT_HOME"), out.stderr
+    assert json.loads(devchain_record(sb.kint_home).read_text())["genesis"] == other_chain
