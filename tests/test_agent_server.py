@@ -504,7 +504,7 @@ def test_a_store_kint_cannot_read_holds_a_server_side_push(box, tmp_path):
     terminal = box.kint(*scope, "push")
     assert terminal.returncode == PUSH_PULL_REFUSED and "[INTERNAL]" in terminal.stderr, \
         terminal.stderr
-    assert f"the store {db} cannot be read (" in terminal.stderr
+    assert f"kint: error: store {db} cannot be read: " in terminal.stderr
     assert "nothing was anchored" in terminal.stderr
     assert "failed inside the worker" not in terminal.stderr
 
