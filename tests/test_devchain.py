@@ -287,15 +287,26 @@ def test_a_corrupt_record_is_refused_with_a_code_and_under_json_as_json(tmp_path
 
 # --- stop and status signal nothing but their own anvil ----------------------------------------
 
-def _start_fake(sb, fake_anvil: Path, home: Path | None = None) -> tuple[subprocess.Popen, dict]:
+def _start_fake(sb, fake_anvil: Path, home: Path | None = None,
+                log: Path | None = None) -> tuple[subprocess.Popen, dict]:
     """A fake anvil running as `kint devchain start` would run it for `home`, and the record
-    start would have written for it."""
+    start would have written for it; its stdout and stderr on `log` when given (a real start
+    gives its anvil `devchain/anvil.log`)."""
     home = home or sb.kint_home
     port = devchain.lifecycle.free_port()
     state = state_path(home)
     argv = [str(fake_anvil), "--host", "127.0.0.1", "--port", str(port), "--chain-id", "31337",
             "--state", str(state), "--state-interval", "1"]
-    proc = subprocess.Popen(argv, env=sb.env, start_new_session=True, stdin=subprocess.DEVNULL)
+    out = None
+    if log is not None:
+        log.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        out = open(os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab")
+    try:
+        proc = subprocess.Popen(argv, env=sb.env, start_new_session=True,
+                                stdin=subprocess.DEVNULL, stdout=out, stderr=out)
+    finally:
+        if out is not None:
+            out.close()
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 15

@@ -97,7 +97,8 @@ def test_this_homes_running_anvil_with_its_id_deleted_is_still_its_own(tmp_path)
     anvil.write_text(FAKE_ANVIL)
     anvil.chmod(0o755)
     sb = make_sandbox(tmp_path / "machine")
-    proc, record = _start_fake(sb, anvil)
+    # Its stdout on this home's anvil.log, as a real start gives its anvil.
+    proc, record = _start_fake(sb, anvil, log=devchain_dir(sb.kint_home) / "anvil.log")
     try:
         _write_record(sb, {})
         mine = {**record, "home": own_home_id(sb.kint_home)}  # as this home's start wrote it
@@ -116,6 +117,47 @@ def test_this_homes_running_anvil_with_its_id_deleted_is_still_its_own(tmp_path)
         assert proc.wait(timeout=10) == -signal.SIGTERM
         assert not devchain_record(sb.kint_home).exists()
         assert home_id_path(sb.kint_home).read_text() == mine["home"]  # the next start's
+    finally:
+        _reap(proc)
+
+
+def test_another_homes_anvil_at_this_homes_path_is_never_signalled(tmp_path):
+    """A home at this home's path seen through another mount namespace that shares the pid
+    namespace (a container run with --pid=host, a sandbox): the first home's anvil runs
+    under the recorded pid with the very command line and start time the copied record
+    names, this home's state path in it. The record's id is not this home's (none kept
+    here) and the anvil writes to another home's anvil.log: a copy. Taken for this home's
+    own by its command line, `stop` SIGTERMed the first home's anvil and wrote its id here.
+    With the whole KINT_HOME copied (the first's id and an anvil.log of its own here), the
+    anvil.log still tells it: left alone too. Here the other namespace's home is another
+    folder whose anvil.log the fake writes to."""
+    anvil = tmp_path / "bin" / "anvil"
+    anvil.parent.mkdir()
+    anvil.write_text(FAKE_ANVIL)
+    anvil.chmod(0o755)
+    sb = make_sandbox(tmp_path / "machine-b")
+    first = devchain_dir(tmp_path / "first-namespace" / "kint") / "anvil.log"
+    proc, record = _start_fake(sb, anvil, log=first)
+    try:
+        copy = {**record, "home": "the-first-homes-id"}
+        _write_record(sb, copy)
+        said = ("no devchain of this KINT_HOME is running; the one recorded here (state "
+                f"{copy['state']}) was started from another KINT_HOME")
+        for command in ("status", "stop", "start", "stop"):
+            out = sb.kint("devchain", command)
+            if command == "stop":
+                assert said in out.stdout + out.stderr, out.stdout + out.stderr
+            assert proc.poll() is None, f"{command} signalled another home's anvil"
+            assert json.loads(devchain_record(sb.kint_home).read_text()) == copy, command
+            assert not home_id_path(sb.kint_home).exists(), command
+        # The whole KINT_HOME copied: the first home's id kept here, an anvil.log here.
+        home_id_path(sb.kint_home).write_text(copy["home"])
+        home_id_path(sb.kint_home).chmod(0o600)
+        (devchain_dir(sb.kint_home) / "anvil.log").write_text("the first home's log, copied\n")
+        out = sb.kint("devchain", "stop")
+        assert said in out.stdout + out.stderr, out.stdout + out.stderr
+        assert proc.poll() is None, "stop signalled another home's anvil"
+        assert json.loads(devchain_record(sb.kint_home).read_text()) == copy
     finally:
         _reap(proc)
 
