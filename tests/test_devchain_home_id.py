@@ -91,7 +91,8 @@ def test_this_homes_running_anvil_with_its_id_deleted_is_still_its_own(tmp_path)
     home no longer keeps, and was taken for a copy's, so `stop` left the anvil running
     ("started from another KINT_HOME") and nothing here could stop it. The process under
     the recorded pid is the anvil this home started (its command line, this home's state
-    file, its start time): the record is this home's own, and its id is written back."""
+    file, its start time, this home's anvil.log): the record is this home's own, and its id
+    is written back, by status, start and stop alike."""
     anvil = tmp_path / "bin" / "anvil"
     anvil.parent.mkdir()
     anvil.write_text(FAKE_ANVIL)
@@ -111,6 +112,13 @@ def test_this_homes_running_anvil_with_its_id_deleted_is_still_its_own(tmp_path)
                                           f"{proc.pid}), EpochAnchor {record['anchor']}")
             assert home_id_path(sb.kint_home).read_text() == mine["home"]
             assert stat.S_IMODE(home_id_path(sb.kint_home).stat().st_mode) == 0o600
+        # start finds it running (starts nothing: KINT_ANVIL is no anvil) and writes it back
+        home_id_path(sb.kint_home).unlink()
+        out = sb.kint("devchain", "start", env={"KINT_ANVIL": str(tmp_path / "no-anvil")})
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert f"(pid {proc.pid})" in out.stdout, out.stdout
+        assert home_id_path(sb.kint_home).read_text() == mine["home"]
+        assert json.loads(devchain_record(sb.kint_home).read_text()) == mine
         home_id_path(sb.kint_home).unlink()
         out = sb.kint("devchain", "stop")
         assert out.returncode == 0 and out.stdout.strip() == "devchain stopped", out.stdout
