@@ -510,7 +510,8 @@ def test_a_copied_record_whose_pid_means_nothing_here_is_judged_by_its_endpoint(
     out = sb.kint("devchain", "status")
     assert out.returncode == 3, out.stdout + out.stderr
     assert out.stderr.splitlines()[:2] == [
-        f"kint: error: the devchain recorded here, copied from another KINT_HOME (state "
+        f"kint: error: the devchain recorded here by another KINT_HOME, or by this one before "
+        f"its devchain/home.id was removed (state "
         f"{record['state']}), does not answer at {silent['rpc_url']}; the record is kept "
         f"[RPC_UNAVAILABLE]",
         "hint: on the machine that started it, `kint devchain status` says whether it runs "
@@ -551,7 +552,8 @@ def test_start_over_a_copied_record_starts_nothing_here(tmp_path, fake_anvil):
     out = sb.kint("devchain", "start")
     assert out.returncode == 2, out.stdout + out.stderr
     assert out.stderr.splitlines()[:2] == [
-        f"kint: error: the devchain recorded here, copied from another KINT_HOME (state "
+        f"kint: error: the devchain recorded here by another KINT_HOME, or by this one before "
+        f"its devchain/home.id was removed (state "
         f"{record['state']}), does not answer at {record['rpc_url']}; nothing was started "
         f"[RPC_UNAVAILABLE]",
         "hint: on the machine that started it, `kint devchain status` says whether it runs "

@@ -211,6 +211,7 @@ def test_a_whole_kint_home_copied_to_another_host_keeps_the_devchain_it_names(tm
     _write_record(sb, {**record, "genesis": other_chain})
     out = sb.kint("devchain", "status")
     assert out.returncode == 3, out.stdout + out.stderr
-    assert out.stderr.startswith("kint: error: the devchain recorded here, copied from another "
-                                 "KINT_HOME"), out.stderr
+    assert out.stderr.startswith("kint: error: the devchain recorded here by another "
+                                 "KINT_HOME, or by this one before its devchain/home.id was "
+                                 "removed"), out.stderr
     assert json.loads(devchain_record(sb.kint_home).read_text())["genesis"] == other_chain

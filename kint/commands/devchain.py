@@ -107,8 +107,9 @@ def devchain_status(as_json: bool) -> None:
     if record is None and elsewhere:
         from kint.settings.urls import redact_url
 
-        refuse(ErrorCode.RPC_UNAVAILABLE, f"the devchain recorded here, copied from another "
-               f"KINT_HOME (state {kept.get('state')}), does not answer at "
+        refuse(ErrorCode.RPC_UNAVAILABLE, f"the devchain recorded here by another KINT_HOME, "
+               f"or by this one before its devchain/home.id was removed (state "
+               f"{kept.get('state')}), does not answer at "
                f"{redact_url(str(kept.get('rpc_url')))}; the record is kept",
                STOPPED_HINT, NO_DEVCHAIN)
     if record is None:

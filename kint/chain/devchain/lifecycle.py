@@ -140,7 +140,8 @@ def _copy_in_force(home: Path, record: dict[str, Any]) -> dict[str, Any]:
     url = str(record.get("rpc_url"))
     if record_answers(record):
         return record
-    raise DevchainError(f"the devchain recorded here, copied from another KINT_HOME (state "
+    raise DevchainError(f"the devchain recorded here by another KINT_HOME, or by this one "
+                        f"before its devchain/home.id was removed (state "
                         f"{record.get('state')}), does not answer at {redact_url(url)}; "
                         f"nothing was started",
                         hint=f"{STOPPED_HINT}; or, for a devchain of this KINT_HOME's own, "
