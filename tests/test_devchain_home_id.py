@@ -27,7 +27,8 @@ from conftest import make_sandbox
 from kint.chain.config import devchain_record
 from kint.chain.devchain.records import home_id_path, own_home_id, state_path
 from kint.paths import devchain_dir
-from rpc_proxy import closed_port_url
+from rpc_proxy import (LoopbackServer, answer_json, answer_status, closed_port_url,
+                       json_post_handler)
 from test_devchain import FAKE_ANVIL, _reap, _start_fake
 
 
@@ -215,3 +216,51 @@ def test_a_whole_kint_home_copied_to_another_host_keeps_the_devchain_it_names(tm
                                  "KINT_HOME, or by this one before its devchain/home.id was "
                                  "removed"), out.stderr
     assert json.loads(devchain_record(sb.kint_home).read_text())["genesis"] == other_chain
+
+
+class _AnswersOnce(LoopbackServer):
+    """A copy's endpoint that answers for its chain once (its chain id, then its genesis),
+    then stops answering (HTTP 500): a devchain stopped, or a forward gone, while a status
+    runs."""
+
+    def __init__(self, genesis: str) -> None:
+        self.answers = {"eth_chainId": "0x7a69", "eth_getBlockByNumber": {"hash": genesis}}
+        self.asked: list[str] = []
+        super().__init__(json_post_handler(self._serve))
+
+    def _serve(self, handler, request: dict) -> None:
+        self.asked.append(request["method"])
+        answer = self.answers.pop(request["method"], None)
+        if answer is None:
+            answer_status(handler, 500)
+            return
+        answer_json(handler, json.dumps({"jsonrpc": "2.0", "id": request["id"],
+                                         "result": answer}).encode())
+
+
+def test_status_asks_a_copys_endpoint_once_and_says_what_it_found(tmp_path):
+    """A whole KINT_HOME copied (this home's id and state path in the record, no anvil of it
+    running here) is told a copy by its endpoint answering for its genesis. status asked
+    that endpoint up to three times (whose.copied, then again whether the copy runs, then
+    again for the line to print): an endpoint that stopped answering in between gave two
+    judgements of one record. It is asked once, and status says what that ask found."""
+    genesis = "0x" + "ab" * 32
+    endpoint = _AnswersOnce(genesis)
+    try:
+        sb = make_sandbox(tmp_path / "machine-b", KINT_ANVIL=str(tmp_path / "no-anvil"))
+        _write_record(sb, {})
+        copy = {"pid": _gone_pid(), "rpc_url": endpoint.url, "chain_id": 31337,
+                "anchor": "0x5FbDB2315678afecb367f032d93F642f64180aa3",
+                "port": int(endpoint.url.rsplit(":", 1)[1]), "state": str(state_path(sb.kint_home)),
+                "anvil": "anvil", "identity": {"cmdline": ["anvil"], "started": "another-boot:1"},
+                "home": own_home_id(sb.kint_home), "genesis": genesis}
+        _write_record(sb, copy)
+        out = sb.kint("devchain", "status")
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert out.stdout.strip() == (f"devchain running at {endpoint.url} (started from another "
+                                      f"KINT_HOME, state {copy['state']}), EpochAnchor "
+                                      f"{copy['anchor']}")
+        assert endpoint.asked == ["eth_chainId", "eth_getBlockByNumber"]
+        assert json.loads(devchain_record(sb.kint_home).read_text()) == copy
+    finally:
+        endpoint.stop()

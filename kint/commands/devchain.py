@@ -98,12 +98,9 @@ def devchain_status(as_json: bool) -> None:
     A record copied from another KINT_HOME is judged by whether its endpoint answers, and
     kept either way."""
     from kint.chain.devchain.errors import STOPPED_HINT
-    from kint.chain.devchain.whose import copied
 
     home = kint_home()
-    record = _or_exit(lambda devchain: devchain.status(home))
-    kept = _or_exit(lambda devchain: devchain.read_record(home)) if record is None else record
-    elsewhere = kept is not None and copied(kept, home)
+    record, kept, elsewhere = _or_exit(lambda devchain: devchain.judged_status(home))
     if record is None and elsewhere:
         from kint.settings.urls import redact_url
 

@@ -53,7 +53,7 @@ from kint.chain.devchain.errors import STOPPED_HINT, DevchainError
 from kint.chain.devchain.identity import process_identity, recorded_anvil_runs
 from kint.chain.devchain.records import (anchor_file, forget, locked, own_home_id,
                                          previous_anchor, read_record, state_path)
-from kint.chain.devchain.whose import adopt_id, answers, copied, record_answers
+from kint.chain.devchain.whose import adopt_id, answers, copied, judged, record_answers
 from kint.paths import atomic_write, devchain_dir
 from kint.pid_file_lock import FOREIGN_FILE_HINT, NotOwnFile, open_own_file
 from kint.protocol import ErrorCode
@@ -73,29 +73,40 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _running(home: Path) -> dict[str, Any] | None:
-    """The record of a running devchain, or None. A record of this home's anvil that is gone
-    (exited, or its pid now someone else's) is removed; a copied one (another home's anvil,
-    whose pid says nothing here) is kept, and counts as running when its endpoint answers.
-    Call with the lock held."""
+def _running(home: Path) -> tuple[dict[str, Any] | None, dict[str, Any] | None, bool]:
+    """`judged_status`'s answer. A record of this home's anvil that is gone (exited, or its
+    pid now someone else's) is removed; a copied one (another home's anvil, whose pid says
+    nothing here) is kept, and counts as running when its endpoint answers. Call with the
+    lock held."""
     record = read_record(home)
     if record is None:
-        return None
-    if copied(record, home):
-        return record if record_answers(record) else None
+        return None, None, False
+    copy, answered = judged(record, home)
+    if copy:
+        answered = record_answers(record) if answered is None else answered
+        return (record if answered else None), record, True
     if not recorded_anvil_runs(record):
         forget(home, record)
-        return None
+        return None, None, False
     adopt_id(record, home)
-    return record if record_answers(record) else None
+    return (record if record_answers(record) else None), record, False
+
+
+def judged_status(home: Path) -> tuple[dict[str, Any] | None, dict[str, Any] | None, bool]:
+    """The running devchain's record (None when none runs), the record kept here (that one,
+    or a copy's whose endpoint does not answer), and whether it is a copy: one judgement,
+    each endpoint asked once, so what `kint devchain status` prints of a record is what it
+    found (asked again, an endpoint that stopped answering in between made a copy's line
+    name its pid, which means nothing here)."""
+    if read_record(home) is None:  # nothing to check, and nothing to create
+        return None, None, False
+    with locked(home):
+        return _running(home)
 
 
 def status(home: Path) -> dict[str, Any] | None:
     """The running devchain's record, or None when none runs."""
-    if read_record(home) is None:  # nothing to check, and nothing to create
-        return None
-    with locked(home):
-        return _running(home)
+    return judged_status(home)[0]
 
 
 def _deploy(w3: Web3) -> str:

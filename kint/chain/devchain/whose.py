@@ -85,18 +85,28 @@ def writes_here(record: dict[str, Any], home: Path) -> bool | None:
     return (theirs.st_dev, theirs.st_ino) == (ours.st_dev, ours.st_ino)
 
 
+def judged(record: dict[str, Any], home: Path) -> tuple[bool, bool | None]:
+    """Whether the record is a copy (`copied`), and whether its endpoint answered for its
+    chain when that was asked to decide (None when it was not): a caller that needs both
+    asks the endpoint once, and cannot get two answers that disagree."""
+    if "state" in record and not started_here(record, home):
+        return True, None
+    elsewhere = "home" in record and record["home"] != home_id(home)
+    if "state" in record and recorded_anvil_runs(record):
+        mine = writes_here(record, home)
+        return (elsewhere if mine is None else not mine), None
+    if elsewhere or "genesis" not in record:
+        return elsewhere, None
+    answered = record_answers(record)
+    return answered, answered
+
+
 def copied(record: dict[str, Any], home: Path) -> bool:
     """The record is a copy of another KINT_HOME's: its anvil was not started here and its
     pid means nothing here (the module's docstring has the order of the facts). A record
     naming no state file (older still than the id) is not judged a copy: its pid is told by
     its identity, as for this home's own."""
-    if "state" in record and not started_here(record, home):
-        return True
-    elsewhere = "home" in record and record["home"] != home_id(home)
-    if "state" in record and recorded_anvil_runs(record):
-        mine = writes_here(record, home)
-        return elsewhere if mine is None else not mine
-    return elsewhere or ("genesis" in record and record_answers(record))
+    return judged(record, home)[0]
 
 
 def adopt_id(record: dict[str, Any], home: Path) -> None:
