@@ -16,7 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 # The fields of a command's result that hold a transaction hash (`anchored_tx`: verify's
-# per-hit checks; the refusal it writes into Sibyl keeps the record as the worker made it).
+# per-hit checks; the refusal it writes into Sibyl takes that form from its check,
+# kint.tenant_worker.verify.refusal_body).
 TX_FIELDS = frozenset({"tx", "anchored_tx"})
 
 

@@ -149,6 +149,13 @@ def test_tools_verify_the_hold_and_the_ways_out(fresh_box):
         refused = agent.call("memory_verify", query="release rule")
         assert refused["decision"] == "refuse" and refused["refusal_entity"].startswith(
             "kint_refusal/entity-rules-release-gate-")
+        # The refusal as the next session reads it with Sibyl's memory_recall: the hash of
+        # the refusing check as memory_verify gives it (`0x`), where it was the bare digits.
+        category, name = refused["refusal_entity"].split("/", 1)
+        recalled = agent.call("memory_recall", category=category, name=name)
+        [drifted] = [c for c in refused["checks"] if c["status"] == "drifted"]
+        assert recalled["entity"]["body"]["anchored_tx"] == drifted["anchored_tx"], recalled
+        assert drifted["anchored_tx"].startswith("0x"), drifted
         tool_push = agent.call("memory_push")
         assert tool_push["ok"] is False and tool_push["error"] == "HELD"
         assert tool_push["hint"] == ("nothing was anchored and nothing was dropped; "
@@ -497,7 +504,7 @@ def test_a_store_kint_cannot_read_holds_a_server_side_push(box, tmp_path):
     terminal = box.kint(*scope, "push")
     assert terminal.returncode == PUSH_PULL_REFUSED and "[INTERNAL]" in terminal.stderr, \
         terminal.stderr
-    assert f"the store {db} cannot be read (" in terminal.stderr
+    assert f"kint: error: store {db} cannot be read: " in terminal.stderr
     assert "nothing was anchored" in terminal.stderr
     assert "failed inside the worker" not in terminal.stderr
 

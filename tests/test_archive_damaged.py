@@ -106,8 +106,10 @@ def test_a_server_push_over_an_archive_kint_does_not_read_is_the_rows_refusal(ma
     """An archive of a shape kint does not read (its `category` renamed, as another Sibyl's
     might be) is no damaged file: the rows' read of a store whose table is so is refused as
     SQLite's error, nothing held, to be tried again. The drift check said it otherwise
-    ("store PATH cannot be read", the hint to check the file); now the same refusal as
-    the rows' read, and nothing waits for a human."""
+    (the hint to check the file); now the same refusal as the rows' read, and nothing
+    waits for a human. `kint status` over the same store (the session's baseline: its drift
+    check reads the archive) says the same of it as the push, each with its own hint,
+    where the push said "reading the store PATH failed (SQLITE_ERROR: ...)"."""
     from kint.protocol.hints import STORE_READ_FAILED_HINT
 
     sb, tenant = machine, "kint-archive-renamed"
@@ -118,7 +120,10 @@ def test_a_server_push_over_an_archive_kint_does_not_read_is_the_rows_refusal(ma
     held = log.read_text().count("push HELD")
     err = _server_push_refused(sb, tenant, db)
     assert err.code == "INTERNAL", (err.code, err.message)
-    assert err.message == (f"reading the store {db} failed (SQLITE_ERROR: no such column: "
-                           f"category); nothing was anchored"), err.message
+    said = f"store {db} cannot be read: no such column: category (SQLITE_ERROR, code 1)"
+    assert err.message == f"{said}; nothing was anchored", err.message
     assert err.hint == STORE_READ_FAILED_HINT
     assert log.read_text().count("push HELD") == held
+    status = sb.kint("--tenant", tenant, "--db", str(db), "status")
+    assert status.returncode != 0, status.stdout + status.stderr
+    assert status.stderr.startswith(f"kint: error: {said} [INTERNAL]"), status.stderr

@@ -4,7 +4,8 @@ another process's lock refused was taken for an empty archive: the pull restored
 the tenant forgot on purpose, kint-server's push was held for a human over a "lost" store,
 and verify said "`kint pull` restores them". Now the lock is what it is: the pull and the
 server push answer BUSY, restoring and anchoring nothing, verify says nothing of the rows.
-A lock met by the drift check's second read of the rows is the push's BUSY too.
+A lock met by the drift check's second read of the rows is the push's BUSY too, and any
+other failure there is refused as the push's own read of the rows refuses it.
 An archive of a shape kint does not read is refused naming the store, not as a bug in kint.
 
 Real parts: real Sibyl stores, a real second process holding SQLite's exclusive lock on the
@@ -25,8 +26,10 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import threading
-from contextlib import ExitStack, closing
+from collections.abc import Callable
+from contextlib import AbstractContextManager, ExitStack, closing, nullcontext
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,7 +37,7 @@ from chain_machines import anchored_then_forgotten, forget_rule, kjson, new_mach
 from conftest import KINT, sibyl_client
 from conftest import write_rules as write
 from kint.protocol.hints import (STORE_LOCKED_PULL_HINT, STORE_LOCKED_PUSH_HINT,
-                                 STORE_UNREADABLE_HINT)
+                                 STORE_READ_FAILED_HINT, STORE_UNREADABLE_HINT)
 from support.locked_store import locked
 
 RESTORING = "restoring them from the first epoch"
@@ -126,6 +129,14 @@ def _push_under_lock(sb, db: Path, scope: dict, hold: Path, *, what: str) -> lis
     """kint-server's push (a `hold_reason`) of `scope`, held at the read the file `hold`
     holds until another process locks `db`, then let go under that lock until the push
     ends: the KintErrors it was refused with (none if it went through)."""
+    return _push_held(sb, scope, hold, what=what, meanwhile=lambda: locked(db))
+
+
+def _push_held(sb, scope: dict, hold: Path, *, what: str,
+               meanwhile: Callable[[], AbstractContextManager[Any]]) -> list:
+    """kint-server's push of `scope`, held at the read the file `hold` holds until
+    `meanwhile()` is entered, then let go inside it until the push ends: the KintErrors it
+    was refused with (none if it went through)."""
     from kint.client import KintError
 
     reached = Path(str(hold) + ".reached")
@@ -144,7 +155,7 @@ def _push_under_lock(sb, db: Path, scope: dict, hold: Path, *, what: str) -> lis
     pushing.start()
     try:
         sb.wait_for(reached.exists, timeout=60, what=what)
-        with locked(db):
+        with meanwhile():
             hold.unlink()
             pushing.join(timeout=90)
             assert not pushing.is_alive(), "the push did not end"
@@ -210,6 +221,35 @@ def test_a_server_push_whose_drift_check_meets_a_lock_on_the_rows_is_the_pushs_b
     refused = _push_under_lock(sb, db, scope, sb.hold_rows,
                                what="the drift check to reach the rows")
     _assert_the_pushs_busy(refused, db, "the push went through under another process's lock")
+
+
+def test_a_server_push_whose_drift_check_cannot_read_the_rows_is_the_rows_refusal(
+        machine, tmp_path):
+    """A failure other than a lock at the drift check's second read of the rows (a column
+    of the entities renamed after the push's own read, as another Sibyl's might be) is
+    refused as that read refuses the same SQLite error (push_refusals.read_refusal):
+    INTERNAL naming the store and SQLite's error as `kint status` would, "nothing was
+    anchored", the hint to push again, nothing held for a human."""
+    sb, tenant = machine, "kint-drift-rows-shape"
+    db = _forgotten_on_a_rollback_store(sb, tmp_path, tenant)
+    scope = _attached(sb, tenant, db)
+    log = sb.kint_home / "supervisor.log"
+    held = log.read_text().count("push HELD")
+
+    def renamed() -> AbstractContextManager[None]:
+        with closing(sqlite3.connect(db)) as conn:
+            conn.execute("ALTER TABLE entities RENAME COLUMN body TO body_v2")
+            conn.commit()
+        return nullcontext()
+
+    refused = _push_held(sb, scope, sb.hold_rows, what="the drift check to reach the rows",
+                         meanwhile=renamed)
+    assert len(refused) == 1, "the push went through a store whose rows it cannot read"
+    err = refused[0]
+    assert (err.code, err.hint) == ("INTERNAL", STORE_READ_FAILED_HINT), err
+    assert err.message == (f"store {db} cannot be read: no such column: body (SQLITE_ERROR, "
+                           f"code 1); nothing was anchored"), err.message
+    assert log.read_text().count("push HELD") == held
 
 
 def test_status_with_a_baseline_over_a_locked_archive_is_busy(machine, tmp_path):

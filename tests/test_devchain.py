@@ -287,15 +287,26 @@ def test_a_corrupt_record_is_refused_with_a_code_and_under_json_as_json(tmp_path
 
 # --- stop and status signal nothing but their own anvil ----------------------------------------
 
-def _start_fake(sb, fake_anvil: Path, home: Path | None = None) -> tuple[subprocess.Popen, dict]:
+def _start_fake(sb, fake_anvil: Path, home: Path | None = None,
+                log: Path | None = None) -> tuple[subprocess.Popen, dict]:
     """A fake anvil running as `kint devchain start` would run it for `home`, and the record
-    start would have written for it."""
+    start would have written for it; its stdout and stderr on `log` when given (a real start
+    gives its anvil `devchain/anvil.log`)."""
     home = home or sb.kint_home
     port = devchain.lifecycle.free_port()
     state = state_path(home)
     argv = [str(fake_anvil), "--host", "127.0.0.1", "--port", str(port), "--chain-id", "31337",
             "--state", str(state), "--state-interval", "1"]
-    proc = subprocess.Popen(argv, env=sb.env, start_new_session=True, stdin=subprocess.DEVNULL)
+    out = None
+    if log is not None:
+        log.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        out = open(os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab")
+    try:
+        proc = subprocess.Popen(argv, env=sb.env, start_new_session=True,
+                                stdin=subprocess.DEVNULL, stdout=out, stderr=out)
+    finally:
+        if out is not None:
+            out.close()
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 15
@@ -499,7 +510,8 @@ def test_a_copied_record_whose_pid_means_nothing_here_is_judged_by_its_endpoint(
     out = sb.kint("devchain", "status")
     assert out.returncode == 3, out.stdout + out.stderr
     assert out.stderr.splitlines()[:2] == [
-        f"kint: error: the devchain recorded here, copied from another KINT_HOME (state "
+        f"kint: error: the devchain recorded here by another KINT_HOME, or by this one before "
+        f"its devchain/home.id was removed (state "
         f"{record['state']}), does not answer at {silent['rpc_url']}; the record is kept "
         f"[RPC_UNAVAILABLE]",
         "hint: on the machine that started it, `kint devchain status` says whether it runs "
@@ -540,7 +552,8 @@ def test_start_over_a_copied_record_starts_nothing_here(tmp_path, fake_anvil):
     out = sb.kint("devchain", "start")
     assert out.returncode == 2, out.stdout + out.stderr
     assert out.stderr.splitlines()[:2] == [
-        f"kint: error: the devchain recorded here, copied from another KINT_HOME (state "
+        f"kint: error: the devchain recorded here by another KINT_HOME, or by this one before "
+        f"its devchain/home.id was removed (state "
         f"{record['state']}), does not answer at {record['rpc_url']}; nothing was started "
         f"[RPC_UNAVAILABLE]",
         "hint: on the machine that started it, `kint devchain status` says whether it runs "

@@ -5,20 +5,31 @@ told by the id of the KINT_HOME that started its anvil, which `kint devchain sta
 (random, 0600, in KINT_HOME/devchain/home.id) and records. Judged by the path alone, status
 deleted such a copy as a dead anvil's and start began an anvil of this home's beside it.
 The session's devchain (a real anvil, started by `kint devchain start`) is the first host.
+
+The id is a file, lost or copied with the rest of KINT_HOME, so the record's own facts come
+first (kint.chain.devchain.whose): this home's anvil running under the recorded pid makes
+the record this home's own though home.id is gone, and an endpoint answering with the
+genesis the record names, while no anvil runs here, makes it a devchain running elsewhere
+though the id is this home's (the whole KINT_HOME copied).
 """
 
 from __future__ import annotations
 
 import json
+import signal
 import stat
 import subprocess
 
 import orjson
+import requests
 
 from conftest import make_sandbox
 from kint.chain.config import devchain_record
 from kint.chain.devchain.records import home_id_path, own_home_id, state_path
 from kint.paths import devchain_dir
+from rpc_proxy import (LoopbackServer, answer_json, answer_status, closed_port_url,
+                       json_post_handler)
+from test_devchain import FAKE_ANVIL, _reap, _start_fake
 
 
 def _write_record(sb, record: dict) -> None:
@@ -63,7 +74,10 @@ def test_this_homes_own_record_whose_anvil_is_gone_is_still_forgotten(tmp_path, 
     _write_record(sb, {})
     own = own_home_id(sb.kint_home)
     assert own != record["home"] and own_home_id(sb.kint_home) == own
-    mine = {**record, "state": str(state_path(sb.kint_home)), "home": own}
+    # Its port answers nothing, as a gone anvil's does (one that answers with the chain the
+    # record names is a devchain running elsewhere: the test after the next).
+    mine = {**record, "state": str(state_path(sb.kint_home)), "home": own,
+            "rpc_url": closed_port_url()}
     for gone in ({**mine, "pid": _gone_pid()},
                  {**mine, "identity": {**record["identity"], "started": "another-boot:1"}}):
         _write_record(sb, gone)
@@ -71,3 +85,182 @@ def test_this_homes_own_record_whose_anvil_is_gone_is_still_forgotten(tmp_path, 
         assert out.returncode == 3 and "no devchain is running" in out.stderr, out.stderr
         assert not devchain_record(sb.kint_home).exists()
     assert home_id_path(sb.kint_home).read_text() == own
+
+
+def test_this_homes_running_anvil_with_its_id_deleted_is_still_its_own(tmp_path):
+    """devchain/home.id deleted while this home's anvil runs: the record names an id this
+    home no longer keeps, and was taken for a copy's, so `stop` left the anvil running
+    ("started from another KINT_HOME") and nothing here could stop it. The process under
+    the recorded pid is the anvil this home started (its command line, this home's state
+    file, its start time, this home's anvil.log): the record is this home's own, and its id
+    is written back, by status, start and stop alike."""
+    anvil = tmp_path / "bin" / "anvil"
+    anvil.parent.mkdir()
+    anvil.write_text(FAKE_ANVIL)
+    anvil.chmod(0o755)
+    sb = make_sandbox(tmp_path / "machine")
+    # Its stdout on this home's anvil.log, as a real start gives its anvil.
+    proc, record = _start_fake(sb, anvil, log=devchain_dir(sb.kint_home) / "anvil.log")
+    try:
+        _write_record(sb, {})
+        mine = {**record, "home": own_home_id(sb.kint_home)}  # as this home's start wrote it
+        _write_record(sb, mine)
+        for _ in range(2):  # status writes the id back; stop, with it deleted again, too
+            home_id_path(sb.kint_home).unlink()
+            out = sb.kint("devchain", "status")
+            assert out.returncode == 0, out.stdout + out.stderr
+            assert out.stdout.strip() == (f"devchain running at {record['rpc_url']} (pid "
+                                          f"{proc.pid}), EpochAnchor {record['anchor']}")
+            assert home_id_path(sb.kint_home).read_text() == mine["home"]
+            assert stat.S_IMODE(home_id_path(sb.kint_home).stat().st_mode) == 0o600
+        # start finds it running (starts nothing: KINT_ANVIL is no anvil) and writes it back
+        home_id_path(sb.kint_home).unlink()
+        out = sb.kint("devchain", "start", env={"KINT_ANVIL": str(tmp_path / "no-anvil")})
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert f"(pid {proc.pid})" in out.stdout, out.stdout
+        assert home_id_path(sb.kint_home).read_text() == mine["home"]
+        assert json.loads(devchain_record(sb.kint_home).read_text()) == mine
+        home_id_path(sb.kint_home).unlink()
+        out = sb.kint("devchain", "stop")
+        assert out.returncode == 0 and out.stdout.strip() == "devchain stopped", out.stdout
+        assert proc.wait(timeout=10) == -signal.SIGTERM
+        assert not devchain_record(sb.kint_home).exists()
+        assert home_id_path(sb.kint_home).read_text() == mine["home"]  # the next start's
+    finally:
+        _reap(proc)
+
+
+def test_another_homes_anvil_at_this_homes_path_is_never_signalled(tmp_path):
+    """A home at this home's path seen through another mount namespace that shares the pid
+    namespace (a container run with --pid=host, a sandbox): the first home's anvil runs
+    under the recorded pid with the very command line and start time the copied record
+    names, this home's state path in it. The record's id is not this home's (none kept
+    here) and the anvil writes to another home's anvil.log: a copy. Taken for this home's
+    own by its command line, `stop` SIGTERMed the first home's anvil and wrote its id here.
+    With the whole KINT_HOME copied (the first's id and an anvil.log of its own here), the
+    anvil.log still tells it: left alone too. Here the other namespace's home is another
+    folder whose anvil.log the fake writes to."""
+    anvil = tmp_path / "bin" / "anvil"
+    anvil.parent.mkdir()
+    anvil.write_text(FAKE_ANVIL)
+    anvil.chmod(0o755)
+    sb = make_sandbox(tmp_path / "machine-b")
+    first = devchain_dir(tmp_path / "first-namespace" / "kint") / "anvil.log"
+    proc, record = _start_fake(sb, anvil, log=first)
+    try:
+        copy = {**record, "home": "the-first-homes-id"}
+        _write_record(sb, copy)
+        said = ("no devchain of this KINT_HOME is running; the one recorded here (state "
+                f"{copy['state']}) was started from another KINT_HOME")
+        for command in ("status", "stop", "start", "stop"):
+            out = sb.kint("devchain", command)
+            if command == "stop":
+                assert said in out.stdout + out.stderr, out.stdout + out.stderr
+            assert proc.poll() is None, f"{command} signalled another home's anvil"
+            assert json.loads(devchain_record(sb.kint_home).read_text()) == copy, command
+            assert not home_id_path(sb.kint_home).exists(), command
+        # The whole KINT_HOME copied: the first home's id kept here, an anvil.log here.
+        home_id_path(sb.kint_home).write_text(copy["home"])
+        home_id_path(sb.kint_home).chmod(0o600)
+        (devchain_dir(sb.kint_home) / "anvil.log").write_text("the first home's log, copied\n")
+        out = sb.kint("devchain", "stop")
+        assert said in out.stdout + out.stderr, out.stdout + out.stderr
+        assert proc.poll() is None, "stop signalled another home's anvil"
+        assert json.loads(devchain_record(sb.kint_home).read_text()) == copy
+    finally:
+        _reap(proc)
+
+
+def test_a_whole_kint_home_copied_to_another_host_keeps_the_devchain_it_names(tmp_path,
+                                                                            chain_home):
+    """The first host's whole KINT_HOME copied to a second one with the same path: home.id
+    came with it, so the record's id is this home's and its state path too, and status
+    forgot it as a stopped anvil's while its devchain answered (through a forward; here
+    the same host), and start began a fork of that chain from the copied state. No anvil
+    runs here under the recorded pid (another boot's), but the endpoint answers with the
+    genesis the record names: it runs elsewhere, kept, and nothing starts beside it. The
+    same record naming another genesis (another chain on its port) is this home's own
+    stopped one, forgotten; a copy's endpoint answering for another chain is not its
+    devchain running."""
+    record = json.loads(devchain_record(chain_home).read_text())
+    genesis = requests.post(record["rpc_url"], json={
+        "jsonrpc": "2.0", "id": 1, "method": "eth_getBlockByNumber", "params": ["0x0", False]},
+        timeout=10).json()["result"]["hash"]
+    assert record["genesis"] == genesis  # what `kint devchain start` recorded
+    sb = make_sandbox(tmp_path / "machine-b", KINT_ANVIL=str(tmp_path / "no-anvil"))
+    _write_record(sb, {})
+    home_id_path(sb.kint_home).write_text(home_id_path(chain_home).read_text())
+    home_id_path(sb.kint_home).chmod(0o600)
+    copy = {**record, "state": str(state_path(sb.kint_home)),
+            "identity": {**record["identity"], "started": "another-host-boot:1"}}
+    _write_record(sb, copy)
+    line = (f"devchain running at {record['rpc_url']} (started from another KINT_HOME, state "
+            f"{copy['state']}), EpochAnchor {record['anchor']}")
+    for command in ("status", "start", "stop", "status"):
+        out = sb.kint("devchain", command)
+        assert out.returncode == 0, (command, out.stdout + out.stderr)
+        if command != "stop":
+            assert out.stdout.strip() == line, (command, out.stdout)
+        assert json.loads(devchain_record(sb.kint_home).read_text()) == copy, command
+    other_chain = "0x" + "00" * 32
+    _write_record(sb, {**copy, "genesis": other_chain})
+    out = sb.kint("devchain", "status")
+    assert out.returncode == 3 and "no devchain is running" in out.stderr, out.stderr
+    assert not devchain_record(sb.kint_home).exists()
+    # A copy from another KINT_HOME (its own state path) whose port answers for another
+    # chain is not that devchain running: said not to answer, and kept.
+    _write_record(sb, {**record, "genesis": other_chain})
+    out = sb.kint("devchain", "status")
+    assert out.returncode == 3, out.stdout + out.stderr
+    assert out.stderr.startswith("kint: error: the devchain recorded here by another "
+                                 "KINT_HOME, or by this one before its devchain/home.id was "
+                                 "removed"), out.stderr
+    assert json.loads(devchain_record(sb.kint_home).read_text())["genesis"] == other_chain
+
+
+class _AnswersOnce(LoopbackServer):
+    """A copy's endpoint that answers for its chain once (its chain id, then its genesis),
+    then stops answering (HTTP 500): a devchain stopped, or a forward gone, while a status
+    runs."""
+
+    def __init__(self, genesis: str) -> None:
+        self.answers = {"eth_chainId": "0x7a69", "eth_getBlockByNumber": {"hash": genesis}}
+        self.asked: list[str] = []
+        super().__init__(json_post_handler(self._serve))
+
+    def _serve(self, handler, request: dict) -> None:
+        self.asked.append(request["method"])
+        answer = self.answers.pop(request["method"], None)
+        if answer is None:
+            answer_status(handler, 500)
+            return
+        answer_json(handler, json.dumps({"jsonrpc": "2.0", "id": request["id"],
+                                         "result": answer}).encode())
+
+
+def test_status_asks_a_copys_endpoint_once_and_says_what_it_found(tmp_path):
+    """A whole KINT_HOME copied (this home's id and state path in the record, no anvil of it
+    running here) is told a copy by its endpoint answering for its genesis. status asked
+    that endpoint up to three times (whose.copied, then again whether the copy runs, then
+    again for the line to print): an endpoint that stopped answering in between gave two
+    judgements of one record. It is asked once, and status says what that ask found."""
+    genesis = "0x" + "ab" * 32
+    endpoint = _AnswersOnce(genesis)
+    try:
+        sb = make_sandbox(tmp_path / "machine-b", KINT_ANVIL=str(tmp_path / "no-anvil"))
+        _write_record(sb, {})
+        copy = {"pid": _gone_pid(), "rpc_url": endpoint.url, "chain_id": 31337,
+                "anchor": "0x5FbDB2315678afecb367f032d93F642f64180aa3",
+                "port": int(endpoint.url.rsplit(":", 1)[1]), "state": str(state_path(sb.kint_home)),
+                "anvil": "anvil", "identity": {"cmdline": ["anvil"], "started": "another-boot:1"},
+                "home": own_home_id(sb.kint_home), "genesis": genesis}
+        _write_record(sb, copy)
+        out = sb.kint("devchain", "status")
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert out.stdout.strip() == (f"devchain running at {endpoint.url} (started from another "
+                                      f"KINT_HOME, state {copy['state']}), EpochAnchor "
+                                      f"{copy['anchor']}")
+        assert endpoint.asked == ["eth_chainId", "eth_getBlockByNumber"]
+        assert json.loads(devchain_record(sb.kint_home).read_text()) == copy
+    finally:
+        endpoint.stop()

@@ -133,8 +133,8 @@ def test_a_read_that_fails_outside_the_file_is_not_held_as_an_unreadable_store(t
                       and f"reading the store {db} failed (SQLITE_ERROR: " in r.getMessage()]
             assert logged and logged[0].exc_info is not None, caplog.text
             assert err.code == "INTERNAL", (err.code, err.message)
-            assert err.message.startswith(f"reading the store {db} failed (SQLITE_ERROR: no "
-                                          f"such column: body"), err.message
+            assert err.message.startswith(f"store {db} cannot be read: no such column: body "
+                                          f"(SQLITE_ERROR, code 1)"), err.message
             assert "nothing was anchored" in err.message
             assert "--discard-local" not in (err.hint or "") and "not a damaged store" in \
                 (err.hint or ""), err.hint

@@ -58,8 +58,13 @@ def test_a_pid_that_is_no_longer_the_anvil_is_left_alone(tmp_path):
     """The record's pid is signalled only while it is the anvil that record describes (its
     command line and start time): a process that took the pid since is never signalled.
     Here the record names another live process of this user's: it runs on, and the folder
-    is removed all the same."""
+    is removed all the same. A pid is another process's only once its own process ended,
+    so the anvil is killed first: left running, it dumped its state file into the folder
+    every second while the folder was removed, and a dump between the removal of
+    state.json and of devchain/ left the folder behind (ENOTEMPTY, ignored by rmtree)."""
     folder, record = _abandoned_run(tmp_path)
+    os.kill(record["pid"], signal.SIGKILL)
+    assert wait_until(lambda: not recorded_anvil_runs(record), timeout=20)
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     try:
         path = devchain_record(folder / DEVCHAIN_KINT_HOME)

@@ -118,8 +118,10 @@ def test_the_beat_proceed_then_drift_refused_and_history(box):
     assert fields["local_leaf"] == check["local_leaf"]
     assert fields["anchored_leaf"] == anchored_leaf and fields["anchored_seq"] == 2
     assert fields["anchored_block"] == 51081880 and fields["head_block"] == 51081880
-    # The entity keeps the worker's bare hex; the command gives it with its `0x`.
-    assert "0x" + fields["anchored_tx"] == check["anchored_tx"] and fields["at"].endswith("Z")
+    # The hash the refusing check gives, in the one form every command gives it (`0x`): the
+    # entity kept the worker's bare hex, which memory_recall then gave.
+    assert fields["anchored_tx"] == check["anchored_tx"] and fields["at"].endswith("Z")
+    assert re.fullmatch(r"0x[0-9a-f]{64}", fields["anchored_tx"]), fields
     assert fields["reason"].startswith("entity rules/release-gate: the stored text")
 
     out = box.kint("--db", str(db), "history", "entity", "release-gate", "--category", "rules")

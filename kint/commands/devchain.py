@@ -48,7 +48,7 @@ def devchain_group() -> None:
 @devchain_group.command("start")
 def devchain_start() -> None:
     """Start anvil on 127.0.0.1 (chain id 31337) and deploy EpochAnchor on a fresh chain."""
-    from kint.chain.devchain.records import copied
+    from kint.chain.devchain.whose import copied
 
     home = kint_home()
     record = _or_exit(lambda devchain: devchain.start(home))
@@ -58,7 +58,9 @@ def devchain_start() -> None:
 @devchain_group.command("stop")
 def devchain_stop() -> None:
     """Stop this KINT_HOME's anvil; its state stays under KINT_HOME/devchain for the next
-    start. Nothing else is ever signalled: not running is not an error."""
+    start: the chain's blocks, transactions and logs, and its latest state, not the state at
+    earlier blocks (a read at a block from before the stop is refused after the next
+    start). Nothing else is ever signalled: not running is not an error."""
     home = kint_home()
     outcome = _or_exit(lambda devchain: devchain.stop(home))
     if outcome == "stopped":
@@ -75,13 +77,13 @@ def _left_elsewhere(record: dict[str, Any]) -> None:
     whether its endpoint answers; "stop it there" only of one that does, with the hint of
     a silent one (STOPPED_HINT) on stderr, as a refusal's. Not running here is no error."""
     from kint.chain.devchain.errors import STOPPED_HINT
-    from kint.chain.devchain.lifecycle import answers
+    from kint.chain.devchain.whose import record_answers
     from kint.settings.urls import redact_url
 
     url = str(record.get("rpc_url"))
     said = (f"no devchain of this KINT_HOME is running; the one recorded here (state "
             f"{record.get('state')}) was started from another KINT_HOME")
-    if answers(url):
+    if record_answers(record):
         click.echo(f"{said} and answers at {redact_url(url)}: stop it there")
         return
     click.echo(f"{said} and does not answer at {redact_url(url)}; the record is kept")
@@ -96,17 +98,15 @@ def devchain_status(as_json: bool) -> None:
     A record copied from another KINT_HOME is judged by whether its endpoint answers, and
     kept either way."""
     from kint.chain.devchain.errors import STOPPED_HINT
-    from kint.chain.devchain.records import copied
 
     home = kint_home()
-    record = _or_exit(lambda devchain: devchain.status(home))
-    kept = _or_exit(lambda devchain: devchain.read_record(home)) if record is None else record
-    elsewhere = kept is not None and copied(kept, home)
+    record, kept, elsewhere = _or_exit(lambda devchain: devchain.judged_status(home))
     if record is None and elsewhere:
         from kint.settings.urls import redact_url
 
-        refuse(ErrorCode.RPC_UNAVAILABLE, f"the devchain recorded here, copied from another "
-               f"KINT_HOME (state {kept.get('state')}), does not answer at "
+        refuse(ErrorCode.RPC_UNAVAILABLE, f"the devchain recorded here by another KINT_HOME, "
+               f"or by this one before its devchain/home.id was removed (state "
+               f"{kept.get('state')}), does not answer at "
                f"{redact_url(str(kept.get('rpc_url')))}; the record is kept",
                STOPPED_HINT, NO_DEVCHAIN)
     if record is None:

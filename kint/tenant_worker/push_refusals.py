@@ -29,7 +29,8 @@ from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.statefiles import Mirror
 from kint.tenant_worker.state_health import store_full, store_refusal
 from kint.store_denied import DENIED_HINT, denied_message, denied_reason
-from kint.tenant_worker.store_errors import StoreUnreadable, is_damaged, is_locked
+from kint.tenant_worker.store_errors import (StoreUnreadable, is_damaged, is_locked,
+                                             unreadable_text)
 
 log = logging.getLogger("kint.worker")
 
@@ -162,7 +163,10 @@ def read_refusal(ctx: SpaceContext, err: sqlite3.Error,
     nobody and never sent to `--discard-local`: the push goes through once the permission
     is fixed. A read that failed for another reason is refused as what it is, never as a
     damaged file: a lock is BUSY, anything else names SQLite's error and is tried again by
-    the next push, not held for a human."""
+    the next push, not held for a human. A refusal names the store and SQLite's error in
+    the words every other read of it uses (store_errors.unreadable_text: `kint status`, pull,
+    export), so a status and a push over one store say the same thing of it, each with its
+    own hint; the push's said "reading the store PATH failed (NAME: error)"."""
     db = ctx.config.db
     if is_locked(err):
         # Another process holds the store's lock past the read's busy wait: the store
@@ -179,15 +183,14 @@ def read_refusal(ctx: SpaceContext, err: sqlite3.Error,
         # The details the hint sends a user to: where in the read it failed.
         log.warning("space %s: reading the store %s failed (%s: %s); nothing is held",
                     ctx.config.space16, db, name, err, exc_info=err)
-        return ProtocolError(ErrorCode.INTERNAL, f"reading the store {db} failed "
-                             f"({name}: {err}){NOTHING_ANCHORED}", STORE_READ_FAILED_HINT)
+        return ProtocolError(ErrorCode.INTERNAL, f"{unreadable_text(db, err)}{NOTHING_ANCHORED}",
+                             STORE_READ_FAILED_HINT)
     if hold_reason is not None:
         from kint.tenant_worker.drift import hold_error
 
         hold = ctx.drift.unreadable(db, str(err), hold_reason)
         return hold_error(hold)  # an unreadable store's hold: nothing refused
-    return ProtocolError(ErrorCode.INTERNAL, f"the store {db} cannot be read ({err})"
-                         f"{NOTHING_ANCHORED}",
+    return ProtocolError(ErrorCode.INTERNAL, f"{unreadable_text(db, err)}{NOTHING_ANCHORED}",
                          "check the store file (kint only reads it); `kint pull "
                          "--discard-local` moves it aside and restores the anchored values")
 

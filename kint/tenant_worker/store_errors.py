@@ -106,4 +106,11 @@ def cannot_open(db: str, err: sqlite3.Error, failed: str) -> StoreUnreadable:
     reason = denied_reason(db, err)
     if reason is not None:
         return StoreDenied(denied_message(db, reason), err)
-    return StoreUnreadable(f"store {db} {failed}: {err}{sqlite_code(err)}", err)
+    return StoreUnreadable(unreadable_text(db, err, failed), err)
+
+
+def unreadable_text(db: str, err: sqlite3.Error, failed: str = "cannot be read") -> str:
+    """The words for a store SQLite failed to read, `err` being neither a lock nor a denial:
+    what StoreUnreadable says, for a caller that has told those apart already (a second
+    look at the store's permissions could say otherwise than its first)."""
+    return f"store {db} {failed}: {err}{sqlite_code(err)}"

@@ -22,6 +22,7 @@ from kint.rows.canon import Row, canonical_id, row_label
 from kint.rows.export import read_row
 from kint.tenant_worker.chain_head import HeadReading
 from kint.tenant_worker.statefiles import CorruptStateFile, EpochMeta, Mirror, SpaceState
+from kint.tx_text import tx_0x
 
 REFUSAL_CATEGORY = "kint_refusal"
 REFUSAL_NAME_MAX = 200
@@ -204,11 +205,16 @@ def refusal_on_record(conn: sqlite3.Connection, tenant: str, check: Check) -> st
 
 
 def refusal_body(check: Check, query: str, reason: str) -> dict[str, Any]:
+    """The refusal entity's body (07-verify.md, "The refusal is written back"). Its
+    `anchored_tx` is the hash the refusing check gives (07-verify.md lists that one field in
+    the body and in each check), `0x` and its 64 digits (kint.tx_text): the worker's bare
+    digits there made memory_recall give the hash one way and memory_verify, `kint verify
+    --json` and the rest of the tools the other."""
     return {
         "refused": True, "query": query, "tier": check.tier, "category": check.category,
         "key": check.key, "reason": reason, "local_leaf": check.local_leaf,
         "anchored_leaf": check.anchored_leaf, "anchored_seq": check.anchored_seq,
-        "anchored_block": check.anchored_block, "anchored_tx": check.anchored_tx,
+        "anchored_block": check.anchored_block, "anchored_tx": tx_0x(check.anchored_tx),
         "head_seq": check.head_seq, "head_block": check.head_block,
         "at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
     }

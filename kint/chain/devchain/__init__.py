@@ -5,6 +5,8 @@ $KINT_HOME/devchain/ (docs/commands.md, "kint devchain").
 - `lifecycle`: start (deploying EpochAnchor once), status, stop.
 - `records`: the record of the running anvil, the anchor's address, the lock.
 - `identity`: which process is the recorded anvil (nothing else is ever signalled).
+- `whose`: whether a record is this KINT_HOME's own or a copy of another's, by its facts
+  (its anvil running here, its endpoint answering for its chain) and then by the id.
 - `powers`: dev-only powers (deploy, fund, impersonate an owner) that exist nowhere else.
 - `errors`: its error type, with a code and a hint (and DevchainSilent, a devchain that
   did not answer before anything was sent).
@@ -19,7 +21,7 @@ from kint.chain.devchain.anvil import (ANVIL_VERSION, CHAIN_ID, INSTALL_HINT, an
                                        checkout_root)
 from kint.chain.devchain.errors import DevchainError, DevchainSilent
 from kint.chain.devchain.identity import process_identity, recorded_anvil_runs
-from kint.chain.devchain.lifecycle import start, status, stop
+from kint.chain.devchain.lifecycle import judged_status, start, status, stop
 from kint.chain.devchain.records import read_record
 
 _POWERS = frozenset({"deploy_test_smart_account", "dev_rpc", "fund", "send_as",
@@ -36,5 +38,6 @@ def __getattr__(name: str) -> Any:
 
 __all__ = ["ANVIL_VERSION", "CHAIN_ID", "INSTALL_HINT", "DevchainError", "DevchainSilent",
            "anvil_binary", "checkout_root", "deploy_test_smart_account", "dev_rpc", "fund",
+           "judged_status",
            "process_identity", "read_record", "recorded_anvil_runs", "send_as", "start",
            "status", "stop", "transfer_from_dev_account"]

@@ -1,8 +1,10 @@
 """Which process is the recorded anvil: its command line and start time, read from the OS.
 
 Nothing is ever signalled unless the process under the recorded pid still has exactly the
-identity recorded when it started: a pid of 0 or below, a reused pid, or a copied record
-pointing at another KINT_HOME's anvil is never signalled.
+identity recorded when it started: a pid of 0 or below or a reused pid is never signalled.
+A copied record pointing at another KINT_HOME's anvil whose identity matches (the same path
+seen from another mount namespace sharing the pid namespace) is told apart, and never
+signalled, by kint.chain.devchain.whose (the anvil.log the anvil writes to).
 """
 
 from __future__ import annotations

@@ -21,9 +21,10 @@ docs/quickstart.md has it) describes an anvil this home did not start, maybe on 
 or reached through a forward: its pid means nothing here, so none of them removes it (the
 user copies it again): `status` and `start` judge it by whether its endpoint answers, and
 `stop` leaves it, asking nothing (`kint devchain stop` then says whether it answers). A copy
-is told by the id of the KINT_HOME that started its anvil, which each record carries
-(records.copied): its state path alone is the same on a second host whose KINT_HOME has the
-same path.
+is told by the record's facts, then by the id of the KINT_HOME that started its anvil, which
+each record carries (whose.copied): its state path alone is the same on a second host whose
+KINT_HOME has the same path. A start records the chain's genesis block too, so an endpoint
+is taken for the record's devchain only when it answers with that chain.
 
 web3 (and eth_account, through the dev powers) is imported by `start` alone, for the
 deployment: `status` and `stop` read a record, ask anvil its chain id and signal a process,
@@ -44,15 +45,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
-import requests
 
 from kint.chain.artifact import epoch_anchor_artifact
 from kint.chain.config import devchain_record
 from kint.chain.devchain.anvil import CHAIN_ID, INSTALL_HINT, anvil_binary
 from kint.chain.devchain.errors import STOPPED_HINT, DevchainError
 from kint.chain.devchain.identity import process_identity, recorded_anvil_runs
-from kint.chain.devchain.records import (anchor_file, copied, forget, locked, own_home_id,
+from kint.chain.devchain.records import (anchor_file, forget, locked, own_home_id,
                                          previous_anchor, read_record, state_path)
+from kint.chain.devchain.whose import adopt_id, answers, copied, judged, record_answers
 from kint.paths import atomic_write, devchain_dir
 from kint.pid_file_lock import FOREIGN_FILE_HINT, NotOwnFile, open_own_file
 from kint.protocol import ErrorCode
@@ -72,36 +73,40 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def answers(url: str) -> bool:
-    try:
-        r = requests.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "eth_chainId",
-                                     "params": []}, timeout=1.0)
-        return r.ok and int(r.json()["result"], 16) == CHAIN_ID
-    except (requests.RequestException, ValueError, KeyError, TypeError):
-        return False
-
-
-def _running(home: Path) -> dict[str, Any] | None:
-    """The record of a running devchain, or None. A record of this home's anvil that is gone
-    (exited, or its pid now someone else's) is removed; a copied one (another home's anvil,
-    whose pid says nothing here) is kept, and counts as running when its endpoint answers.
-    Call with the lock held."""
+def _running(home: Path) -> tuple[dict[str, Any] | None, dict[str, Any] | None, bool]:
+    """`judged_status`'s answer. A record of this home's anvil that is gone (exited, or its
+    pid now someone else's) is removed; a copied one (another home's anvil, whose pid says
+    nothing here) is kept, and counts as running when its endpoint answers. Call with the
+    lock held."""
     record = read_record(home)
     if record is None:
-        return None
-    if not copied(record, home) and not recorded_anvil_runs(record):
+        return None, None, False
+    copy, answered = judged(record, home)
+    if copy:
+        answered = record_answers(record) if answered is None else answered
+        return (record if answered else None), record, True
+    if not recorded_anvil_runs(record):
         forget(home, record)
-        return None
-    url = record.get("rpc_url")
-    return record if isinstance(url, str) and answers(url) else None
+        return None, None, False
+    adopt_id(record, home)
+    return (record if record_answers(record) else None), record, False
+
+
+def judged_status(home: Path) -> tuple[dict[str, Any] | None, dict[str, Any] | None, bool]:
+    """The running devchain's record (None when none runs), the record kept here (that one,
+    or a copy's whose endpoint does not answer), and whether it is a copy: one judgement,
+    each endpoint asked once, so what `kint devchain status` prints of a record is what it
+    found (asked again, an endpoint that stopped answering in between made a copy's line
+    name its pid, which means nothing here)."""
+    if read_record(home) is None:  # nothing to check, and nothing to create
+        return None, None, False
+    with locked(home):
+        return _running(home)
 
 
 def status(home: Path) -> dict[str, Any] | None:
     """The running devchain's record, or None when none runs."""
-    if read_record(home) is None:  # nothing to check, and nothing to create
-        return None
-    with locked(home):
-        return _running(home)
+    return judged_status(home)[0]
 
 
 def _deploy(w3: Web3) -> str:
@@ -144,9 +149,10 @@ def _copy_in_force(home: Path, record: dict[str, Any]) -> dict[str, Any]:
     with an anvil of this home's, a chain of its own where the spaces connected through the
     copy have no epoch, unasked."""
     url = str(record.get("rpc_url"))
-    if answers(url):
+    if record_answers(record):
         return record
-    raise DevchainError(f"the devchain recorded here, copied from another KINT_HOME (state "
+    raise DevchainError(f"the devchain recorded here by another KINT_HOME, or by this one "
+                        f"before its devchain/home.id was removed (state "
                         f"{record.get('state')}), does not answer at {redact_url(url)}; "
                         f"nothing was started",
                         hint=f"{STOPPED_HINT}; or, for a devchain of this KINT_HOME's own, "
@@ -160,8 +166,9 @@ def start(home: Path) -> dict[str, Any]:
         if previous is not None and copied(previous, home):
             return _copy_in_force(home, previous)
         if previous is not None and recorded_anvil_runs(previous):
+            adopt_id(previous, home)
             url = str(previous.get("rpc_url"))
-            if answers(url):
+            if record_answers(previous):
                 return previous
             raise DevchainError(f"the devchain's anvil (pid {previous['pid']}) runs but does not "
                                 f"answer at {url}",
@@ -219,10 +226,11 @@ def start(home: Path) -> dict[str, Any]:
                 raise DevchainError(f"deploying EpochAnchor failed: {what}",
                                     hint=f"the anvil this start began is stopped; see "
                                          f"{log_path}") from None
+            genesis = "0x" + bytes(w3.eth.get_block(0)["hash"]).hex()
             atomic_write(anchor_file(home), orjson.dumps({"anchor": anchor}))
             record = {"pid": proc.pid, "rpc_url": url, "chain_id": CHAIN_ID, "anchor": anchor,
                       "port": port, "state": str(state), "anvil": str(binary),
-                      "identity": identity, "home": own_home_id(home)}
+                      "identity": identity, "home": own_home_id(home), "genesis": genesis}
             atomic_write(devchain_record(home), orjson.dumps(record, option=orjson.OPT_INDENT_2))
         except BaseException:
             _end(proc)
@@ -249,6 +257,7 @@ def stop(home: Path, timeout_s: float = STOP_TIMEOUT_S) -> str:
         if not recorded_anvil_runs(record):
             forget(home, record)
             return "not running"
+        adopt_id(record, home)
         pid = int(record["pid"])
         os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout_s

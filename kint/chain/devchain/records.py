@@ -1,7 +1,8 @@
 """The devchain's files under $KINT_HOME/devchain/: the record of the running anvil
 (`devchain.json`, how the rest of kint finds the devchain), the last anchor's address
-(`anchor.json`, kept for the next start), this KINT_HOME's id (`home.id`, which tells its own
-record from a copy) and the lock that makes one start, stop or clean-up at a time.
+(`anchor.json`, kept for the next start), this KINT_HOME's id (`home.id`, which with the
+record's own facts tells its own record from a copy: kint.chain.devchain.whose) and the
+lock that makes one start, stop or clean-up at a time.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def state_path(home: Path) -> Path:
 
 def started_here(record: dict[str, Any], home: Path) -> bool:
     """The record's anvil keeps its state under this KINT_HOME's path (which a copy from
-    another machine whose KINT_HOME has the same path also names: `copied` asks the id)."""
+    another machine whose KINT_HOME has the same path also names: whose.copied asks more)."""
     state = record.get("state")
     return isinstance(state, str) and os.path.realpath(state) == os.path.realpath(state_path(home))
 
@@ -40,7 +41,7 @@ def home_id_path(home: Path) -> Path:
 
 def home_id(home: Path) -> str | None:
     """This KINT_HOME's id (`home_id_path`), or None when no start here has made one (or it
-    cannot be read: every record naming an id is then judged a copy, none removed)."""
+    cannot be read: a record naming an id is then judged by its facts, whose.copied)."""
     try:
         found = home_id_path(home).read_text().strip()
     except (OSError, UnicodeDecodeError):
@@ -56,24 +57,6 @@ def own_home_id(home: Path) -> str:
         found = secrets.token_hex(16)
         atomic_write(home_id_path(home), found.encode())
     return found
-
-
-def copied(record: dict[str, Any], home: Path) -> bool:
-    """The record is a copy (docs/quickstart.md, "A second machine on the devchain") of
-    another KINT_HOME's: its anvil was not started here, and its pid means nothing here.
-
-    A start records this home's id (`own_home_id`) as "home"; a record whose id is not this
-    home's (none made here counts as another) is a copy even when its state path is this
-    home's: another host's KINT_HOME is usually `~/.kint` of the same user name, the same
-    path. The id is random, not the boot id, which a reboot changes (a home's own record
-    would look copied after one), nor the hostname, which machines share (`localhost`,
-    containers). A record that names no id, written by a kint from before it kept one
-    while its anvil runs, is judged by its state path alone, as that kint did. A record
-    that names no state file either (older still) is not judged a copy: its pid is told by
-    its identity (identity.recorded_anvil_runs), as for this home's own."""
-    if "state" in record and not started_here(record, home):
-        return True
-    return "home" in record and record["home"] != home_id(home)
 
 
 def anchor_file(home: Path) -> Path:
