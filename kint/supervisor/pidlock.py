@@ -81,7 +81,7 @@ def named_holder(home: Path) -> int | None:
     would wait out NAMED_WITHIN_S, then name no pid."""
     # Here: only a refused supervisor asks, and every client imports this module.
     from kint.envsettings import pid_alive
-    from kint.tenant_worker.lock_table import holds_flock, proc_tells
+    from kint.lock_table import holds_flock, proc_tells
 
     by_proc = proc_tells()
     deadline = time.monotonic() + NAMED_WITHIN_S
