@@ -28,7 +28,8 @@ import zmq
 from kint.client_bound import call_deadline, request_ms
 from kint.client_errors import NO_ANSWER_HINT, KintError, SupervisorUnavailable
 from kint.client_liveness import LivenessChecks
-from kint.client_request import encoded, refused_proof, reply_to, without_proofs
+from kint.client_request import (encoded, refused_proof, reply_among, reply_to, waiting,
+                                 without_proofs)
 from kint.front_closed import Moment, moment
 from kint.paths import RELATIVE_HOME_HINT, RELATIVE_PROBLEM, is_private_dir, kint_home
 from kint.protocol import Reply, Request
@@ -369,9 +370,9 @@ class Client(LivenessChecks):
                 if left <= 0:
                     # A reply that arrived since the last receive is the answer, the door
                     # open or closed: a TIMEOUT would invite a retry that runs a write twice.
-                    while sock.poll(0, zmq.POLLIN):
-                        if (reply := reply_to(request.id, sock.recv())) is not None:
-                            return reply
+                    # The same look as a dropped socket's (`_taken`), on the socket itself.
+                    if (reply := reply_among(request.id, waiting(sock))) is not None:
+                        return reply
                     raise SupervisorUnavailable(
                         f"no answer from the supervisor within {seconds_text(bound_s)}"
                         + ("" if fresh_socket else self._drop_if_closed(serving)),
