@@ -51,11 +51,19 @@ _send = zmq.backend.Socket.send
 
 
 class Client(LivenessChecks):
-    def __init__(self, home: Path | None = None, *, autostart: bool = True) -> None:
+    def __init__(self, home: Path | None = None, *, autostart: bool = True,
+                 own_context: bool = False) -> None:
+        """`own_context`: a ZeroMQ context of this client's own, ended at `close`, for a
+        client whose process exits after what it leaves queued there (kint-server's
+        goodbye): ZeroMQ delivers a closed socket's queue within its linger only while the
+        context lives, and the process's shared one (`zmq.Context.instance()`, the
+        default's: a context costs two threads) is never ended, so at the exit the queue
+        went with the process."""
         super().__init__()
         self.home = home or kint_home()
         self.autostart = autostart
-        self._zctx = zmq.Context.instance()
+        self._own_context = own_context
+        self._zctx = zmq.Context() if own_context else zmq.Context.instance()
         self._sock: zmq.Socket | None = None
         # The receive timeout set on `_sock` (ms): set again only when a wait needs another.
         self._rcvtimeo: int | None = None
@@ -114,6 +122,8 @@ class Client(LivenessChecks):
             raise SupervisorUnavailable(
                 f"{folder} is not a private folder of this user; kint talks to no socket there",
                 "start the supervisor (`kint supervisor start`): it binds in a private folder")
+        if self._zctx.closed:  # its own, ended by a `close`: the client is used again
+            self._zctx = zmq.Context()
         sock = self._zctx.socket(zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 0)
         sock.connect(f"ipc://{folder / FRONT_SOCKET}")
@@ -185,10 +195,15 @@ class Client(LivenessChecks):
         return self._holder.pid()
 
     def close(self, linger_ms: int = 0) -> None:
-        """Close the socket and the pid file; `linger_ms` lets queued casts leave first."""
+        """Close the socket and the pid file; `linger_ms` lets queued casts leave first.
+        With a context of its own (`own_context`), that context is ended here, which waits
+        until they have left or the linger ran out: the caller may exit next. On the shared
+        context the linger holds only while the process goes on."""
         if self._sock is not None:
             self._sock.close(linger=linger_ms)
             self._sock = None
+        if self._own_context and not self._zctx.closed:
+            self._zctx.term()
         self._connected = self._front = None
         self._holder.close()
 

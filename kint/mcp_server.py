@@ -155,6 +155,11 @@ def main() -> None:
     try:
         mcp.run()
     finally:
+        # Unwinding now: a stop signal from here is only noted. Raised inside the close,
+        # which waits up to its linger for the goodbye to leave (kint.client.Client.close),
+        # it cut the close short and skipped the exit below: the server stayed.
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, lambda signum, _frame: stopped_by.append(signum))
         session.close()  # first: the worker's goodbye must leave before a SIGTERM lands
         lines.close()
         log.info("kint-server exits; the exit push is the worker's now")
