@@ -71,12 +71,17 @@ def test_a_stop_that_ends_beside_a_successor_leaves_its_socket_file(tmp_path):
 
         threading.Thread(target=stop, daemon=True).start()
         folder = socket_dir(sb.kint_home)
-        sb.wait_for(lambda: (note := read_note(folder, old)) is not None and note.stopping,
-                    interval=0.02, what="the door closed for the stop")
+
+        def closed_for_the_stop() -> bool:
+            """The note says the stop, then the socket file is moved aside: both done."""
+            note = read_note(folder, old)
+            return (note is not None and note.stopping and (folder / CLOSED_SOCKET).exists()
+                    and not (folder / FRONT_SOCKET).exists())
+
+        sb.wait_for(closed_for_the_stop, interval=0.02, what="the door closed for the stop")
         os.kill(old, signal.SIGSTOP)
         try:
-            # The premise: its socket file moved aside for the stop, nothing at the path.
-            assert (folder / CLOSED_SOCKET).exists() and not (folder / FRONT_SOCKET).exists()
+            assert closed_for_the_stop()  # the premise, held: nothing at the socket's path
             (run_dir(sb.kint_home) / PID_FILE).unlink()
             _successor(sb)
             sb.wait_for(lambda: running_pid(sb.kint_home) not in (None, old)
