@@ -54,11 +54,9 @@ class Client(LivenessChecks):
     def __init__(self, home: Path | None = None, *, autostart: bool = True,
                  own_context: bool = False) -> None:
         """`own_context`: a ZeroMQ context of this client's own, ended at `close`, for a
-        client whose process exits after what it leaves queued there (kint-server's
-        goodbye): ZeroMQ delivers a closed socket's queue within its linger only while the
-        context lives, and the process's shared one (`zmq.Context.instance()`, the
-        default's: a context costs two threads) is never ended, so at the exit the queue
-        went with the process."""
+        process that exits after what it left queued (kint-server's goodbye): a closed
+        socket's queue lives only as long as its context, and the shared one (the default:
+        a context costs two threads) is never ended, so the queue went with the process."""
         super().__init__()
         self.home = home or kint_home()
         self.autostart = autostart
