@@ -37,10 +37,15 @@ from support.locked_store import locked
 LIMIT = 56
 SPACES = 6
 # X's idle exit (KINT_WORKER_IDLE_SECONDS): the workers with a session never take it.
-# The test that stops X within it (SIGSTOP after a beat read past the detach) keeps 3 s
-# of room for that read on a loaded box; the others only wait it out (`_x_gone`), and no
-# step of theirs races it, so they take 1 s (KINT_WORKER_IDLE_SECONDS' least value).
-IDLE_S = 3
+# The test that stops X within it (SIGSTOP after a beat read past the detach) must read
+# that beat, a second after the detach, and stop X before its exit: 3 s left a second or
+# two for those status reads, a window a loaded box's reads can miss (as CI's did
+# `_x_gone`'s, session 37), so it has 8 s, and a heartbeat timeout (HEARTBEAT_S) that
+# leaves X, silent from its SIGSTOP, judged idle at 8 s and not hung first. The others
+# only wait it out (`_x_gone`), and no step of theirs races it, so they take 1 s
+# (KINT_WORKER_IDLE_SECONDS' least value).
+IDLE_S = 8
+HEARTBEAT_S = 60
 X_GONE_IDLE_S = 1
 # A status that runs on the worker's pool, counted in flight by its beats (a plain one runs
 # on the thread that beats): its read of the locked store fails first, BUSY, chain unasked.
@@ -53,12 +58,13 @@ def _queued(sb: Sandbox, db: Path, said: dict) -> bool:
                              for r in sb.sup_status()["spaces"])
 
 
-def _box(tmp_path: Path, spare: int, idle_s: int = IDLE_S
+def _box(tmp_path: Path, spare: int, idle_s: int = IDLE_S, **env: str
          ) -> tuple[Sandbox, list[Path], Path]:
     """The machine at its limit: the stores served (X first, its session ended) and the
     next one (A), which has no worker. `spare`: the clients connected at once when A asks,
-    but one (A's own: fill_with_sessions); `idle_s`: the workers' idle exit."""
-    sb = make_sandbox(tmp_path / "machine", KINT_WORKER_IDLE_SECONDS=str(idle_s))
+    but one (A's own: fill_with_sessions); `idle_s`: the workers' idle exit; `env`: more
+    of the machine's settings."""
+    sb = make_sandbox(tmp_path / "machine", KINT_WORKER_IDLE_SECONDS=str(idle_s), **env)
     dbs = profile_stores(sb, list(range(SPACES)))
     start_limited(sb, LIMIT)
     served = fill_with_sessions(sb, dbs, spare=spare)
@@ -150,7 +156,8 @@ def test_a_space_is_refused_once_a_worker_that_answers_on_and_on_has_had_its_bea
 
 
 def test_a_space_waits_for_a_worker_already_stopping_as_idle(tmp_path):
-    sb, served, space_a = _box(tmp_path, spare=2)  # two more than A's request
+    sb, served, space_a = _box(tmp_path, spare=2,  # two more than A's request
+                               KINT_WORKER_HEARTBEAT_TIMEOUT=str(HEARTBEAT_S))
     held = None
     try:
         x = served[0]

@@ -46,13 +46,16 @@ def fill_with_sessions(sb: Sandbox, dbs: list[Path], spare: int) -> list[Path]:
     are held meanwhile (`held_connections`), as many as the test's later requests hold at
     once, and the attaches go over one more, so that the room a stop makes later is
     surely theirs. A connection a call closes behind it on a loaded box for a while
-    (ZeroMQ's own threads close it), and the next one's would be counted beside it."""
+    (ZeroMQ's own threads close it), and the next one's would be counted beside it. Each
+    attach starts its worker (the first, the forkserver's imports too), which no test
+    here bounds: a loaded box took one past a 10 s bound (session 38), so it has 60 s;
+    the last is refused BUSY once no worker can be spared, well within it."""
     with held_connections(sb, spare), sb.client() as client:
         served = []
         for n, db in enumerate(dbs):
             try:
                 client.call("attach", tenant=sb.tenant, db=str(db), space=sb.label(db),
-                            timeout_s=10, args={"session": f"agent-{n}", "watcher": False})
+                            timeout_s=60, args={"session": f"agent-{n}", "watcher": False})
             except KintError as err:
                 assert err.code == "BUSY", err
                 break

@@ -1,7 +1,7 @@
 """A Sibyl store held locked by another process (SQLite's exclusive lock, as a writer in
 exclusive locking mode or a long migration keeps it): a worker's read of it waits out its
-busy timeout. For tests/test_locked_store.py, and tests/test_room_settling.py, where it
-keeps a real worker's op in flight for that wait."""
+busy timeout. For tests/test_locked_store.py, and tests/test_room_settling.py and
+tests/test_worker_beats.py, where it keeps a real worker's op in flight for that wait."""
 
 from __future__ import annotations
 

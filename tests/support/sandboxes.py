@@ -243,7 +243,10 @@ def serving(root: Path) -> Iterator[Sandbox]:
     write_store(sb.sibyl_db)
     sb.start()
     try:
-        sb.call("status", sb.sibyl_db)
+        # The worker's start, the forkserver's imports before it on a fresh supervisor, is
+        # not what the modules bound: a loaded box took a first status past the default
+        # 10 s (tests/test_upgrade.py's, session 38).
+        sb.call("status", sb.sibyl_db, timeout_s=60)
         yield sb
     finally:
         sb.shutdown()
