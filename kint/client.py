@@ -26,6 +26,7 @@ from typing import Any
 import zmq
 
 from kint.client_bound import call_deadline, request_ms
+from kint.client_context import end_context
 from kint.client_errors import NO_ANSWER_HINT, KintError, SupervisorUnavailable
 from kint.client_liveness import LivenessChecks
 from kint.client_request import (encoded, refused_proof, reply_among, reply_to, waiting,
@@ -195,13 +196,13 @@ class Client(LivenessChecks):
     def close(self, linger_ms: int = 0) -> None:
         """Close the socket and the pid file; `linger_ms` lets queued casts leave first.
         With a context of its own (`own_context`), that context is ended here, which waits
-        until they have left or the linger ran out: the caller may exit next. On the shared
+        until they have left or the linger ran out (kint/client_context.py). On the shared
         context the linger holds only while the process goes on."""
         if self._sock is not None:
             self._sock.close(linger=linger_ms)
             self._sock = None
-        if self._own_context and not self._zctx.closed:
-            self._zctx.term()
+        if self._own_context:
+            end_context(self._zctx)
         self._connected = self._front = None
         self._holder.close()
 
