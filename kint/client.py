@@ -194,17 +194,16 @@ class Client(LivenessChecks):
         return self._holder.pid()
 
     def close(self, linger_ms: int = 0) -> None:
-        """Close the socket and the pid file; `linger_ms` lets queued casts leave first.
-        With a context of its own (`own_context`), that context is ended here, which waits
-        until they have left or the linger ran out (kint/client_context.py). On the shared
-        context the linger holds only while the process goes on."""
+        """Close the socket and the pid file; `linger_ms` lets queued casts leave first. A
+        context of its own (`own_context`) is ended here, which waits for them up to the
+        linger (kint/client_context.py); on the shared one it holds while the process does."""
         if self._sock is not None:
             self._sock.close(linger=linger_ms)
             self._sock = None
-        if self._own_context:
-            end_context(self._zctx)
         self._connected = self._front = None
         self._holder.close()
+        if self._own_context:  # last: a stop signal held back for it is raised at its end
+            end_context(self._zctx)
 
     def __enter__(self) -> "Client":
         return self

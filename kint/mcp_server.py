@@ -157,8 +157,9 @@ def main() -> None:
     finally:
         # Unwinding now: a stop signal from here is only noted. Raised inside the close,
         # which waits up to its linger for the goodbye to leave (kint.client.Client.close),
-        # it cut the close short and skipped the exit below: the server stayed.
-        for sig in (signal.SIGTERM, signal.SIGHUP):
+        # it cut the close short and skipped the exit below: the server stayed. (Its
+        # context's end holds them back until it is over, kint/client_context.py.)
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
             signal.signal(sig, lambda signum, _frame: stopped_by.append(signum))
         session.close()  # first: the worker's goodbye must leave before a SIGTERM lands
         lines.close()
