@@ -13,7 +13,9 @@ Real parts: the test supervisor and its worker, kint-server through the MCP clie
 goodbye is held in its client's wait for the supervisor: the supervisor held (SIGSTOP)
 and its socket file moved aside, as for a supervisor that must be waited for, a wait the
 start lock shows (held by it throughout, for seconds); both are put back once the second
-signal is sent.
+signal is sent. The server runs under a shell that keeps its exit code, and its stderr goes
+to a file: it exits as the first signal says (128 + SIGTERM), with no traceback. (The
+second signal in the close's own wait, once the cast is queued, is test_client_linger's.)
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import errno
 import fcntl
 import os
 import signal
+import sys
 from pathlib import Path
 
 from conftest import make_sandbox, pid_alive, write_store
@@ -33,10 +36,13 @@ from mcp_session import AgentProcess
 
 
 def _server_pid(sb) -> int:
-    """The pid of the test's kint-server of `sb` (its launcher, with sb's KINT_HOME)."""
+    """The pid of the test's kint-server of `sb` (its launcher run by this Python, with
+    sb's KINT_HOME; not the shell that runs it)."""
     for proc in Path("/proc").iterdir():
         try:
-            if (proc.name.isdigit() and b"run_kint_server.py" in (proc / "cmdline").read_bytes()
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+            if (proc.name.isdigit() and argv[0] == sys.executable.encode()
+                    and any(b"run_kint_server.py" in arg for arg in argv)
                     and str(sb.kint_home).encode() in (proc / "environ").read_bytes()):
                 return int(proc.name)
         except OSError:
@@ -64,12 +70,17 @@ def _start_lock_held(sb) -> bool:
 def test_a_second_signal_during_the_goodbye_leaves_it_sent(tmp_path):
     sb = make_sandbox(tmp_path / "machine")
     agent = None
+    rc, err_log = tmp_path / "rc", tmp_path / "server-stderr.log"
+    # The launcher under a shell that writes its exit code once it ends.
+    launcher = AgentProcess(sb.env).command
+    command = ["sh", "-c", '"$@"; echo $? > "$0"', str(rc), *launcher]
     try:
         sb.start_entitled()
         supervisor = running_pid(sb.kint_home)
         assert supervisor is not None and supervisor > 0
         write_store(sb.sibyl_db, tenant=sb.tenant)
-        agent = AgentProcess(sb.env).start()
+        errlog = open(err_log, "w")
+        agent = AgentProcess(sb.env, command=command, errlog=errlog).start()
         assert agent.call("memory_status")["ok"] is True
         sb.wait_for(lambda: sb.row(sb.sibyl_db)["sessions"] == 1, timeout=60,
                     what="the server's session counted")
@@ -89,10 +100,16 @@ def test_a_second_signal_during_the_goodbye_leaves_it_sent(tmp_path):
             os.rename(aside, front)
             os.kill(supervisor, signal.SIGCONT)
         sb.wait_for(lambda: not pid_alive(server), timeout=60, what="kint-server's exit")
+        sb.wait_for(lambda: rc.exists() and rc.read_text().endswith("\n"), timeout=30,
+                    what="the shell's note of the exit code")
+        assert rc.read_text() == f"{128 + signal.SIGTERM}\n"  # the first signal's, 143
+        said = err_log.read_text()
+        assert "Traceback" not in said and "kint-server exits" in said, said
         # The goodbye (a detach: the session wrote nothing) reached the worker.
         sb.wait_for(lambda: sb.row(sb.sibyl_db)["sessions"] == 0, timeout=60,
                     what="the worker told the session ended")
     finally:
         if agent is not None:
             agent.close(timeout=5)
+            errlog.close()
         sb.shutdown()
