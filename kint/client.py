@@ -26,9 +26,11 @@ from typing import Any
 import zmq
 
 from kint.client_bound import call_deadline, request_ms
+from kint.client_context import end_context
 from kint.client_errors import NO_ANSWER_HINT, KintError, SupervisorUnavailable
 from kint.client_liveness import LivenessChecks
-from kint.client_request import encoded, refused_proof, reply_to, without_proofs
+from kint.client_request import (encoded, refused_proof, reply_among, reply_to, waiting,
+                                 without_proofs)
 from kint.front_closed import Moment, moment
 from kint.paths import RELATIVE_HOME_HINT, RELATIVE_PROBLEM, is_private_dir, kint_home
 from kint.protocol import Reply, Request
@@ -50,11 +52,17 @@ _send = zmq.backend.Socket.send
 
 
 class Client(LivenessChecks):
-    def __init__(self, home: Path | None = None, *, autostart: bool = True) -> None:
+    def __init__(self, home: Path | None = None, *, autostart: bool = True,
+                 own_context: bool = False) -> None:
+        """`own_context`: a ZeroMQ context of this client's own, ended at `close`, for a
+        process that exits after what it left queued (kint-server's goodbye): a closed
+        socket's queue lives only as long as its context, and the shared one (the default:
+        a context costs two threads) is never ended, so the queue went with the process."""
         super().__init__()
         self.home = home or kint_home()
         self.autostart = autostart
-        self._zctx = zmq.Context.instance()
+        self._own_context = own_context
+        self._zctx = zmq.Context() if own_context else zmq.Context.instance()
         self._sock: zmq.Socket | None = None
         # The receive timeout set on `_sock` (ms): set again only when a wait needs another.
         self._rcvtimeo: int | None = None
@@ -113,6 +121,8 @@ class Client(LivenessChecks):
             raise SupervisorUnavailable(
                 f"{folder} is not a private folder of this user; kint talks to no socket there",
                 "start the supervisor (`kint supervisor start`): it binds in a private folder")
+        if self._zctx.closed:  # its own, ended by a `close`: the client is used again
+            self._zctx = zmq.Context()
         sock = self._zctx.socket(zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 0)
         sock.connect(f"ipc://{folder / FRONT_SOCKET}")
@@ -184,12 +194,16 @@ class Client(LivenessChecks):
         return self._holder.pid()
 
     def close(self, linger_ms: int = 0) -> None:
-        """Close the socket and the pid file; `linger_ms` lets queued casts leave first."""
+        """Close the socket and the pid file; `linger_ms` lets queued casts leave first. A
+        context of its own (`own_context`) is ended here, which waits for them up to the
+        linger (kint/client_context.py); on the shared one it holds while the process does."""
         if self._sock is not None:
             self._sock.close(linger=linger_ms)
             self._sock = None
         self._connected = self._front = None
         self._holder.close()
+        if self._own_context:  # last: a stop signal held back for it is raised at its end
+            end_context(self._zctx)
 
     def __enter__(self) -> "Client":
         return self
@@ -369,9 +383,9 @@ class Client(LivenessChecks):
                 if left <= 0:
                     # A reply that arrived since the last receive is the answer, the door
                     # open or closed: a TIMEOUT would invite a retry that runs a write twice.
-                    while sock.poll(0, zmq.POLLIN):
-                        if (reply := reply_to(request.id, sock.recv())) is not None:
-                            return reply
+                    # The same look as a dropped socket's (`_taken`), on the socket itself.
+                    if (reply := reply_among(request.id, waiting(sock))) is not None:
+                        return reply
                     raise SupervisorUnavailable(
                         f"no answer from the supervisor within {seconds_text(bound_s)}"
                         + ("" if fresh_socket else self._drop_if_closed(serving)),

@@ -25,12 +25,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import zmq
-
 from kint.client_closed_door import ClosedDoorChecks
 from kint.client_errors import (EXITED_HINT, NO_SUPERVISOR_HINT, UNREACHED_HINT,
                                 SupervisorUnavailable)
-from kint.client_request import reply_to
+from kint.client_request import reply_among, waiting
 from kint.front_closed import boot_time, process_began, read_stepped_down_note
 from kint.protocol import Reply
 from kint.socket_paths import FRONT_SOCKET, socket_dir
@@ -200,8 +198,7 @@ class LivenessChecks(ClosedDoorChecks):
         its socket file and note and exits, and a look in the gap between a receive that
         timed out and that answer's arrival found it gone and lost an answer it gave."""
         if self._sock is not None:
-            while self._sock.poll(0, zmq.POLLIN):
-                self._dropped_with.append(self._sock.recv())
+            self._dropped_with.extend(waiting(self._sock))
             self._sock.close(linger=0)
             self._sock = None
         self._connected = self._connected_at = None
@@ -211,10 +208,7 @@ class LivenessChecks(ClosedDoorChecks):
         look dropped it during the wait (`_drop_socket`), or None: the call's answer, where
         the refusal the drop came with (the supervisor exited, or no longer holds the
         home) would call a request it answered unknown."""
-        for frame in self._dropped_with:
-            if (reply := reply_to(request_id, frame)) is not None:
-                return reply
-        return None
+        return reply_among(request_id, self._dropped_with)
 
     def _refuse_if_stopped(self, pid: int, op: str) -> None:
         """SupervisorUnavailable, naming `pid` and how to resume it, once the supervisor

@@ -6,7 +6,9 @@ to a supervisor older than them, which refuses a proof as a secret's value.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable, Iterator
+
+import zmq
 
 from kint.client_errors import KintError
 from kint.protocol import ProtocolError, Reply, Request, decode_reply, encode_request
@@ -29,6 +31,26 @@ def reply_to(request_id: str, frame: bytes) -> Reply | None:
     except ProtocolError as err:
         raise KintError(err.code.value, err.message, err.hint) from None
     return reply if reply.id in (request_id, None) else None
+
+
+def waiting(sock: zmq.Socket) -> Iterator[bytes]:
+    """The frames that have arrived on `sock` and wait there now, read one at a time as
+    they are asked for: the reply a wait's end takes (`kint.client.Client._roundtrip`)
+    stops the reading at itself, and a socket about to be dropped is read to the end
+    (`kint.client_liveness.LivenessChecks._drop_socket`)."""
+    while sock.poll(0, zmq.POLLIN):
+        yield sock.recv()
+
+
+def reply_among(request_id: str, frames: Iterable[bytes]) -> Reply | None:
+    """The first of `frames` that answers `request_id` (`reply_to`), or None. One look for
+    both places a wait takes a reply that has arrived without a receive of its own: the
+    socket at the wait's deadline (`waiting`), and the frames a look kept as it dropped
+    the socket (`_dropped_with`)."""
+    for frame in frames:
+        if (reply := reply_to(request_id, frame)) is not None:
+            return reply
+    return None
 
 
 def refused_proof(err: KintError, args: dict[str, Any] | None) -> bool:

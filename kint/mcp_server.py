@@ -142,9 +142,16 @@ def main() -> None:
 
     stopped_by: list[int] = []
 
+    def only_note() -> None:
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            signal.signal(sig, lambda signum, _frame: stopped_by.append(signum))
+
     def unwind(signum: int, _frame: Any) -> None:
         # Only unwind here: nothing may touch the chain inside a Sibyl write.
         stopped_by.append(signum)
+        # Noted from now: one landing in the finally before it set this would raise there
+        # and skip the goodbye and the exit.
+        only_note()
         raise SystemExit(128 + signum)
 
     signal.signal(signal.SIGTERM, unwind)
@@ -155,6 +162,12 @@ def main() -> None:
     try:
         mcp.run()
     finally:
+        # Unwinding now: a stop signal from here is only noted (set by `unwind` already
+        # when a signal unwound). Raised inside the close, which waits up to its linger for
+        # the goodbye to leave (kint.client.Client.close), it cut the close short and
+        # skipped the exit below: the server stayed. (Its context's end holds them back
+        # until it is over, kint/client_context.py.)
+        only_note()
         session.close()  # first: the worker's goodbye must leave before a SIGTERM lands
         lines.close()
         log.info("kint-server exits; the exit push is the worker's now")

@@ -145,3 +145,16 @@ def test_the_layers_that_share_wording_do_not_import_one_another() -> None:
         written = sorted(str(path.relative_to(ROOT)) for path in modules.values()
                          if f'"{sentence}"' in path.read_text())
         assert written == ["outcomes.py"], (sentence, written)
+
+
+def test_the_pid_lock_leans_on_no_worker_module() -> None:
+    """The supervisor's pid lock (kint.supervisor.pidlock), which every client loads to ask
+    who holds the home, reaches no module of the worker package, even inside a function:
+    which process holds a lock file, as the kernel says, is kint.lock_table's, shared by the
+    pid lock and a space's worker lock. It was kint.tenant_worker.lock_table, and the pid
+    lock, a supervisor module, leaned on the worker package for it."""
+    modules = _modules()
+    graph = {name: _imports(name, path, modules) for name, path in modules.items()}
+    reached = _reach(graph, "kint.supervisor.pidlock")
+    assert "kint.lock_table" in reached
+    assert not {m for m in reached if m.startswith("kint.tenant_worker")}, sorted(reached)

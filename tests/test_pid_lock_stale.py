@@ -199,7 +199,7 @@ def test_without_proc_a_loser_names_the_live_pid_the_held_file_names(sandbox, tm
     holder's own pid. A pid that is gone is still never named (the file read again until
     NAMED_WITHIN_S, here cut, runs out), nor is the none of a garbled first word."""
     from kint.supervisor import pidlock
-    from kint.tenant_worker import lock_table
+    from kint import lock_table
 
     monkeypatch.setattr(lock_table, "PROC", str(tmp_path / "no-proc"))
     monkeypatch.setattr(pidlock, "NAMED_WITHIN_S", 0.2)

@@ -177,3 +177,39 @@ def test_a_supervisor_as_pid_1_stopped_in_its_start_exits(sandbox):
         if inside and proc.poll() is None:  # it went on: never left serving, unshare's
             os.kill(inside, signal.SIGKILL)  # pipes held open by it
         _stop(proc)
+
+
+# A process that runs a supervisor in itself, as `kint supervisor start --foreground` and
+# code that embeds kint do, and says, once it has stopped, which stop signals' handlers it
+# did not get back ("-": none; the exit code first).
+_RUN_THEN_SAY_SIGNALS = """
+import signal, sys
+from pathlib import Path
+from kint.supervisor.autostart import STOP_SIGNALS, run_foreground
+
+before = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+code = run_foreground(Path(sys.argv[1]))
+kept = [signal.Signals(sig).name for sig in STOP_SIGNALS if signal.getsignal(sig) != before[sig]]
+print(code, " ".join(kept) or "-", flush=True)
+"""
+
+
+def test_a_supervisor_run_in_a_process_gives_its_stop_signals_back(sandbox):
+    """run_foreground hands the stop signals to the supervisor it builds (its request_stop)
+    and, at its end, gave back only those still at its start's handler: the supervisor's
+    stayed, and a Ctrl-C or SIGTERM of the process after it returned (the CLI on its way
+    out, code that embeds kint) only asked a supervisor stopped already to stop, and was
+    lost. Real parts: the supervisor in the child, stopped by `sup.stop`."""
+    proc = subprocess.Popen([sys.executable, "-c", _RUN_THEN_SAY_SIGNALS,
+                             str(sandbox.kint_home)], env=sandbox.env, text=True,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    try:
+        sandbox.wait_for(lambda: proc.poll() is not None or sandbox.client().ping(0.5),
+                         interval=0.05, what="the supervisor serving")
+        assert proc.poll() is None, proc.communicate()
+        sandbox.shutdown()
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0 and out == "0 -\n", (proc.returncode, out, err)
+    finally:
+        _stop(proc)

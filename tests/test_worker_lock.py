@@ -113,7 +113,7 @@ def test_a_stopped_holder_is_refused_by_name_without_waiting_out_the_bound(tmp_p
 def lock_table(request, monkeypatch):
     """Whether the kernel's table of locks names the holder (Linux's /proc/locks), or
     there is none to read, as on macOS: the lock file's own words are all there is."""
-    from kint.tenant_worker import lock_table as table
+    from kint import lock_table as table
 
     if request.param == "no table":  # nor the lock lines of a process's open files
         monkeypatch.setattr(table, "LOCKS_TABLE", "/nonexistent/locks")
@@ -196,7 +196,7 @@ def test_a_pid_the_lock_file_names_is_believed_only_when_a_kint_worker_has_it(
 def test_a_holder_the_kernel_names_keeps_its_own_line(tmp_path):
     """The kernel's word takes nothing from a file that names the holder itself: its
     supervisor's pid is read as before."""
-    from kint.tenant_worker.lock_table import flock_holder
+    from kint.lock_table import flock_holder
 
     path = worker_lock_path(tmp_path, SPACE16)
     proc = _holder(path, "{pid} 4243\n")
@@ -214,7 +214,7 @@ def test_a_holder_the_kernel_names_keeps_its_own_line(tmp_path):
 def table_reads(monkeypatch) -> list[int]:
     """Each read of the kernel's whole table of locks, counted by a spy around the real
     one (Linux, with the lock lines of a process's open files: /proc/PID/fdinfo)."""
-    from kint.tenant_worker import lock_table as table
+    from kint import lock_table as table
 
     if not os.path.isfile(table.LOCKS_TABLE) or not os.path.isdir("/proc/self/fdinfo"):
         pytest.skip("no kernel table of locks here")
@@ -252,7 +252,7 @@ def test_a_wait_for_a_holder_its_line_does_not_name_reads_the_table_once_a_secon
     """A holder that has not written its line yet is named by the kernel's table only:
     a starting worker waiting for it read the table at each of its ten tries a second, for
     up to 13 s. Now once a second at most, the holder still named."""
-    from kint.tenant_worker.lock_table import TABLE_EVERY_S
+    from kint.lock_table import TABLE_EVERY_S
 
     path = worker_lock_path(tmp_path, SPACE16)
     proc = _holder(path, "")
@@ -272,7 +272,7 @@ def test_a_holder_the_table_lists_as_pid_0_is_nobody(tmp_path, monkeypatch):
     container's): no process here, never named (a refusal said `kill -KILL 0`, which
     signals the whole process group of whoever runs it). The table is a file in the
     kernel's format, written here: such a holder cannot be had in a test."""
-    from kint.tenant_worker import lock_table
+    from kint import lock_table
 
     path = tmp_path / "lock"
     path.write_text("")
@@ -300,7 +300,7 @@ def test_a_holder_of_a_lock_file_with_the_same_inode_elsewhere_is_not_named(
     /proc/PID/fd/N). Such a file cannot be made here (it takes mounting a file system), so
     that process's /proc entries are written in the kernel's format: its fdinfo's line
     naming this lock file's inode, its fd a link to another file."""
-    from kint.tenant_worker import lock_table
+    from kint import lock_table
 
     path = tmp_path / "worker.lock"
     other = tmp_path / "other-home" / "worker.lock"

@@ -22,7 +22,7 @@ from typing import Callable
 from kint.client import KintError
 from kint.paths import space_files, worker_lock_path
 from kint.protocol import ErrorCode
-from kint.tenant_worker.lock_table import TableReader
+from kint.lock_table import TableReader
 from kint.tenant_worker.worker_lock import Holder, held, holder_closing, open_to_look
 
 

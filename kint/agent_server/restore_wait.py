@@ -66,7 +66,7 @@ from kint.agent_server.old_worker import head_lock_free, old_worker
 from kint.protocol import ErrorCode
 from kint.seconds_text import seconds_text
 from kint.space_row import read_space_row
-from kint.tenant_worker.lock_table import TableReader
+from kint.lock_table import TableReader
 from kint.tenant_worker.stop_grace import ORPHAN_EXIT_S
 
 log = logging.getLogger("kint.server")

@@ -69,7 +69,8 @@ class AgentSession:
         self.ref = ref
         self.id = os.urandom(8).hex()
         self._home = home
-        self._client = Client(home)
+        # Its own context: the goodbye left queued at `close` goes before the process exits.
+        self._client = Client(home, own_context=True)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         # Held while the keepalive sends an attach (see the module's docstring).
@@ -255,7 +256,7 @@ class AgentSession:
             # A tool call the exiting server no longer waits for holds this socket (the
             # worker goes on with it): say goodbye on a socket of this thread's own.
             log.info("a tool call is still waiting on the worker; it goes on there")
-            spare = Client(self._home)
+            spare = Client(self._home, own_context=True)
             self._cast(spare, op, {"session": self.id}, timeout_s)
             spare.close(linger_ms=2000)
             return

@@ -121,9 +121,11 @@ def run_foreground(home: Path, extra_preload: tuple[str, ...] = (), *,
             raise
         return _out_of_files(str(err))
     finally:
-        for sig, handler in before.items():  # never left to write a closed descriptor
-            if signal.getsignal(sig) is stopped:
-                signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+        # Each given back, whoever holds it now: this start's (never left to write a closed
+        # descriptor) or the supervisor's (`_serve`), which, kept, asked a supervisor
+        # stopped already to stop, and a Ctrl-C after the return was lost.
+        for sig, handler in before.items():
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
         os.close(pid_fd)
 
 

@@ -81,7 +81,7 @@ def named_holder(home: Path) -> int | None:
     would wait out NAMED_WITHIN_S, then name no pid."""
     # Here: only a refused supervisor asks, and every client imports this module.
     from kint.envsettings import pid_alive
-    from kint.tenant_worker.lock_table import holds_flock, proc_tells
+    from kint.lock_table import holds_flock, proc_tells
 
     by_proc = proc_tells()
     deadline = time.monotonic() + NAMED_WITHIN_S
@@ -168,9 +168,13 @@ def mark_stopped(pid_fd: int) -> None:
 
 class Holder(NamedTuple):
     """The live supervisor of a home, as its pid file says: its pid (-1 when the file
-    names none: not yet, in the instant between its lock and its pid written, or garbled)
-    and whether it has bound its sockets. (A NamedTuple: every client loads this module,
-    and `dataclasses` would load `inspect` with it.)"""
+    names none: not yet, in the instant between its emptying of the file and its pid
+    written, or garbled) and whether it has bound its sockets. In the instant before that
+    emptying, its lock taken, the file still says what the supervisor before it wrote
+    (its pid, `serving`), and a reader here takes that for the holder: `named_holder`
+    alone asks the kernel who holds the lock; a client's next look (a second on) finds
+    the new one. (A NamedTuple: every client loads this module, and `dataclasses` would
+    load `inspect` with it.)"""
 
     pid: int
     serving: bool

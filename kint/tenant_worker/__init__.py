@@ -7,12 +7,13 @@ and the other spaces' workers keep answering.
 - The process: `worker_start` (from the fork to the loop, and a start that failed),
   `process` (its loop: the socket, the stop, the hand-over), `stop_grace`
   (how long it outlives a stop or its supervisor), `worker_lock` (one live worker per
-  space of a home, an old one included) and `lock_table` (its holder as the kernel names
-  it), `wake_pipe` (what wakes its loop, safe to write after it is closed), `heartbeat`
-  (its beats' cadence and content), `op_replies` (an op run and answered), `config` (what
-  the spawn tells it), `space` (what every op shares; the settings it runs with in
-  `space_settings`), `handlers` (op name to function; the `status` op in `status`),
-  `op_pool`, `own_memory` (for the recycle), `sessions` and `session_handoff` (the agent
+  space of a home, an old one included; its holder as the kernel names it is
+  kint/lock_table.py's, shared with the supervisor's pid lock), `wake_pipe` (what wakes
+  its loop, safe to write after it is closed), `heartbeat` (its beats' cadence and
+  content), `op_replies` (an op run and answered), `config` (what the spawn tells it),
+  `space` (what every op shares; the settings it runs with in `space_settings`),
+  `handlers` (op name to function; the `status` op in `status`), `op_pool`, `own_memory`
+  (for the recycle), `sessions` and `session_handoff` (the agent
   sessions, and what a successor takes over), `watcher`, `watcher_count`, `watcher_look`,
   `watcher_timings`, `watcher_push`, `drift`, `push_backoff` and `push_settings` (the store
   watcher, its count and whether it could be made, its owed look at a signature that had

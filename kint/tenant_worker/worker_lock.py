@@ -40,12 +40,12 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
+from kint import lock_table
 from kint.envsettings import pid_alive
+from kint.lock_table import TableReader, holds_flock
 from kint.pid_file_lock import NotOwnFile, flock_by, open_own_file, write_holder
 from kint.proc_stat import process_stopped
 from kint.seconds_text import seconds_text
-from kint.tenant_worker import lock_table
-from kint.tenant_worker.lock_table import TableReader, holds_flock
 from kint.tenant_worker.stop_grace import ORPHAN_EXIT_S
 from kint.tenant_worker.store_sharers import worker_start
 
@@ -243,7 +243,7 @@ def _waiting(path: Path, who: str, state: str, refused: str) -> str:
 
 def live_holder(fd: int, table: TableReader | None = None) -> Holder:
     """The holder of the lock on `fd`: the one `read_holder` reads when the kernel says
-    that process holds it (kint.tenant_worker.lock_table.holds_flock; Linux), else the pid
+    that process holds it (kint.lock_table.holds_flock; Linux), else the pid
     the kernel's table of locks gives (read now, or at most once a second through `table`
     by a wait), else the file's; believed only when it is a live kint worker (named
     kint.proc_name.WORKER, from /proc; where there is no /proc, a live process); otherwise

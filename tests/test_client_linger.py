@@ -1,0 +1,162 @@
+"""A cast left queued at a client's close (`Client.close(linger_ms)`) is delivered before the
+process that closed it exits, within the linger: kint-server's goodbye (its `exit_push` or
+`detach`, kint/agent_server/session.py) is the last thing it sends, and it then exits,
+its log saying the push is the worker's now.
+
+ZeroMQ keeps a closed socket's queue for its linger only while its context lives, and a
+process's shared context (`zmq.Context.instance()`) is never ended: at the exit, pyzmq
+leaves it, and the queue went with the process. A cast on a connection still being made
+(a fresh socket: its handshake waits for the supervisor's I/O) was lost so. A client with
+a context of its own ends it at its close, which waits out the linger for what is queued.
+
+Real parts: a supervisor started by `kint supervisor start`, the space's worker, and the
+client in a process of its own that casts and exits. The supervisor is held (SIGSTOP)
+from before the cast until the client's close has had time to return: the connection's
+handshake then waits on it, a state that lasts, where a busy supervisor's I/O thread
+leaves only a moment.
+
+A second stop signal while the close waits (kint-server's harness sending SIGTERM again)
+is only noted there (kint/mcp_server.py), and must not end the wait either: libzmq's
+context end returns at a signal (EINTR) and pyzmq then takes the context for ended, so
+the close returned at once and the goodbye went with the process. The second test sends
+that signal while the child's close waits on the held supervisor.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import make_sandbox, wait_until, write_store
+
+SESSION = "agent-going"
+# The client of a process that says goodbye and exits: its cast, then its close with a
+# linger longer than the test holds the supervisor (a state that lasts, not a window).
+_GOODBYE = """
+import sys
+from pathlib import Path
+from kint.client import Client
+
+home, tenant, db, space, session = sys.argv[1:6]
+client = Client(Path(home), autostart=False, own_context=True)
+print("casting", flush=True)
+client.cast("detach", tenant=tenant, db=db, space=space, args={"session": session})
+client.close(linger_ms=120_000)
+print("closed", flush=True)
+"""
+# The same, in a process that notes a stop signal as kint-server does once it unwinds,
+# and says when it begins its close: from there its main thread sleeps only in that close.
+_NOTED_GOODBYE = """
+import signal, sys
+from pathlib import Path
+from kint.client import Client
+
+noted = []
+for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+    signal.signal(sig, lambda signum, _frame: noted.append(signum))
+home, tenant, db, space, session = sys.argv[1:6]
+client = Client(Path(home), autostart=False, own_context=True)
+client.cast("detach", tenant=tenant, db=db, space=space, args={"session": session})
+print("closing", flush=True)
+client.close(linger_ms=120_000)
+print("closed", noted, flush=True)
+"""
+
+
+def _sleeping(pid: int) -> bool:
+    """Whether the process's main thread sleeps in a wait (its state S in /proc)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat[stat.rindex(")") + 2] == "S"
+
+
+def test_a_cast_queued_at_close_reaches_the_worker_after_the_process_exits(tmp_path):
+    sb = make_sandbox(tmp_path)
+    pid = sb.start()
+    child = None
+    try:
+        write_store(sb.sibyl_db, tenant=sb.tenant)
+        attached = sb.call("attach", sb.sibyl_db, timeout_s=60,
+                           args={"session": SESSION, "watcher": False})
+        assert attached.get("ended") is not True and attached["sessions"] == 1, attached
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            child = subprocess.Popen(
+                [sys.executable, "-c", _GOODBYE, str(sb.kint_home), sb.tenant,
+                 str(sb.sibyl_db), sb.label(sb.sibyl_db), SESSION],
+                env=sb.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, text=True)
+            assert child.stdout is not None
+            assert child.stdout.readline() == "casting\n"
+            try:  # a close that does not wait for its cast returns, and the process exits
+                child.wait(timeout=3)
+            except subprocess.TimeoutExpired:
+                pass
+            # Before, the process had exited here, its cast never sent.
+            assert child.poll() is None, (child.returncode, child.communicate())
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        out, err = child.communicate(timeout=60)
+        assert child.returncode == 0 and out == "closed\n", (child.returncode, out, err)
+
+        def ended() -> bool:
+            again = sb.call("attach", sb.sibyl_db, timeout_s=30,
+                            args={"session": SESSION, "watcher": False})
+            return again.get("ended") is True
+
+        assert wait_until(ended, timeout=30, interval=0.3)  # the worker took the goodbye
+    finally:
+        if child is not None and child.poll() is None:
+            child.kill()
+            child.communicate()
+        sb.shutdown()
+
+
+@pytest.mark.parametrize("second", [signal.SIGTERM, signal.SIGINT], ids=["TERM", "INT"])
+def test_a_second_signal_during_the_close_leaves_the_cast_sent(tmp_path, second):
+    sb = make_sandbox(tmp_path)
+    pid = sb.start()
+    child = None
+    try:
+        write_store(sb.sibyl_db, tenant=sb.tenant)
+        attached = sb.call("attach", sb.sibyl_db, timeout_s=60,
+                           args={"session": SESSION, "watcher": False})
+        assert attached.get("ended") is not True and attached["sessions"] == 1, attached
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            child = subprocess.Popen(
+                [sys.executable, "-c", _NOTED_GOODBYE, str(sb.kint_home), sb.tenant,
+                 str(sb.sibyl_db), sb.label(sb.sibyl_db), SESSION],
+                env=sb.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, text=True)
+            assert child.stdout is not None
+            assert child.stdout.readline() == "closing\n"
+            # The close's wait for the held supervisor: it lasts while the supervisor does.
+            assert wait_until(lambda: _sleeping(child.pid), timeout=30, interval=0.05)
+            os.kill(child.pid, second)  # the second signal, during that wait
+            try:
+                child.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                pass
+            # Before, the signal ended the wait: the process had exited, its cast unsent.
+            assert child.poll() is None, (child.returncode, child.communicate())
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        out, err = child.communicate(timeout=60)
+        assert (child.returncode, out) == (0, f"closed [{int(second)}]\n"), err
+
+        def ended() -> bool:
+            again = sb.call("attach", sb.sibyl_db, timeout_s=30,
+                            args={"session": SESSION, "watcher": False})
+            return again.get("ended") is True
+
+        assert wait_until(ended, timeout=30, interval=0.3)  # the worker took the goodbye
+    finally:
+        if child is not None and child.poll() is None:
+            child.kill()
+            child.communicate()
+        sb.shutdown()

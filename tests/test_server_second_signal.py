@@ -1,0 +1,115 @@
+"""kint-server stopped by a signal sends its goodbye even when a second signal comes while
+it does: a harness that sends SIGTERM again, or SIGHUP as its terminal closes.
+
+The first signal unwinds the server's event loop, and its way out says goodbye to the
+space's worker (kint/mcp_server.py, kint/agent_server/session.py). That goodbye can take
+a while: its client may first wait for the supervisor to answer (a start's wait), and its
+close waits for the cast to leave (kint.client.Client.close, its own context). A second
+signal in that wait raised inside it, as the first had: the goodbye was cut short and
+never sent, and the exit that ends the threads the unwound loop left behind was skipped.
+Once the server unwinds, a stop signal is only noted.
+
+Real parts: the test supervisor and its worker, kint-server through the MCP client. The
+goodbye is held in its client's wait for the supervisor: the supervisor held (SIGSTOP)
+and its socket file moved aside, as for a supervisor that must be waited for, a wait the
+start lock shows (held by it throughout, for seconds); both are put back once the second
+signal is sent. The server runs under a shell that keeps its exit code, and its stderr goes
+to a file: it exits as the first signal says (128 + SIGTERM), with no traceback. (The
+second signal in the close's own wait, once the cast is queued, is test_client_linger's.)
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import signal
+import sys
+from pathlib import Path
+
+from conftest import make_sandbox, pid_alive, write_store
+from kint.paths import run_dir
+from kint.socket_paths import FRONT_SOCKET, socket_dir
+from kint.supervisor.autostart import START_LOCK
+from kint.supervisor.pidlock import running_pid
+from mcp_session import AgentProcess
+
+
+def _server_pid(sb) -> int:
+    """The pid of the test's kint-server of `sb` (its launcher run by this Python, with
+    sb's KINT_HOME; not the shell that runs it)."""
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+            if (proc.name.isdigit() and argv[0] == sys.executable.encode()
+                    and any(b"run_kint_server.py" in arg for arg in argv)
+                    and str(sb.kint_home).encode() in (proc / "environ").read_bytes()):
+                return int(proc.name)
+        except OSError:
+            continue
+    raise AssertionError("no kint-server found")
+
+
+def _start_lock_held(sb) -> bool:
+    """Whether a client holds the start lock: it is in its wait for a supervisor."""
+    try:
+        fd = os.open(run_dir(sb.kint_home) / START_LOCK, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as err:
+        if err.errno not in (errno.EAGAIN, errno.EWOULDBLOCK, errno.EACCES):
+            raise
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def test_a_second_signal_during_the_goodbye_leaves_it_sent(tmp_path):
+    sb = make_sandbox(tmp_path / "machine")
+    agent = None
+    rc, err_log = tmp_path / "rc", tmp_path / "server-stderr.log"
+    # The launcher under a shell that writes its exit code once it ends.
+    launcher = AgentProcess(sb.env).command
+    command = ["sh", "-c", '"$@"; echo $? > "$0"', str(rc), *launcher]
+    try:
+        sb.start_entitled()
+        supervisor = running_pid(sb.kint_home)
+        assert supervisor is not None and supervisor > 0
+        write_store(sb.sibyl_db, tenant=sb.tenant)
+        errlog = open(err_log, "w")
+        agent = AgentProcess(sb.env, command=command, errlog=errlog).start()
+        assert agent.call("memory_status")["ok"] is True
+        sb.wait_for(lambda: sb.row(sb.sibyl_db)["sessions"] == 1, timeout=60,
+                    what="the server's session counted")
+        server = _server_pid(sb)
+        front = socket_dir(sb.kint_home) / FRONT_SOCKET
+        aside = front.with_name("held-aside.sock")
+        os.kill(supervisor, signal.SIGSTOP)
+        try:
+            os.rename(front, aside)
+            os.kill(server, signal.SIGTERM)
+            sb.wait_for(lambda: _start_lock_held(sb) or not pid_alive(server), interval=0.02,
+                        what="the goodbye waiting for the supervisor")
+            # The premise: the server is in its goodbye's wait, which lasts seconds.
+            assert pid_alive(server) and _start_lock_held(sb)
+            os.kill(server, signal.SIGTERM)  # the harness again
+        finally:
+            os.rename(aside, front)
+            os.kill(supervisor, signal.SIGCONT)
+        sb.wait_for(lambda: not pid_alive(server), timeout=60, what="kint-server's exit")
+        sb.wait_for(lambda: rc.exists() and rc.read_text().endswith("\n"), timeout=30,
+                    what="the shell's note of the exit code")
+        assert rc.read_text() == f"{128 + signal.SIGTERM}\n"  # the first signal's, 143
+        said = err_log.read_text()
+        assert "Traceback" not in said and "kint-server exits" in said, said
+        # The goodbye (a detach: the session wrote nothing) reached the worker.
+        sb.wait_for(lambda: sb.row(sb.sibyl_db)["sessions"] == 0, timeout=60,
+                    what="the worker told the session ended")
+    finally:
+        if agent is not None:
+            agent.close(timeout=5)
+            errlog.close()
+        sb.shutdown()
