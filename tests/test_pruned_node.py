@@ -128,6 +128,13 @@ def test_a_cold_start_on_a_node_without_old_logs_is_refused_naming_an_archive_en
             assert "the 1 newer epoch(s) read need it before they apply" in out.stderr
             assert "nothing was applied [RPC_UNAVAILABLE]" in out.stderr, out.stderr
             assert ARCHIVE in out.stderr and "Traceback" not in out.stderr
+            # The endpoint is set where it is in force, this machine's config.toml: the
+            # hint names that file, where it named "rpc_url in config.toml, or `kint
+            # connect --rpc-urls`" whatever set it (kint.chain.endpoint_source).
+            where = fresh.kint_home / "config.toml"
+            assert (f"{ARCHIVE} (rpc_url in {where}, where the endpoints in force are "
+                    f"set) and pull") in out.stderr, out.stderr
+            assert "--rpc-urls" not in out.stderr, out.stderr
             _nothing_applied(fresh, source)
             primary.forward()  # an archive endpoint: the same pull restores
             ok(fresh.kint("pull"))
