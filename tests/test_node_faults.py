@@ -147,6 +147,26 @@ def test_a_send_the_endpoint_refused_says_the_epoch_cannot_land(machine):
     assert [e["seq"] for e in kjson(m, "push")["epochs"]] == [3]
 
 
+def test_a_refused_send_under_a_notice_still_names_the_spaces_endpoints(machine):
+    """`push --reanchor` on a chain that lost nothing, its send refused: the push's notice
+    ("--reanchor not used") rides under the refusal's hint, and the hint still names the
+    endpoints this space's connect kept. The notice was joined under the hint before it was
+    named, so the hint matched none of the machine-wide ones and kept "KINT_RPC_URL, or the
+    endpoints given to `kint connect --rpc-urls`", a setting this space does not use."""
+    m, proxy, _ = machine
+    proxy.set_mode("error_methods", methods=["eth_sendRawTransaction"],
+                   message="transaction underpriced by the test")
+    said = _refused(m.kint("push", "--reanchor"), "RPC_UNAVAILABLE")
+    assert "the epoch was not taken and cannot land" in said, said
+    assert ("hint: check what the endpoint said (one of those this space was given by `kint "
+            "connect --rpc-urls`), then push again\n"
+            "kint: --reanchor not used: the chain holds every epoch this machine saw "
+            "anchored") in said, said
+    assert "KINT_RPC_URL" not in said, said
+    proxy.forward()
+    assert [e["seq"] for e in kjson(m, "push")["epochs"]] == [3]
+
+
 def test_a_send_refused_as_a_spent_nonce_keeps_its_journal(machine):
     """The endpoint refuses the send saying its nonce is spent ("nonce too low"). That
     nonce may have been spent by this very transaction, sent before through another

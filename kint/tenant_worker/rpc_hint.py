@@ -40,7 +40,8 @@ from kint.protocol.errors import (CHAIN_UNREADABLE_AT, DEFAULT_HINTS, DEVCHAIN_R
                                   DEVCHAIN_RPC_HINT, DEVCHAIN_STALE_HINT, FILE_RPC_CHECK,
                                   FILE_STALE_CHECK, RETRY_THEN, RPC_CHECK, SPACE_RPC_CHECK,
                                   SPACE_STALE_HINT, STALE_HEAD, UNSETTLED_HINT, UNSETTLED_THEN,
-                                  ErrorCode, ProtocolError)
+                                  ErrorCode, ProtocolError, hint_with_notices,
+                                  split_notices)
 from kint.protocol.hints import (ARCHIVE_AT, ARCHIVE_HINT, HEADER_TRANSPORT_AT,
                                  HEADER_TRANSPORT_HINT, SEND_REFUSED_AT, SEND_REFUSED_HINT,
                                  STALE_JOURNAL_AT, STALE_JOURNAL_HINT, UNREAD_GAP_AT,
@@ -121,8 +122,12 @@ def name_the_endpoint(ctx: SpaceContext, err: ProtocolError) -> None:
     endpoints, a config file's and the devchain's alike. So does a hint that sends the user
     to another endpoint or to check the endpoints (`named_hint`), whatever its code. Runs
     under the call's settings, so it names the endpoint the call used; when the chain
-    settings cannot be read now, the machine-wide words stay."""
-    hint = err.hint or ""
+    settings cannot be read now, the machine-wide words stay. The notices a push put under
+    its hint (push.py: `--reanchor` unused, an overtaken journal's) are set aside while
+    the hint is matched and named, then put back under it: matched with them, a refused
+    send's or a gap's hint kept the machine-wide words."""
+    bare, notices = split_notices(err.hint)
+    hint = bare or ""
     generic = err.code is ErrorCode.RPC_UNAVAILABLE and hint == GENERIC
     stale = err.code is ErrorCode.STALE_RPC and hint == STALE_GENERIC
     elsewhere = hint in (STALE_JOURNAL_HINT, SEND_REFUSED_HINT) or hint in ANOTHER_ENDPOINT
@@ -140,6 +145,7 @@ def name_the_endpoint(ctx: SpaceContext, err: ProtocolError) -> None:
         err.hint = endpoint_hint(chain)
     else:  # what comes before it (`fund 0x... if the refusal says so; `) is kept
         err.hint = hint.removesuffix(UNSETTLED_HINT) + endpoint_check(chain) + UNSETTLED_THEN
+    err.hint = hint_with_notices(err.hint, notices)
 
 
 def timeout_named(err: ProtocolError) -> None:
