@@ -162,6 +162,12 @@ def _built_at_run_time() -> dict[tuple[str, str], Callable[[], Iterator[tuple[st
                 # The machine's own settings in force: the words may stay as raised.
                 assert err.hint != hint or chain.rpc_source == "env", (chain.rpc_source, hint)
                 yield err.code.value, err.hint
+        # A connect's failure through the endpoints given to its --rpc-urls names those
+        # (rpc_hint.name_the_given), whatever the settings' source.
+        for code, hint in [("RPC_UNAVAILABLE", rpc_hint.GENERIC), *_NAMED_ON_THE_WAY_OUT]:
+            err = Refused(code, "refused", hint)
+            rpc_hint.name_the_given(err)
+            yield err.code.value, err.hint
 
     def other_chains() -> Iterator[tuple[str, str]]:
         for chain in _chains():

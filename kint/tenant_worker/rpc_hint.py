@@ -63,6 +63,10 @@ ANOTHER_ENDPOINT = {ARCHIVE_HINT: ARCHIVE_AT, UNREAD_GAP_HINT: UNREAD_GAP_AT,
                     UNREAD_OVER_SKIPPED_HINT: UNREAD_OVER_SKIPPED_AT,
                     HEADER_TRANSPORT_HINT: HEADER_TRANSPORT_AT,
                     DEFAULT_HINTS[ErrorCode.CHAIN_UNREADABLE]: CHAIN_UNREADABLE_AT}
+# A connect's own `--rpc-urls`, which it used in place of the space's settings
+# (kint.tenant_worker.connect): the endpoints to change or check are those (name_the_given).
+GIVEN_URLS = "the URLs given to this connect's --rpc-urls, which it used in place of settings"
+GIVEN_RPC_CHECK = "check the URLs given to --rpc-urls and that they answer"
 
 
 def endpoint_check(chain: ChainConfig) -> str:
@@ -104,6 +108,24 @@ def named_hint(chain: ChainConfig, hint: str) -> str | None:
         return SEND_REFUSED_AT.format(endpoint=sent_through(chain))
     template = ANOTHER_ENDPOINT.get(hint)
     return None if template is None else template.format(endpoint=other_endpoint(chain))
+
+
+def name_the_given(err: ProtocolError) -> None:
+    """Give `err`, a connect's failure through the endpoints given to its `--rpc-urls`, the
+    hint that names them (GIVEN_URLS), when it is RPC_UNAVAILABLE with the generic hint or
+    one of ANOTHER_ENDPOINT's: `name_the_endpoint` names the settings' endpoints, which a
+    connect given `--rpc-urls` did not use, and said "rpc_url in config.toml, where the
+    endpoints in force are set" of a config.toml whose endpoint answered. Named before it
+    leaves the op, it is none of the machine-wide hints, which `name_the_endpoint` leaves."""
+    bare, notices = split_notices(err.hint)
+    hint = bare or ""
+    if err.code is ErrorCode.RPC_UNAVAILABLE and hint == GENERIC:
+        hint = GIVEN_RPC_CHECK + RETRY_THEN
+    elif hint in ANOTHER_ENDPOINT:
+        hint = ANOTHER_ENDPOINT[hint].format(endpoint=GIVEN_URLS)
+    else:
+        return
+    err.hint = hint_with_notices(hint, notices)
 
 
 def endpoint_hint(chain: ChainConfig) -> str:
