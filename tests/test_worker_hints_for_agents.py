@@ -921,18 +921,30 @@ def test_the_place_an_endpoint_hint_names_reaches_the_agent_as_said():
     same words, in the human's part of its step, never the machine-wide "rpc_url in
     config.toml" or KINT_RPC_URL the worker raised them with; its own call first where the
     pull may heal it. Each of the four places, each hint."""
+    from kint.chain.config import DEVCHAIN_SOURCE
     from kint.chain.endpoint_source import other_endpoint
     from kint.tenant_worker import rpc_hint
 
     for chain in _chains():
-        other = other_endpoint(chain)
         for code, hint in _NAMED_ON_THE_WAY_OUT:
             named = rpc_hint.named_hint(chain, hint)
             assert named is not None and named != hint or chain.rpc_source == "env", named
-            place = {rpc_hint.SEND_REFUSED_HINT: rpc_hint.sent_through(chain),
-                     rpc_hint.STALE_JOURNAL_HINT: named.removeprefix("check ").removesuffix(
-                         ", then run `kint pull`")}.get(hint, other)
+            place = ({rpc_hint.SEND_REFUSED_HINT: rpc_hint.sent_through(chain),
+                      rpc_hint.STALE_JOURNAL_HINT: named.removeprefix("check ").removesuffix(
+                          ", then run `kint pull`")}.get(hint)
+                     or rpc_hint.another(chain, hint))
             assert place in named, (named, place)
+            transport = rpc_hint.ANOTHER_ENDPOINT.get(hint) in rpc_hint.TRANSPORT
+            if transport and chain.rpc_source == DEVCHAIN_SOURCE:
+                # A transport failure on the devchain: the devchain is checked, never
+                # another RPC given to the space (review38c S1).
+                assert "`kint devchain status`" in named and "--rpc-urls" not in named, named
+            elif hint in rpc_hint.ANOTHER_ENDPOINT:
+                other = other_endpoint(chain, keyless=hint == rpc_hint.ARCHIVE_HINT)
+                assert other in named, (named, other)
+            if hint == rpc_hint.ARCHIVE_HINT and "--rpc-urls" in named:
+                # An archive endpoint is most often a keyed URL, which connect refuses.
+                assert "with a URL that holds no key" in named, named
             said = _said_to("memory_push", code, named)
             human = said.partition("stop and tell the human")[2]  # the human's part
             assert human and place in human, (said, place)

@@ -20,6 +20,9 @@ from kint.settings.loader import space_label
 
 # A space's own endpoints given by a connect; it replaces those an earlier connect kept.
 CONNECT_RPC_URLS = "`kint connect --rpc-urls URL`"
+# What connect takes there: an endpoint with a key in it is refused on a command line
+# (kint.commands.connect.checked_rpc_urls) and goes in the space's table.
+KEYLESS = " with a URL that holds no key"
 # A space's own table in config.toml: it beats a connect's endpoints and the machine's.
 # `{label}`: the space's, where this process knows it (a worker), else `<label>`.
 SPACE_TABLE = 'rpc_url in the space\'s [spaces."{label}"] table in config.toml'
@@ -54,16 +57,19 @@ def by_where(chain: ChainConfig, *, devchain: str, space: str, file: str,
     return otherwise
 
 
-def other_endpoint(chain: ChainConfig) -> str:
+def other_endpoint(chain: ChainConfig, *, keyless: bool = False) -> str:
     """Where to give the space of `chain` another endpoint, by where the ones in force were
     set: a connect's kept endpoints are replaced by a connect again (or the space's table,
     which beats them); a config file's by its rpc_url; the devchain's record's by the
     space's own (the machine's KINT_RPC_URL there would take every space off the devchain);
-    the machine's settings by KINT_RPC_URL, or the space's own."""
-    table = space_table()
+    the machine's settings by KINT_RPC_URL, or the space's own. `keyless`: the endpoint
+    asked for is most often a provider's keyed URL (an archive one), which a connect
+    refuses on its command line: the connect is named for one with no key in it."""
+    table, keys = space_table(), KEYLESS if keyless else ""
     return by_where(
-        chain, devchain=f"{CONNECT_RPC_URLS}, or {table}",
-        space=(f"{CONNECT_RPC_URLS} again, which replaces the endpoints the last one kept "
-               f"for this space, or {table}"),
+        chain, devchain=f"{CONNECT_RPC_URLS}{keys}, or {table}",
+        space=(f"{CONNECT_RPC_URLS} again{keys}, which replaces the endpoints the last one "
+               f"kept for this space, or {table}"),
         file="rpc_url in {where}, where the endpoints in force are set",
-        otherwise=f"KINT_RPC_URL, or {CONNECT_RPC_URLS} for this space alone")
+        otherwise=f"KINT_RPC_URL, or {CONNECT_RPC_URLS} for this space alone"
+                  + (f",{keys}" if keys else ""))
