@@ -465,6 +465,14 @@ def test_an_endpoint_refusing_a_read_as_a_transaction_is_a_failed_check(story):
             assert said, checks
             for c in said:
                 assert len(c["detail"]) < 400 and c["detail"].endswith("...)"), c
+            # A read that failed names where A's endpoint is set, the space's table in
+            # config.toml, where the head's and contract's said "check KINT_RPC_URL".
+            where = f'{a.kint_home / "config.toml"} [spaces."{a.label(a.sibyl_db)}"]'
+            proxy.set_mode("error_methods", methods=["eth_getCode"], message="no code read")
+            for name, c in (("head", checks["head"]), ("contract", checks_of(a)["contract"])):
+                assert not c["ok"] and c["name"] == name, c
+                assert c["hint"] == (f"check the endpoints set in {where} and that they "
+                                     f"answer, then try again"), c
         finally:
             proxy.forward()
             clear_config(a)
