@@ -575,6 +575,12 @@ def test_status_and_doctor_over_a_slow_endpoint_start_no_call_past_their_budgets
             assert checks["rpc primary"]["ok"] and checks["contract"]["ok"], checks
             assert checks["head"]["detail"] == \
                 f"not checked: the chain's checks took {2 * SLOW_BOUND_S:g} s already"
+            # The endpoint to check is the one in force, set in the space's table: the hint
+            # said "check KINT_RPC_URL", which A's space does not use.
+            where = f'{a.kint_home / "config.toml"} [spaces."{a.label(a.sibyl_db)}"]'
+            assert checks["head"]["hint"] == (f"the endpoint answers slowly: check the "
+                                              f"endpoints set in {where} and that they answer, "
+                                              f"or run doctor again"), checks["head"]
             assert not checks["head"]["ok"] and doctored.returncode == 1
         finally:
             proxy.forward()

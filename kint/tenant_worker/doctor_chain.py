@@ -36,7 +36,7 @@ from kint.protocol.checks import check
 from kint.render import epoch_at
 from kint.settings.urls import redact_url
 from kint.tenant_worker.enrolment import Enrolment
-from kint.tenant_worker.rpc_hint import GENERIC, bound_said, endpoint_hint
+from kint.tenant_worker.rpc_hint import GENERIC, bound_said, endpoint_check, endpoint_hint
 from kint.tenant_worker.statefiles import Mirror
 
 PRIMARY_DOWN = "not checked: the primary RPC did not answer"
@@ -82,8 +82,8 @@ def chain_checks(chain: ChainConfig, tracker: RpcTracker, enrolment: Enrolment, 
     def not_checked(name: str) -> dict[str, Any]:
         if answering and tracker.last_failure_at(primary_url) == failures:  # time ran out
             return check(name, False, f"not checked: the chain's checks took {budget_s:g} s "
-                         f"already", "the endpoint answers slowly: check KINT_RPC_URL, or "
-                         "run doctor again")
+                         f"already", f"the endpoint answers slowly: {endpoint_check(chain)}, "
+                         f"or run doctor again")
         return check(name, False, PRIMARY_DOWN, "fix the primary RPC first")
 
     code, has_code = (_contract_code(anchor, chain) if answering_still()
