@@ -247,7 +247,8 @@ def test_an_entitys_history_without_its_category_finds_nothing(machine):
 
 def test_a_keyed_rpc_url_is_refused_before_the_signature_file_is_read(machine, tmp_path):
     """A signature file is unlinked once read: `--rpc-urls` with a key is refused first, so
-    the refusal does not cost the user the file."""
+    the refusal does not cost the user the file. Its hint names the space's own table in
+    config.toml by the space's label."""
     signature = tmp_path / "sig.txt"
     signature.write_text("0x" + "ab" * 65 + "\n")
     out = machine.kint("connect", "--owner", OWNER, "--signature-file", str(signature),
@@ -255,6 +256,10 @@ def test_a_keyed_rpc_url_is_refused_before_the_signature_file_is_read(machine, t
     assert out.returncode == 2, out.stdout + out.stderr
     assert "--rpc-urls: https://base.example/<redacted>" in out.stderr
     assert signature.exists()
+    # The hint names the space's table by the store's label (it said `<label>`).
+    label = machine.label(machine.sibyl_db)
+    assert f'([spaces."{label}"], docs/settings.md)' in out.stderr, out.stderr
+    assert "<label>" not in out.stderr, out.stderr
 
 
 def test_a_bad_owner_is_refused_before_the_signature_file_is_read(machine, tmp_path):

@@ -608,6 +608,15 @@ def test_rekey_whose_head_header_cannot_be_read_is_its_own_refusal_exit_2(liars)
         assert out.returncode == ERROR, (mode, out.stdout, out.stderr)
         assert "[CHAIN_UNREADABLE]" in out.stderr and said in out.stderr, (mode, out.stderr)
         assert (b.kint_home / f"wraps-{space16}.json").read_bytes() == wraps
+        if mode == "error_methods":
+            # A transport failure: its hint names where B's endpoints are set, those its
+            # connect kept (and the space's own table, by its label), where it said
+            # "change the RPC (KINT_RPC_URL)", which B's space does not use.
+            assert ("try again, or change the RPC (`kint connect --rpc-urls URL` again, "
+                    "which replaces the endpoints the last one kept for this space, or "
+                    f"rpc_url in the space's [spaces.\"{b.label(b.sibyl_db)}\"] table in "
+                    f"config.toml)") in out.stderr, out.stderr
+            assert "KINT_RPC_URL" not in out.stderr, out.stderr
     assert _at_head(liars) == seq  # nothing was anchored
 
 

@@ -179,6 +179,8 @@ def test_a_deadline_says_the_door_closed_in_the_socket_folder_the_request_went_t
     an idle client whose socket a ping connected before the pid file went; the waiting
     client's own is in a receive on its thread): the stepped-down supervisor's note is
     where the socket connected, so the refusal says it stops and the socket is dropped.
+    The liveness look of a request sent on it (`_refuse_if_closed`, sent) reads the same
+    note there, and keeps waiting on the connection that supervisor let in.
     Looked for in the home's folder of now (the planted one), it said only "no answer
     from the supervisor within N s" and kept the socket."""
     from kint.front_closed import read_stepped_down_note
@@ -192,6 +194,14 @@ def test_a_deadline_says_the_door_closed_in_the_socket_folder_the_request_went_t
                     what="its door closed for its stop, where the socket connected")
         closed = read_stepped_down_note(went)
         assert closed is not None and closed.pid == pid
+        # A request sent on that socket, its supervisor's door closed for its stop: the
+        # liveness look (`_refuse_if_closed`, sent) reads the note where the socket
+        # connected, the home's folder holding none, and keeps waiting on a connection
+        # that supervisor let in (the ping's, made while its socket file was there).
+        # Looked for in the home's folder alone, it found no closed door at all (False).
+        assert other._note_of(pid, sent=False) is None  # the home's folder: no note
+        assert other._refuse_if_closed(pid, "sup.ping", sent=True) is True
+        assert other._sock is not None  # kept: that supervisor answers it
         said = other._drop_if_closed(pid)
         assert said == f"; {closed.refusal().message}", said
         assert other._sock is None  # dropped: nothing queued on it waits for that folder

@@ -465,6 +465,14 @@ def test_an_endpoint_refusing_a_read_as_a_transaction_is_a_failed_check(story):
             assert said, checks
             for c in said:
                 assert len(c["detail"]) < 400 and c["detail"].endswith("...)"), c
+            # A read that failed names where A's endpoint is set, the space's table in
+            # config.toml, where the head's and contract's said "check KINT_RPC_URL".
+            where = f'{a.kint_home / "config.toml"} [spaces."{a.label(a.sibyl_db)}"]'
+            proxy.set_mode("error_methods", methods=["eth_getCode"], message="no code read")
+            for name, c in (("head", checks["head"]), ("contract", checks_of(a)["contract"])):
+                assert not c["ok"] and c["name"] == name, c
+                assert c["hint"] == (f"check the endpoints set in {where} and that they "
+                                     f"answer, then try again"), c
         finally:
             proxy.forward()
             clear_config(a)
@@ -567,6 +575,12 @@ def test_status_and_doctor_over_a_slow_endpoint_start_no_call_past_their_budgets
             assert checks["rpc primary"]["ok"] and checks["contract"]["ok"], checks
             assert checks["head"]["detail"] == \
                 f"not checked: the chain's checks took {2 * SLOW_BOUND_S:g} s already"
+            # The endpoint to check is the one in force, set in the space's table: the hint
+            # said "check KINT_RPC_URL", which A's space does not use.
+            where = f'{a.kint_home / "config.toml"} [spaces."{a.label(a.sibyl_db)}"]'
+            assert checks["head"]["hint"] == (f"the endpoint answers slowly: check the "
+                                              f"endpoints set in {where} and that they answer, "
+                                              f"or run doctor again"), checks["head"]
             assert not checks["head"]["ok"] and doctored.returncode == 1
         finally:
             proxy.forward()

@@ -137,7 +137,32 @@ def test_a_send_the_endpoint_refused_says_the_epoch_cannot_land(machine):
             and "transaction underpriced by the test" in said
             and "the epoch was not taken and cannot land" in said), said
     assert "may still land" not in said
+    # The endpoint the push sent through is one of those the space's connect kept: the
+    # hint names them alone, where it named KINT_RPC_URL too, which this space does not use.
+    assert ("hint: check what the endpoint said (one of those this space was given by `kint "
+            "connect --rpc-urls`), then push again") in said, said
+    assert "KINT_RPC_URL" not in said, said
     assert not list(m.kint_home.glob("pending-*.json"))
+    proxy.forward()
+    assert [e["seq"] for e in kjson(m, "push")["epochs"]] == [3]
+
+
+def test_a_refused_send_under_a_notice_still_names_the_spaces_endpoints(machine):
+    """`push --reanchor` on a chain that lost nothing, its send refused: the push's notice
+    ("--reanchor not used") rides under the refusal's hint, and the hint still names the
+    endpoints this space's connect kept. The notice was joined under the hint before it was
+    named, so the hint matched none of the machine-wide ones and kept "KINT_RPC_URL, or the
+    endpoints given to `kint connect --rpc-urls`", a setting this space does not use."""
+    m, proxy, _ = machine
+    proxy.set_mode("error_methods", methods=["eth_sendRawTransaction"],
+                   message="transaction underpriced by the test")
+    said = _refused(m.kint("push", "--reanchor"), "RPC_UNAVAILABLE")
+    assert "the epoch was not taken and cannot land" in said, said
+    assert ("hint: check what the endpoint said (one of those this space was given by `kint "
+            "connect --rpc-urls`), then push again\n"
+            "kint: --reanchor not used: the chain holds every epoch this machine saw "
+            "anchored") in said, said
+    assert "KINT_RPC_URL" not in said, said
     proxy.forward()
     assert [e["seq"] for e in kjson(m, "push")["epochs"]] == [3]
 
@@ -265,3 +290,42 @@ def test_a_block_check_the_endpoint_refuses_lets_pull_and_push_go_on(machine):
     record_elsewhere()
     proxy.set_mode("error_methods", methods=["eth_getLogs"], message="logs are switched off")
     assert [e["seq"] for e in kjson(m, "push")["epochs"]] == [3]
+
+
+def _kept_or_table(m) -> str:
+    """Where another endpoint is given to `m`'s space (its connect kept its endpoints): a
+    connect again, or the space's own table, named by the space's label."""
+    return (f"{KEPT_AGAIN}, or rpc_url in the space's [spaces.\"{m.label(m.sibyl_db)}\"] "
+            f"table in config.toml")
+
+
+def test_reanchor_past_an_endpoint_that_contradicts_itself_asks_another(machine):
+    """`push --reanchor` where the endpoint answers the head at seq 1 (as it stood before
+    epoch 2's block) while it serves epoch 2's transaction in that block: the endpoint
+    contradicts itself, nothing is sent (reanchor._not_known), and the hint asks another
+    endpoint's word, named where this space's are set; the space's table by its label,
+    where it said `<label>`. With epoch 2's cached prev not the endpoint's seq 1, the
+    chain below is not the one this machine saw (reanchor._dropped), and the hint asks
+    another endpoint for the head, named alike. Neither refusal had a test."""
+    m, proxy, epoch = machine
+    space16 = kjson(m, "status")["space"]
+    other = _kept_or_table(m)
+    # The push's one head read answered from before epoch 2's block; eth_blockNumber
+    # forwarded, at or past that block: a reorganisation's picture, not a lagging node's.
+    proxy.set_mode("stale_head", block=epoch["block"] - 1, reads=1)
+    out = m.kint("push", "--reanchor", "--dry-run")
+    said = _refused(out, "STALE_RPC")
+    assert (f"epoch 2's transaction {epoch['tx'][:14]} is in block {epoch['block']} at the "
+            f"endpoint, yet its head is below seq 2: the endpoint contradicts itself; "
+            f"--reanchor sent nothing") in said, said
+    assert f"hint: ask another endpoint ({other})" in said, said
+    assert "<label>" not in said, said
+    meta = m.kint_home / "epochs" / space16 / "00000002.meta.json"
+    cached = json.loads(meta.read_text())
+    meta.write_text(json.dumps({**cached, "prev": "ee" * 32}))
+    proxy.set_mode("stale_head", block=epoch["block"] - 1, reads=1)
+    said = _refused(m.kint("push", "--reanchor", "--dry-run"), "STALE_RPC")
+    assert ("epoch 2 that this machine holds chains on eeeeeeeeeeee, not on the "
+            f"{cached['prev'][:12]} the endpoint holds at seq 1") in said, said
+    assert f"hint: ask another endpoint for the head ({other}) before anything else" in said
+    assert "<label>" not in said, said

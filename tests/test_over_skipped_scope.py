@@ -73,6 +73,22 @@ def test_over_skipped_is_refused_over_an_epoch_the_pull_could_not_read(machines)
     assert (f"--over-skipped is not honoured: this machine's last pull could not read epoch "
             f"{epoch['seq']} ({reason})") in over.stderr, over.stderr
     assert "run `kint pull` again" in over.stderr
+    # B's endpoints are the ones its connect kept: another is given by a connect again, or
+    # by the space's own table, named by its label; "rpc_url in config.toml" (the
+    # machine's) changed nothing for it (kint.chain.endpoint_source).
+    kept = ("`kint connect --rpc-urls URL` again, which replaces the endpoints the last one "
+            "kept for this space, or rpc_url in the space's "
+            f'[spaces."{b.label(b.sibyl_db)}"] table in config.toml')
+    assert f"through another endpoint if this one keeps failing: {kept})" in over.stderr, \
+        over.stderr
+    # A push meets the same gap (GAP, gap_hint: before any change is read), and names the
+    # same place.
+    pushed = b.kint("push")
+    assert pushed.returncode == PUSH_PULL_REFUSED and "[GAP]" in pushed.stderr, pushed.stderr
+    assert (f"the last one could not read that epoch (through another endpoint if this one "
+            f"keeps failing: {kept})") in pushed.stderr, pushed.stderr
+    for said in (over.stderr, pushed.stderr):
+        assert "rpc_url in config.toml)" not in said and "<label>" not in said, said
     assert kjson(a, "status")["chain_head"]["seq"] == epoch["seq"]  # nothing anchored
 
     proxy.forward()  # an honest endpoint: the epoch applies, the gap is gone

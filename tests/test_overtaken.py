@@ -760,3 +760,34 @@ def test_the_walk_to_the_event_refuses_what_does_not_chain():
         with pytest.raises(ProtocolError) as refused:
             epoch_at(Chain(events), "o", "s", head, 2)
         assert refused.value.code == code
+
+
+def test_a_journal_an_endpoint_answers_below_its_prev_names_the_spaces_endpoints(box):
+    """A's push killed after its send, A's endpoint (the one its connect kept, a loopback
+    proxy) then answering the head as it stood before epoch 1: below the journal's prev, a
+    stale or lying endpoint, and the journal is kept (pending._stale_head). Its hint said
+    "check KINT_RPC_URL and KINT_RPC_URL_2", settings this space does not use: it names
+    the endpoints the connect kept, as STALE_RPC's own hint does (rpc_hint.stale_hint).
+    Once the endpoint answers truly, the pull settles the journal (its epoch landed)."""
+    px = box["proxy"]
+    s = Space(box, "stale-journal", "--rpc-urls", px.url)
+    write(s.dba, s.a.tenant, second="in the push killed after its send")
+    s.kill_a("after_send", "push")
+    px.set_mode("stale_head", block=s.meta(1)["block"] - 1)
+    try:
+        s.release()
+        out = s.pull_a()
+        assert out.returncode != 0 and "[STALE_RPC]" in out.stderr, out.stderr
+        assert ("is not the seq 1 an interrupted push of epoch 2 was built on: a stale or "
+                "lying RPC; the journal is kept") in out.stderr, out.stderr
+        assert ("hint: check the endpoints this space was given by `kint connect --rpc-urls` "
+                "(a connect given --rpc-urls again replaces them), then run `kint pull`") \
+            in out.stderr, out.stderr
+        assert "KINT_RPC_URL" not in out.stderr and s.pending.exists()
+        px.forward()
+        pulled = json.loads(ok(s.pull_a("--json")).stdout)
+    finally:
+        px.forward()
+        s.release()
+    assert pulled["head"]["seq"] == 2 and pulled["store_root_matches"] is True, pulled
+    assert not s.pending.exists() and s.mirror_head() == s.chain_head()

@@ -128,6 +128,13 @@ def test_a_cold_start_on_a_node_without_old_logs_is_refused_naming_an_archive_en
             assert "the 1 newer epoch(s) read need it before they apply" in out.stderr
             assert "nothing was applied [RPC_UNAVAILABLE]" in out.stderr, out.stderr
             assert ARCHIVE in out.stderr and "Traceback" not in out.stderr
+            # The endpoint is set where it is in force, this machine's config.toml: the
+            # hint names that file, where it named "rpc_url in config.toml, or `kint
+            # connect --rpc-urls`" whatever set it (kint.chain.endpoint_source).
+            where = fresh.kint_home / "config.toml"
+            assert (f"{ARCHIVE} (rpc_url in {where}, where the endpoints in force are "
+                    f"set) and pull") in out.stderr, out.stderr
+            assert "--rpc-urls" not in out.stderr, out.stderr
             _nothing_applied(fresh, source)
             primary.forward()  # an archive endpoint: the same pull restores
             ok(fresh.kint("pull"))
@@ -192,3 +199,34 @@ def test_a_log_read_refused_once_is_asked_again(source, unused):
             assert len(primary.lies[seen:]) == 1, primary.lies
         finally:
             fresh.shutdown()
+
+
+def test_a_connect_whose_given_endpoint_fails_names_those_it_was_given(source, unused):
+    """A new machine whose config.toml names an endpoint that answers, connected with
+    `--rpc-urls` of one that does not: the refusal's hint names the URLs given to
+    `--rpc-urls`, which the connect used. It said "change the RPC (rpc_url in
+    .../config.toml, where the endpoints in force are set)", whose endpoint answers and
+    changes nothing for a connect given `--rpc-urls` (the hint was named from the
+    settings on the way out of the worker). Nothing is connected."""
+    from kint.custody.vault_message import canonical_payload
+
+    from chain_machines import owner_account, wallet_signature
+
+    fresh = unused.take()
+    try:
+        fresh.kint_home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        (fresh.kint_home / "config.toml").write_text(
+            f'rpc_url = "{source.devchain_url}"\ncontract = "{source.anchor}"\n')
+        account = owner_account(source, source.owner)
+        signature = wallet_signature(account, canonical_payload(account.address).decode())
+        out = fresh.kint("connect", "--owner", account.address, "--signature", "-",
+                         "--rpc-urls", "http://127.0.0.1:9", input=signature + "\n")
+        assert out.returncode != 0 and "[RPC_UNAVAILABLE]" in out.stderr, out.stderr
+        assert "cannot read the chain head" in out.stderr, out.stderr
+        assert ("hint: that is a transport failure, never a verdict on the vault: try again, "
+                "or change the RPC (the URLs given to this connect's --rpc-urls, which it "
+                "used in place of settings)") in out.stderr, out.stderr
+        assert "config.toml" not in out.stderr and "KINT_RPC_URL" not in out.stderr
+        assert not list(fresh.kint_home.glob("enrol-*.json")), list(fresh.kint_home.iterdir())
+    finally:
+        fresh.shutdown()

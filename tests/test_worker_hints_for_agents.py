@@ -31,7 +31,7 @@ from kint.agent_server.agent_notices import agent_notice
 from kint.agent_server.human_steps import AGENT_COMMANDS, KINT_COMMANDS
 from kint.agent_server.results import pull_error, push_error
 from kint.client import KintError
-from kint.protocol.errors import ProtocolError
+from kint.protocol.errors import DEFAULT_HINTS, ErrorCode, ProtocolError
 
 KINT = Path(__file__).resolve().parent.parent / "kint"
 # 14-agents.md, "What you can do for the user": the agent diagnoses, makes the session key,
@@ -154,6 +154,20 @@ def _built_at_run_time() -> dict[tuple[str, str], Callable[[], Iterator[tuple[st
                 err = Refused("RPC_UNAVAILABLE", "unsettled", before + UNSETTLED_HINT)
                 rpc_hint.name_the_endpoint(SimpleNamespace(chain=lambda c=chain: c), err)
                 yield err.code.value, err.hint
+            # The hints raised in machine-wide words that name another endpoint, or the
+            # endpoints to check, where the space's are set (rpc_hint.named_hint).
+            for code, hint in _NAMED_ON_THE_WAY_OUT:
+                err = Refused(code, "refused", hint)
+                rpc_hint.name_the_endpoint(SimpleNamespace(chain=lambda c=chain: c), err)
+                # The machine's own settings in force: the words may stay as raised.
+                assert err.hint != hint or chain.rpc_source == "env", (chain.rpc_source, hint)
+                yield err.code.value, err.hint
+        # A connect's failure through the endpoints given to its --rpc-urls names those
+        # (rpc_hint.name_the_given), whatever the settings' source.
+        for code, hint in [("RPC_UNAVAILABLE", rpc_hint.GENERIC), *_NAMED_ON_THE_WAY_OUT]:
+            err = Refused(code, "refused", hint)
+            rpc_hint.name_the_given(err)
+            yield err.code.value, err.hint
 
     def other_chains() -> Iterator[tuple[str, str]]:
         for chain in _chains():
@@ -301,6 +315,24 @@ def _built_at_run_time() -> dict[tuple[str, str], Callable[[], Iterator[tuple[st
 
 
 ADDRESS = "0x" + "ab" * 20
+
+
+def _named_on_the_way_out() -> list[tuple[str, str]]:
+    """(code, hint) of each hint the worker raises in machine-wide words and names the
+    space's endpoints in on the way out (rpc_hint.name_the_endpoint), as it is raised."""
+    from kint.protocol.hints import (ARCHIVE_HINT, HEADER_TRANSPORT_HINT, SEND_REFUSED_HINT,
+                                     STALE_JOURNAL_HINT, UNREAD_GAP_HINT,
+                                     UNREAD_OVER_SKIPPED_HINT)
+
+    return [("RPC_UNAVAILABLE", ARCHIVE_HINT), ("RPC_UNAVAILABLE", SEND_REFUSED_HINT),
+            ("GAP", UNREAD_GAP_HINT),
+            ("GAP", UNREAD_OVER_SKIPPED_HINT), ("RPC_UNAVAILABLE", HEADER_TRANSPORT_HINT),
+            ("CHAIN_UNREADABLE", HEADER_TRANSPORT_HINT),
+            ("CHAIN_UNREADABLE", DEFAULT_HINTS[ErrorCode.CHAIN_UNREADABLE]),
+            ("STALE_RPC", STALE_JOURNAL_HINT), ("RPC_UNAVAILABLE", STALE_JOURNAL_HINT)]
+
+
+_NAMED_ON_THE_WAY_OUT = _named_on_the_way_out()
 
 
 def _unfillable() -> list:
@@ -589,7 +621,8 @@ def test_a_former_keys_nonce_and_a_stale_journal_are_the_agents_pull():
     said = _said_to("memory_push", "STALE_RPC", STALE_JOURNAL_HINT)
     assert said.startswith("call memory_pull in a minute: it settles the interrupted push"), \
         said
-    assert "stop and tell the human: KINT_RPC_URL and KINT_RPC_URL_2 (their settings)" in said
+    assert ("stop and tell the human: the endpoint answers with an old or different chain, "
+            "and theirs is to check KINT_RPC_URL and KINT_RPC_URL_2") in said, said
 
 
 def test_a_former_keys_unfillable_nonce_and_a_rotated_data_key_end_with_the_agents_pull():
@@ -880,3 +913,43 @@ def test_a_call_that_may_not_have_reached_a_stepping_down_supervisor_is_the_agen
                                                   UNREACHED_HINT)).hint
     assert hint is not None and hint.startswith("call memory_status again: "), hint
     assert "stop and tell the human" not in hint
+
+
+def test_the_place_an_endpoint_hint_names_reaches_the_agent_as_said():
+    """The hints that send the user to another endpoint, or to check the endpoints, name
+    where the space's are set (rpc_hint.named_hint): an agent is told that place, the
+    same words, in the human's part of its step, never the machine-wide "rpc_url in
+    config.toml" or KINT_RPC_URL the worker raised them with; its own call first where the
+    pull may heal it. Each of the four places, each hint."""
+    from kint.chain.config import DEVCHAIN_SOURCE
+    from kint.chain.endpoint_source import other_endpoint
+    from kint.tenant_worker import rpc_hint
+
+    for chain in _chains():
+        for code, hint in _NAMED_ON_THE_WAY_OUT:
+            named = rpc_hint.named_hint(chain, hint)
+            assert named is not None and named != hint or chain.rpc_source == "env", named
+            place = ({rpc_hint.SEND_REFUSED_HINT: rpc_hint.sent_through(chain),
+                      rpc_hint.STALE_JOURNAL_HINT: named.removeprefix("check ").removesuffix(
+                          ", then run `kint pull`")}.get(hint)
+                     or rpc_hint.another(chain, hint))
+            assert place in named, (named, place)
+            transport = rpc_hint.ANOTHER_ENDPOINT.get(hint) in rpc_hint.TRANSPORT
+            if transport and chain.rpc_source == DEVCHAIN_SOURCE:
+                # A transport failure on the devchain: the devchain is checked, never
+                # another RPC given to the space (review38c S1).
+                assert "`kint devchain status`" in named and "--rpc-urls" not in named, named
+            elif hint in rpc_hint.ANOTHER_ENDPOINT:
+                other = other_endpoint(chain, keyless=hint == rpc_hint.ARCHIVE_HINT)
+                assert other in named, (named, other)
+            if hint == rpc_hint.ARCHIVE_HINT and "--rpc-urls" in named:
+                # An archive endpoint is most often a keyed URL, which connect refuses.
+                assert "with a URL that holds no key" in named, named
+            said = _said_to("memory_push", code, named)
+            human = said.partition("stop and tell the human")[2]  # the human's part
+            assert human and place in human, (said, place)
+            assert not _terminal_steps(said) and not _human_steps(said), said
+            if chain.rpc_source != "env":
+                assert "KINT_RPC_URL" not in said, said
+            if chain.rpc_source != "file":
+                assert "config.toml)" not in said or "[spaces." in said, said

@@ -7,11 +7,23 @@ asks these after its own (`_RULES`), so that each module stays one screenful of 
 
 from __future__ import annotations
 
-from kint.protocol.hints import (CONNECT_OFFLINE_DAEMON, CONNECT_OFFLINE_FILE,
+from kint.protocol.errors import CHAIN_UNREADABLE_AT
+from kint.protocol.hints import (ARCHIVE_AT, CONNECT_OFFLINE_DAEMON, CONNECT_OFFLINE_FILE,
                                  CONNECT_UNSET_OFFLINE, CONNECT_WHEN_READABLE, FILL_AGAIN_HINT,
                                  FORMER_KEY_DEVCHAIN_FUND, FORMER_KEY_ELSEWHERE,
                                  FORMER_KEY_FUND, FORMER_KEY_UNFILLABLE, FUND_DEVCHAIN_KEY_HINT,
-                                 FUND_SESSION_KEY_HINT, REORG_HINT)
+                                 FUND_SESSION_KEY_HINT, HEADER_TRANSPORT_AT, REORG_HINT,
+                                 SEND_REFUSED_AT, STALE_JOURNAL_AT, UNREAD_GAP_AT)
+
+
+def _transport_retry(done: str) -> str:
+    """A transport failure's hint in an agent's words: its own call again first, the
+    endpoint after that the human's ({endpoint}: where the space's are set); `done` says
+    what the failure left as it was."""
+    return ("call {tool} again in a minute: that is a transport failure, never a verdict on "
+            f"the vault{done}; if it fails again, stop and tell the human to change the RPC "
+            "({endpoint})")
+
 
 # The human's ways past a previous key's nonce this machine cannot fill, then the pull.
 _UNFILLED = ("put the previous session key's keystore back as session.key.old under "
@@ -28,6 +40,34 @@ AGENT_TEMPLATES: tuple[tuple[str, str], ...] = (
     # A chain that lost epochs, or an endpoint that says so: another endpoint's word first
     # ({endpoint}: where the space's endpoints in force are set), all the human's.
     (REORG_HINT, f"stop and tell the human: {REORG_HINT}"),
+    # The endpoints named where the space's are set ({endpoint}, {endpoints}: rpc_hint's
+    # named_hint), in the worker's words and the agent's alike. A pull's walk that met no
+    # old history: a pull is what heals it, whichever tool met it.
+    (ARCHIVE_AT, "call {pull} in a minute; if it stops at the same epoch, stop and tell the "
+                 "human: the endpoint keeps no history that old, and the space needs an "
+                 "archive endpoint ({endpoint})"),
+    # A gap at an epoch the last pull could not read: the agent's own pull may heal it.
+    (UNREAD_GAP_AT, "call memory_pull again; if it stops at the same epoch again, stop and "
+                    "tell the human: the endpoint does not serve it (another is given by "
+                    "{endpoint})"),
+    # The head epoch's header not read (kint.tenant_worker.head_header), and a chain read
+    # that failed in transport (CHAIN_UNREADABLE's own): a passing fault heals; the
+    # endpoint is the human's.
+    (HEADER_TRANSPORT_AT, _transport_retry("")),
+    (CHAIN_UNREADABLE_AT, _transport_retry(": nothing was sent or changed")),
+    # A push's transaction the endpoint answered and refused (it cannot land): the push
+    # again is the agent's own; only what stays so is the human's.
+    (SEND_REFUSED_AT, "call {tool} again in a minute: the endpoint refused the epoch before "
+                      "it could land, and nothing was dropped; if it is refused the same way, "
+                      "stop and tell the human what the endpoint said (the endpoint: "
+                      "{endpoint})"),
+    # An interrupted push's journal the endpoint answered for untruly: the agent's pull
+    # settles it once the endpoint answers truly; the endpoints are the human's to check.
+    (STALE_JOURNAL_AT, "call memory_pull in a minute: it settles the interrupted push once "
+                       "the endpoint answers truly; if it fails again, stop and tell the "
+                       "human: the endpoint answers with an old or different chain, and "
+                       "theirs is to check {endpoints}; once they have, call memory_pull "
+                       "again"),
     # The session key short of ETH: the agent holds no wallet; the owner funds the key.
     (FUND_SESSION_KEY_HINT, "stop and tell the human: this machine's session key {address} "
                             "needs ETH on chain {chain_id}, and funding it is the owner's; "

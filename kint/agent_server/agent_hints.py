@@ -27,21 +27,20 @@ from kint.open_files import ROOM_HINT, SYSTEM_FILES_HINT, WORKER_ROOM_HINT
 from kint.pid_file_lock import FOREIGN_FILE_HINT
 from kint.protocol.errors import (DEFAULT_HINTS, DEVCHAIN_RPC_HINT, ErrorCode, hint_with_notices,
                                   split_notices)
-from kint.protocol.hints import (ARCHIVE_HINT, ASIDE_FIRST, ASIDE_THEN, CHECKSUM_HINT,
-                                 CORRUPT_FILE_HINT, CORRUPT_JOURNAL_HINT, DEFERRED_FILL_HINT,
-                                 DISK_FULL_PULL_TAIL, DRIFT_HOLD_HINT, GAP_NEVER_OPENS_HINT,
-                                 HEADER_TRANSPORT_HINT, NO_DATA_KEY_HINT, NO_LOCAL_SECRET_HINT,
-                                 NOT_A_REKEY_HINT, NOT_CONNECTED_HINT, RECOVERY_CODE_HINT,
-                                 RECOVERY_FILE_HINT, REKEY_JOURNAL_HINT, REKEY_JOURNAL_NEWER_HINT,
-                                 REREAD_HINT, ROTATED_DISCARD_HINT, ROTATED_GAP_HINT,
-                                 ROTATED_KEY_PUSH_HINT, SEND_REFUSED_HINT, SESSION_KEY_CORRUPT_HINT,
-                                 SESSION_KEY_LOCKED_HINT, SESSION_KEY_MISSING_HINT,
-                                 SNAPSHOT_TOO_LARGE_HINT, STALE_JOURNAL_HINT, STORE_LOCKED_HINT,
-                                 STORE_LOCKED_PULL_HINT, STORE_LOCKED_PUSH_HINT,
+from kint.protocol.hints import (ASIDE_FIRST, ASIDE_THEN, CHECKSUM_HINT, CORRUPT_FILE_HINT,
+                                 CORRUPT_JOURNAL_HINT, DEFERRED_FILL_HINT, DISK_FULL_PULL_TAIL,
+                                 DRIFT_HOLD_HINT, GAP_NEVER_OPENS_HINT, NOT_A_REKEY_HINT,
+                                 NOT_CONNECTED_HINT, NO_DATA_KEY_HINT, NO_LOCAL_SECRET_HINT,
+                                 RECOVERY_CODE_HINT, RECOVERY_FILE_HINT, REKEY_JOURNAL_HINT,
+                                 REKEY_JOURNAL_NEWER_HINT, REREAD_HINT, ROTATED_DISCARD_HINT,
+                                 ROTATED_GAP_HINT, ROTATED_KEY_PUSH_HINT,
+                                 SESSION_KEY_CORRUPT_HINT, SESSION_KEY_LOCKED_HINT,
+                                 SESSION_KEY_MISSING_HINT, SNAPSHOT_TOO_LARGE_HINT,
+                                 STORE_LOCKED_HINT, STORE_LOCKED_PULL_HINT, STORE_LOCKED_PUSH_HINT,
                                  STORE_LOST_HOLD_HINT, STORE_READ_FAILED_HINT,
                                  STORE_UNCOUNTED_DISCARD_HINT, STORE_UNREADABLE_HINT,
                                  UNAUTHORIZED_HINT, UNAUTHORIZED_KEPT_HINT, UNAUTHORIZED_PUSH_HINT,
-                                 UNREAD_GAP_HINT, WRAPS_ROTATED_HINT)
+                                 WRAPS_ROTATED_HINT)
 from kint.sibyl_client import LOCKED_HINT, UNREADABLE_HINT
 from kint.seconds_text import seconds_text
 from kint.spaces import STORE_HINT
@@ -59,14 +58,6 @@ CALL_PULL_FIRST = "call memory_pull first"
 ROTATED_CONNECT = ("`kint connect` again in their terminal with a key that opens the vault now "
                    "(the owner's signature, the vault passphrase or the new recovery code) "
                    "carries it here; after that, call ")
-
-
-def _transport_retry(done: str) -> str:
-    """A transport failure's hint in an agent's words: its own call again first, the
-    endpoint after that the human's; `done` says what the failure left as it was."""
-    return ("call {tool} again in a minute: that is a transport failure, never a verdict on "
-            f"the vault{done}; if it fails again, stop and tell the human to change the RPC "
-            "(KINT_RPC_URL)")
 
 
 # The agent's one retry of a tool that met another process's lock on the store.
@@ -99,10 +90,6 @@ _AGENT_HINTS = {
                                           "again in a few seconds",
     DEFAULT_HINTS[ErrorCode.CHAIN_MOVED]: CALL_PULL_FIRST,
     DEFAULT_HINTS[ErrorCode.GAP]: "call memory_pull again",
-    # A gap at an epoch the last pull could not read: the agent's own pull may heal it.
-    UNREAD_GAP_HINT: "call memory_pull again; if it stops at the same epoch again, stop and "
-                     "tell the human: the endpoint does not serve it (rpc_url in config.toml "
-                     "names another)",
     # One at an epoch the pull read and could not open: the pull that applies it if it
     # opens now is the agent's own (14-agents.md: memory_pull); the snapshot over one that
     # never opens is the human's, from their terminal ("Anti-patterns to avoid").
@@ -161,13 +148,6 @@ _AGENT_HINTS = {
     f"{ASIDE_FIRST}; {ROTATED_KEY_PUSH_HINT}": f"{_ASIDE_ASK}; once that is written back, "
                                                f"call memory_push: it anchors it with this "
                                                f"machine's current session key",
-    # An interrupted push's journal the endpoint answered for untruly: the agent's pull
-    # settles it once the endpoint answers truly; KINT_RPC_URL is the human's to check.
-    STALE_JOURNAL_HINT: "call memory_pull in a minute: it settles the interrupted push once "
-                        "the endpoint answers truly; if it fails again, stop and tell the "
-                        "human: KINT_RPC_URL and KINT_RPC_URL_2 (their settings) name an "
-                        "endpoint that answers with an old or different chain, for them to "
-                        "check; once they have, call memory_pull again",
     # The vault's maker without its recovery code file: writing it again is the agent's own
     # step (14-agents.md: run it, tell the human where it is, do not open it); copying it off
     # the machine is the human's.
@@ -200,12 +180,6 @@ _AGENT_HINTS = {
     DEFAULT_HINTS[ErrorCode.DISK_FULL] + DISK_FULL_PULL_TAIL: (
         "stop and tell the human: once space is freed, call {pull}: it picks up where this "
         "one stopped (nothing to discard)"),
-    # The head epoch's header not read (kint.tenant_worker.head_header), and the code's
-    # default hint (a chain read that failed in transport): a passing fault heals; the
-    # endpoint setting is the human's.
-    HEADER_TRANSPORT_HINT: _transport_retry(""),
-    DEFAULT_HINTS[ErrorCode.CHAIN_UNREADABLE]: _transport_retry(": nothing was sent or "
-                                                                "changed"),
     EXITED_HINT: "call {tool} again: kint-server starts a new supervisor (memory_status says "
                  "whether the call that failed had run)",
     # A start that gave way to a supervisor a signal stopped as it started: the human's
@@ -246,10 +220,6 @@ _AGENT_HINTS = {
     STORE_READ_FAILED_HINT: "call {tool} again: that is not a damaged store, so nothing is "
                             "held; if it fails the same way, stop and tell the human: the "
                             "supervisor log has the details",
-    SEND_REFUSED_HINT: "call {tool} again in a minute: the endpoint refused the epoch before "
-                       "it could land, and nothing was dropped; if it is refused the same "
-                       "way, stop and tell the human what the endpoint said (the endpoint is "
-                       "KINT_RPC_URL, or those given to `kint connect --rpc-urls`)",
     UNREADABLE_HINT: "stop and tell the human: `kint doctor` says what is wrong with the store",
     # A store read that failed other than as a lock (state_health.store_refusal): the file
     # is the human's to look at, as Sibyl's own unreadable store is.
@@ -277,10 +247,6 @@ _AGENT_HINTS = {
                           "(nothing was anchored and nothing was dropped); {pull} (or `kint "
                           "pull`) restores them, or `kint push` in their terminal anchors "
                           "their deletion, if it is meant",
-    # A pull's walk meets it, and a pull is what heals it, whichever tool met it.
-    ARCHIVE_HINT: "call {pull} in a minute; if it stops at the same epoch, stop and "
-                  "tell the human: the endpoint keeps no history that old, and the space "
-                  "needs an archive endpoint (rpc_url in config.toml)",
     # The local passphrase, a key file kint will not rewrite, a rekey journal a newer kint
     # wrote, the open-file limit the supervisor started with (its workers inherit it), the
     # system's table of open files, a stranger's file in KINT_HOME: the human's, at a

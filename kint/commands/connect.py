@@ -34,10 +34,12 @@ NO_SIGNATURE = ("give the derive signature with --signature - (stdin) or --signa
                 "PATH; never on argv")
 
 
-def checked_rpc_urls(value: str) -> str:
+def checked_rpc_urls(value: str, space: Ctx | None = None) -> str:
     """`--rpc-urls`, refused when an endpoint has a part that may hold an API key: a command
     line is readable by every local user (/proc/<pid>/cmdline) and stays in shell history.
-    Such an endpoint belongs in the config file's space table or in KINT_RPC_URL."""
+    Such an endpoint belongs in the config file's space table or in KINT_RPC_URL: the
+    table named by the label of `space`'s store (`--tenant`, `--db`), where the hint said
+    a literal `<label>`."""
     import urllib.parse
 
     from kint.settings.urls import redact_url, url_may_hold_a_key
@@ -60,9 +62,19 @@ def checked_rpc_urls(value: str) -> str:
             usage_error(f"--rpc-urls: {redact_url(url.strip())} has a user, path or query "
                         f"part, where providers put API keys, and a command line is readable "
                         f"by every local user",
-                        "give it as rpc_url in the space's table of $KINT_HOME/config.toml "
-                        "([spaces.\"<label>\"], docs/settings.md), or in KINT_RPC_URL")
+                        f"give it as rpc_url in the space's table of $KINT_HOME/config.toml "
+                        f"([spaces.\"{_label(space)}\"], docs/settings.md), or in "
+                        f"KINT_RPC_URL")
     return value
+
+
+def _label(space: Ctx | None) -> str:
+    """The label of `space`'s store, as the worker's settings find its table by it."""
+    if space is None:
+        return "<label>"
+    from kint.spaces import resolve
+
+    return resolve(space.tenant, space.db).label
 
 
 def read_signature(signature: str | None, signature_file: str | None,
@@ -297,7 +309,7 @@ def connect_cmd(obj: Ctx, owner: str | None, signature: str | None,
     RECOVERY-<space16>.txt). Never prints the signature or a key."""
     # Checked before any secret is read: a signature file is unlinked once read, and a
     # refusal after that would have cost the user the file.
-    urls = checked_rpc_urls(rpc_urls) if rpc_urls is not None else None
+    urls = checked_rpc_urls(rpc_urls, obj) if rpc_urls is not None else None
     if dev:
         refuse_dev_conflicts({"--owner": owner is not None, "--signature": signature is not None,
                               "--signature-file": signature_file is not None,

@@ -80,6 +80,11 @@ FILE_RPC_CHECK = "check the endpoints set in {where} and that they answer"
 # space's kept ones, a config file's, the devchain's: kint.tenant_worker.rpc_hint).
 STALE_HEAD = ": the endpoint answered with an old or different head"
 
+# CHAIN_UNREADABLE's own hint, a template as kint.protocol.hints' `_AT`s are: {endpoint}
+# names where the space's endpoints in force are set (rpc_hint.name_the_endpoint).
+CHAIN_UNREADABLE_AT = ("that is a transport failure, never a verdict on the vault: nothing was "
+                       "sent or changed; try again, or change the RPC ({endpoint})")
+
 DEFAULT_HINTS: dict[ErrorCode, str] = {
     ErrorCode.BAD_REQUEST: "fix the value named above (`kint COMMAND --help` lists what each "
     "command takes)",
@@ -109,8 +114,7 @@ DEFAULT_HINTS: dict[ErrorCode, str] = {
     "`kint pull` (or `kint connect` for a key file)",
     ErrorCode.DISK_FULL: "free some space, then run the command again",
     ErrorCode.RPC_UNAVAILABLE: RPC_CHECK + RETRY_THEN,
-    ErrorCode.CHAIN_UNREADABLE: "that is a transport failure, never a verdict on the vault: "
-    "nothing was sent or changed; try again, or change the RPC (KINT_RPC_URL)",
+    ErrorCode.CHAIN_UNREADABLE: CHAIN_UNREADABLE_AT.format(endpoint="KINT_RPC_URL"),
     ErrorCode.WORKER_DOWN: "the worker is being restarted; try again, and see "
     "`kint supervisor status`",
     ErrorCode.QUARANTINED: "the worker keeps failing to start; fix the cause shown, then "

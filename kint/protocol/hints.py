@@ -148,11 +148,19 @@ SNAPSHOT_TOO_LARGE_HINT = ("a snapshot (compact, rekey) is one epoch and cannot 
 # them: an endpoint without old history (a pull's walk, kint/tenant_worker/walk_history.py)
 # and a chain whose head fell behind this machine's newest epoch though its blocks did not
 # (a reorganisation, kint/tenant_worker/behind_head.py).
-ARCHIVE_HINT = ("pull again (a passing fault heals); if it stops at the same epoch, the "
-                "endpoint keeps no history that old (a pruned node, or one without a "
-                "transaction index): give the space an archive endpoint (rpc_url in "
-                "config.toml, or `kint connect --rpc-urls URL` for one with no key in it) "
-                "and pull")
+# Each hint that sends the user to another endpoint is a template (an `_AT`): {endpoint}
+# names where the space's endpoints in force are set (kint.chain.endpoint_source's
+# other_endpoint), and kint-server carries it into its words (or, for the one an agent has
+# no call for, --over-skipped's, hands the whole hint to the human). The worker raises the
+# machine-wide words (the `_HINT`, the template filled with them) and names the space's
+# own on the way out (kint.tenant_worker.rpc_hint.name_the_endpoint), where "rpc_url in
+# config.toml" changed nothing for a space whose endpoints a connect kept or its own table
+# sets; the machine-wide words stay only where the chain settings cannot be read.
+ARCHIVE_AT = ("pull again (a passing fault heals); if it stops at the same epoch, the "
+              "endpoint keeps no history that old (a pruned node, or one without a "
+              "transaction index): give the space an archive endpoint ({endpoint}) and pull")
+ARCHIVE_HINT = ARCHIVE_AT.format(endpoint="rpc_url in config.toml, or `kint connect "
+                                          "--rpc-urls URL` for one with no key in it")
 # REORG_HINT is a template: {endpoint} names where the space's endpoints in force were set
 # (kint.chain.endpoint_source.other_endpoint), which kint-server carries into its words.
 REORG_HINT = ("ask another endpoint ({endpoint}): if it answers the same, the chain lost "
@@ -190,8 +198,11 @@ CONNECT_OFFLINE_DAEMON = ("the supervisor was started with KINT_OFFLINE=1: unset
 # A push whose transaction the endpoint answered and refused (it cannot land), a store
 # locked by another writer, a store read failing other than as damaged
 # (kint.tenant_worker.push_refusals): a push again is the agent's own memory_push.
-SEND_REFUSED_HINT = ("check what the endpoint said (KINT_RPC_URL, or the endpoints given to "
-                     "`kint connect --rpc-urls`), then push again")
+# {endpoint}: the endpoint the push sent through, by where it is set (rpc_hint's
+# sent_through), which the worker names on the way out as it names ARCHIVE_AT's.
+SEND_REFUSED_AT = "check what the endpoint said ({endpoint}), then push again"
+SEND_REFUSED_HINT = SEND_REFUSED_AT.format(endpoint="KINT_RPC_URL, or the endpoints given to "
+                                                    "`kint connect --rpc-urls`")
 STORE_LOCKED_PUSH_HINT = "run the push again once the other writer lets go of the store"
 # The same lock met by a pull, and by any other op of the worker's that reads or writes the
 # store (state_health.guarded): the store is fine, only taken, and the op is the one to run
@@ -221,7 +232,9 @@ STORE_UNCOUNTED_DISCARD_HINT = (
 # An interrupted push's journal the endpoint answered for with a head or an event that does
 # not fit it (kint.tenant_worker.pending): kept, and settled by a pull through an endpoint
 # that answers truly. The endpoints are the human's to check; the pull is the agent's own.
-STALE_JOURNAL_HINT = "check KINT_RPC_URL and KINT_RPC_URL_2, then run `kint pull`"
+# {endpoints}: the endpoints in force, as STALE_RPC's hint checks them (rpc_hint.stale_hint).
+STALE_JOURNAL_AT = "check {endpoints}, then run `kint pull`"
+STALE_JOURNAL_HINT = STALE_JOURNAL_AT.format(endpoints="KINT_RPC_URL and KINT_RPC_URL_2")
 # The session key short of ETH for the next transaction (kint.tenant_worker.session_sender):
 # funding it is the owner's, never the agent's. Built with the chain and the address.
 FUND_SESSION_KEY_HINT = ("send ETH on chain {chain_id} to {address} (`kint status` names it)"
@@ -250,8 +263,9 @@ FORMER_KEY_UNFILLABLE = ("put that key's keystore back as session.key.old under 
                          "with this machine's key")
 
 # The head epoch's header that the endpoint would not serve (kint.tenant_worker.head_header).
-HEADER_TRANSPORT_HINT = ("that is a transport failure, never a verdict on the vault: try again, "
-                         "or change the RPC (KINT_RPC_URL)")
+HEADER_TRANSPORT_AT = ("that is a transport failure, never a verdict on the vault: try again, "
+                       "or change the RPC ({endpoint})")
+HEADER_TRANSPORT_HINT = HEADER_TRANSPORT_AT.format(endpoint="KINT_RPC_URL")
 # DISK_FULL's hint for a pull (kint.tenant_worker.state_health): what it had applied stays,
 # and the next pull goes on from there.
 DISK_FULL_PULL_TAIL = ": the next pull picks up where this one stopped (nothing to discard)"
@@ -271,8 +285,14 @@ DEFERRED_FILL_HINT = ("that transaction reaching the endpoint this space sends t
 # it), and one at an epoch it could not read at all, which the next pull may well heal.
 GAP_NEVER_OPENS_HINT = ("run `kint pull` to apply it; for an epoch that will never open, "
                         "`kint compact --over-skipped` anchors this machine's store over it")
-UNREAD_GAP_HINT = ("run `kint pull` again: the last one could not read that epoch (through "
-                   "another endpoint if this one keeps failing: rpc_url in config.toml)")
+UNREAD_GAP_AT = ("run `kint pull` again: the last one could not read that epoch (through "
+                 "another endpoint if this one keeps failing: {endpoint})")
+UNREAD_GAP_HINT = UNREAD_GAP_AT.format(endpoint="rpc_url in config.toml")
+# The same gap met by a snapshot given --over-skipped (push_refusals.refuse_gap).
+UNREAD_OVER_SKIPPED_AT = ("run `kint pull` again (through another endpoint if this one keeps "
+                          "failing: {endpoint}); --over-skipped is for an epoch the pull read "
+                          "and could not open")
+UNREAD_OVER_SKIPPED_HINT = UNREAD_OVER_SKIPPED_AT.format(endpoint="rpc_url in config.toml")
 # The commands that say a kept settled notice (kint.tenant_worker.settled_notice), as
 # `kint status` names them; kint-server names its own tools in their place.
 SAID_BY_NEXT = "the next push, pull, rekey or recovery-code"

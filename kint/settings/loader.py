@@ -265,6 +265,13 @@ def own_lookup(name: str) -> Value:
     return resolve(BY_NAME[name], cfg, space=_process.space)
 
 
+def space_label() -> str | None:
+    """The label of the space this process serves (a worker's, the first of the names its
+    `[spaces."<label>"]` table is found by), or None in any other process: a hint that
+    sends the user to that table names it, where it said `<label>`."""
+    return _process.space[0] if _process.space else None
+
+
 def machine_lookup(name: str) -> Value:
     """`name` for the whole machine: the process's layers without a space's table."""
     cfg, _ = config()

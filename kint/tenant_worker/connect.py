@@ -71,6 +71,7 @@ from kint.tenant_worker.enrolment import Enrolment, save_enrolment
 from kint.tenant_worker.head_header import ReadableHeader, newest_readable_header, read_head
 from kint.tenant_worker.head_lock import head_op
 from kint.tenant_worker.recovery_binding import HeldHere, held_here
+from kint.tenant_worker.rpc_hint import name_the_given
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.statefiles import empty_mirror
 
@@ -78,6 +79,18 @@ log = logging.getLogger("kint.worker")
 
 
 def connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
+    """`_connect` under the head lock, its failures as refusals. One through the endpoints
+    given to `--rpc-urls` names those (rpc_hint.name_the_given): on the way out the hint
+    is otherwise named from the settings, which this connect did not use."""
+    try:
+        return _refused_as(ctx, args)
+    except ProtocolError as err:
+        if _given_urls(args):
+            name_the_given(err)
+        raise
+
+
+def _refused_as(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     try:
         with head_op(ctx, "connect", lock_file=False):
             return _connect(ctx, args)
@@ -158,10 +171,15 @@ def _chain_for(ctx: SpaceContext, args: dict[str, Any]) -> tuple[ChainConfig, li
     """The chain settings, with `--rpc-url`'s endpoints in place of the configured ones
     when given (returned too: the enrolment keeps them for this space)."""
     chain = ctx.chain()
-    rpc_urls = [u.strip() for u in (args.get("rpc_urls") or "").split(",") if u.strip()]
+    rpc_urls = _given_urls(args)
     if rpc_urls:
         chain = replace(chain, rpc_urls=tuple(rpc_urls))
     return chain, rpc_urls
+
+
+def _given_urls(args: dict[str, Any]) -> list[str]:
+    """The endpoints given to `--rpc-urls`, in order (none: the settings' are used)."""
+    return [u.strip() for u in (args.get("rpc_urls") or "").split(",") if u.strip()]
 
 
 def _chain_view(ctx: SpaceContext, anchor: Anchor, owner: str, *,

@@ -36,7 +36,7 @@ from kint.protocol.checks import check
 from kint.render import epoch_at
 from kint.settings.urls import redact_url
 from kint.tenant_worker.enrolment import Enrolment
-from kint.tenant_worker.rpc_hint import GENERIC, bound_said, endpoint_hint
+from kint.tenant_worker.rpc_hint import GENERIC, bound_said, endpoint_check, endpoint_hint
 from kint.tenant_worker.statefiles import Mirror
 
 PRIMARY_DOWN = "not checked: the primary RPC did not answer"
@@ -82,8 +82,8 @@ def chain_checks(chain: ChainConfig, tracker: RpcTracker, enrolment: Enrolment, 
     def not_checked(name: str) -> dict[str, Any]:
         if answering and tracker.last_failure_at(primary_url) == failures:  # time ran out
             return check(name, False, f"not checked: the chain's checks took {budget_s:g} s "
-                         f"already", "the endpoint answers slowly: check KINT_RPC_URL, or "
-                         "run doctor again")
+                         f"already", f"the endpoint answers slowly: {endpoint_check(chain)}, "
+                         f"or run doctor again")
         return check(name, False, PRIMARY_DOWN, "fix the primary RPC first")
 
     code, has_code = (_contract_code(anchor, chain) if answering_still()
@@ -126,15 +126,22 @@ def _primary_rpc(anchor: Anchor, chain: ChainConfig) -> tuple[dict[str, Any], bo
     try:
         answered = anchor.chain_id()
     except CHAIN_READ_FAILED as err:
-        named = endpoint_hint(chain)  # the devchain's record, a space's, a file's table
-        return check("rpc primary", False, f"{where}: {err}",
-                     "check KINT_RPC_URL, or the endpoints given to `kint connect "
-                     "--rpc-urls`" if named == GENERIC else named), False
+        return check("rpc primary", False, f"{where}: {err}", _endpoint_named(chain)), False
     wrong = on_other_chain(chain, {0: answered})
     if wrong is not None:
         return check("rpc primary", False, *wrong), True
     return check("rpc primary", True, f"{where}: chain id {answered} "
                  f"({_chain_name(chain)})"), True
+
+
+def _endpoint_named(chain: ChainConfig) -> str:
+    """The hint of a chain read that failed, naming where `chain`'s endpoints in force are
+    set (the devchain's record, a space's kept ones, a file's table: rpc_hint), for the
+    primary's check and the contract's and head's reads after it: those said "check
+    KINT_RPC_URL" of a space whose endpoint a config table or a connect sets."""
+    named = endpoint_hint(chain)
+    return ("check KINT_RPC_URL, or the endpoints given to `kint connect --rpc-urls`"
+            if named == GENERIC else named)
 
 
 def _secondary_rpc(chain: ChainConfig) -> dict[str, Any]:
@@ -183,7 +190,7 @@ def _contract_code(anchor: Anchor, chain: ChainConfig) -> tuple[dict[str, Any], 
     try:
         code = anchor.code()
     except CHAIN_READ_FAILED as err:
-        return check(name, False, str(err), "check KINT_RPC_URL"), False
+        return check(name, False, str(err), _endpoint_named(chain)), False
     if not code:
         return check(name, False, f"no code at {chain.anchor} on chain {chain.chain_id}: "
                      f"wrong address or wrong chain", "check KINT_CONTRACT and that "
@@ -254,7 +261,7 @@ def _head(anchor: Anchor, owner: str, space_id: str, mirror: Mirror | None) -> d
     try:
         head = anchor.head(owner, space_id)
     except CHAIN_READ_FAILED as err:
-        return check("head", False, str(err), "check KINT_RPC_URL")
+        return check("head", False, str(err), _endpoint_named(anchor.config))
     there = f"chain {epoch_at(head.seq, head.block)}"
     if mirror is None and head.seq == 0:
         return check("head", True, "nothing anchored yet, on the chain or here")

@@ -21,7 +21,8 @@ from kint.outcomes import NOTHING_DROPPED
 from kint.protocol import ErrorCode, ProtocolError
 from kint.protocol.hints import (GAP_NEVER_OPENS_HINT, RECOVERY_FILE_HINT, ROTATED_GAP_HINT,
                                  SEND_REFUSED_HINT, STORE_LOCKED_PUSH_HINT, STORE_READ_FAILED_HINT,
-                                 UNAUTHORIZED_HINT, UNREAD_GAP_HINT, WRAPS_ROTATED_HINT)
+                                 UNAUTHORIZED_HINT, UNREAD_GAP_HINT, UNREAD_OVER_SKIPPED_HINT,
+                                 WRAPS_ROTATED_HINT)
 from kint.rows.canon import Row
 from kint.tenant_worker.behind_head import behind_refusal
 from kint.tenant_worker.data_key import current_data_key
@@ -87,9 +88,7 @@ def refuse_gap(mirror: Mirror | None, over: bool) -> None:
                             f"({mirror.unread_gap}), so nobody here knows it will never open, "
                             f"and a snapshot over it could drop rows another machine anchored; "
                             f"{NOTHING_DROPPED}",
-                            "run `kint pull` again (through another endpoint if this one keeps "
-                            "failing: rpc_url in config.toml); --over-skipped is for an epoch "
-                            "the pull read and could not open")
+                            UNREAD_OVER_SKIPPED_HINT)
 
 
 def gap_hint(mirror: Mirror) -> str:

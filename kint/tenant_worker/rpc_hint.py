@@ -16,6 +16,13 @@ one: the settlement does not know which settings the call runs under. The same c
 the endpoint in force takes its place here, and its tail (UNSETTLED_THEN) stays as it
 was, which is what kint-server knows it by to send an agent to memory_pull.
 
+The hints that send the user to another endpoint (an archive one for a pull's walk, one
+that serves a gap's epoch or a header, one that takes a send) or to check the endpoints (a
+journal an endpoint answered for untruly) are raised in machine-wide words and named the
+same way on the way out (`named_hint`, kint.chain.endpoint_source's other_endpoint): they
+said "rpc_url in config.toml" or "KINT_RPC_URL" of a space whose endpoints a connect kept
+or its own table sets, where neither changes anything.
+
 A chain call that timed out said "the endpoint did not answer within KINT_RPC_TIMEOUT"
 with neither the value nor whose it was: a user who set 30 in a harness's entry, or in
 config.toml, and saw a push give up could not tell which value it had waited, nor where
@@ -28,11 +35,18 @@ from __future__ import annotations
 from kint import settings
 from kint.chain.calls import RPC_TIMEOUT_WORDS
 from kint.chain.config import DEVCHAIN_SOURCE, ChainConfig
-from kint.chain.endpoint_source import by_where
-from kint.protocol.errors import (DEFAULT_HINTS, DEVCHAIN_RPC_CHECK, DEVCHAIN_RPC_HINT,
-                                  DEVCHAIN_STALE_HINT, FILE_RPC_CHECK, FILE_STALE_CHECK,
-                                  RETRY_THEN, RPC_CHECK, SPACE_RPC_CHECK, SPACE_STALE_HINT,
-                                  UNSETTLED_HINT, UNSETTLED_THEN, ErrorCode, ProtocolError)
+from kint.chain.endpoint_source import by_where, other_endpoint
+from kint.protocol.errors import (CHAIN_UNREADABLE_AT, DEFAULT_HINTS, DEVCHAIN_RPC_CHECK,
+                                  DEVCHAIN_RPC_HINT, DEVCHAIN_STALE_HINT, FILE_RPC_CHECK,
+                                  FILE_STALE_CHECK, RETRY_THEN, RPC_CHECK, SPACE_RPC_CHECK,
+                                  SPACE_STALE_HINT, STALE_HEAD, UNSETTLED_HINT, UNSETTLED_THEN,
+                                  ErrorCode, ProtocolError, hint_with_notices,
+                                  split_notices)
+from kint.protocol.hints import (ARCHIVE_AT, ARCHIVE_HINT, HEADER_TRANSPORT_AT,
+                                 HEADER_TRANSPORT_HINT, SEND_REFUSED_AT, SEND_REFUSED_HINT,
+                                 STALE_JOURNAL_AT, STALE_JOURNAL_HINT, UNREAD_GAP_AT,
+                                 UNREAD_GAP_HINT, UNREAD_OVER_SKIPPED_AT,
+                                 UNREAD_OVER_SKIPPED_HINT)
 from kint.settings.schema import BY_NAME
 from kint.settings.values import shown
 from kint.settings.wire import source_text
@@ -40,6 +54,24 @@ from kint.tenant_worker.space import SpaceContext
 
 GENERIC = DEFAULT_HINTS[ErrorCode.RPC_UNAVAILABLE]
 STALE_GENERIC = DEFAULT_HINTS[ErrorCode.STALE_RPC]
+# The hints raised in machine-wide words that send the user to another endpoint, each with
+# its template ({endpoint}: kint.chain.endpoint_source.other_endpoint): a pull's walk that
+# met no old history, a gap the last pull could not read (a push's, and a snapshot's given
+# --over-skipped), a header the endpoint would not serve (rekey passes it on under
+# CHAIN_UNREADABLE: rekey._current_wraps), and CHAIN_UNREADABLE's own.
+ANOTHER_ENDPOINT = {ARCHIVE_HINT: ARCHIVE_AT, UNREAD_GAP_HINT: UNREAD_GAP_AT,
+                    UNREAD_OVER_SKIPPED_HINT: UNREAD_OVER_SKIPPED_AT,
+                    HEADER_TRANSPORT_HINT: HEADER_TRANSPORT_AT,
+                    DEFAULT_HINTS[ErrorCode.CHAIN_UNREADABLE]: CHAIN_UNREADABLE_AT}
+# The transport failures of ANOTHER_ENDPOINT: on the devchain their {endpoint} is the
+# devchain's own check (DEVCHAIN_TRANSPORT), where it said to give the space another RPC.
+TRANSPORT = (HEADER_TRANSPORT_AT, CHAIN_UNREADABLE_AT)
+DEVCHAIN_TRANSPORT = ("on the devchain, none to change: `kint devchain status` says whether it "
+                      "runs, and `kint devchain start` starts it")
+# A connect's own `--rpc-urls`, which it used in place of the space's settings
+# (kint.tenant_worker.connect): the endpoints to change or check are those (name_the_given).
+GIVEN_URLS = "the URLs given to this connect's --rpc-urls, which it used in place of settings"
+GIVEN_RPC_CHECK = "check the URLs given to --rpc-urls and that they answer"
 
 
 def endpoint_check(chain: ChainConfig) -> str:
@@ -56,6 +88,62 @@ def stale_hint(chain: ChainConfig) -> str:
                      file=FILE_STALE_CHECK, otherwise=STALE_GENERIC)
 
 
+def stale_journal_hint(chain: ChainConfig) -> str:
+    """An interrupted push's journal an endpoint answered for untruly (pending.py): the
+    endpoints in force checked as STALE_RPC's hint checks them (`stale_hint`, less its
+    reason), then the pull that settles it."""
+    check = stale_hint(chain).partition(STALE_HEAD)[0]
+    return STALE_JOURNAL_AT.format(endpoints=check.removeprefix("check "))
+
+
+def sent_through(chain: ChainConfig) -> str:
+    """The endpoint a push sent through, by where `chain`'s were set: SEND_REFUSED_HINT
+    named two places (KINT_RPC_URL, a connect's endpoints), at most one of them in force."""
+    return by_where(chain, devchain="the devchain's, which `kint devchain status` names",
+                    space="one of those this space was given by `kint connect --rpc-urls`",
+                    file="set in {where}", otherwise="KINT_RPC_URL")
+
+
+def named_hint(chain: ChainConfig, hint: str) -> str | None:
+    """`hint`, raised in machine-wide words, naming where `chain`'s endpoints in force are
+    set (None: not one of those hints)."""
+    if hint == STALE_JOURNAL_HINT:
+        return stale_journal_hint(chain)
+    if hint == SEND_REFUSED_HINT:
+        return SEND_REFUSED_AT.format(endpoint=sent_through(chain))
+    template = ANOTHER_ENDPOINT.get(hint)
+    return None if template is None else template.format(endpoint=another(chain, hint))
+
+
+def another(chain: ChainConfig, hint: str) -> str:
+    """Where `hint` (one of ANOTHER_ENDPOINT's) sends the user for another endpoint of
+    `chain`: `other_endpoint`, but for a transport failure on the devchain, which almost
+    always means the devchain is not running (the RPC_UNAVAILABLE hint there says so: an
+    endpoint of another chain is no fix), and for an archive endpoint, nearly always a
+    provider's keyed URL, which `kint connect --rpc-urls` refuses on a command line."""
+    if ANOTHER_ENDPOINT[hint] in TRANSPORT and chain.rpc_source == DEVCHAIN_SOURCE:
+        return DEVCHAIN_TRANSPORT
+    return other_endpoint(chain, keyless=hint == ARCHIVE_HINT)
+
+
+def name_the_given(err: ProtocolError) -> None:
+    """Give `err`, a connect's failure through the endpoints given to its `--rpc-urls`, the
+    hint that names them (GIVEN_URLS), when it is RPC_UNAVAILABLE with the generic hint or
+    one of ANOTHER_ENDPOINT's: `name_the_endpoint` names the settings' endpoints, which a
+    connect given `--rpc-urls` did not use, and said "rpc_url in config.toml, where the
+    endpoints in force are set" of a config.toml whose endpoint answered. Named before it
+    leaves the op, it is none of the machine-wide hints, which `name_the_endpoint` leaves."""
+    bare, notices = split_notices(err.hint)
+    hint = bare or ""
+    if err.code is ErrorCode.RPC_UNAVAILABLE and hint == GENERIC:
+        hint = GIVEN_RPC_CHECK + RETRY_THEN
+    elif hint in ANOTHER_ENDPOINT:
+        hint = ANOTHER_ENDPOINT[hint].format(endpoint=GIVEN_URLS)
+    else:
+        return
+    err.hint = hint_with_notices(hint, notices)
+
+
 def endpoint_hint(chain: ChainConfig) -> str:
     """The hint for an endpoint of `chain` that did not answer, by where it was set."""
     if chain.rpc_source == DEVCHAIN_SOURCE:
@@ -69,24 +157,33 @@ def name_the_endpoint(ctx: SpaceContext, err: ProtocolError) -> None:
     code: an endpoint that contradicts itself is STALE_RPC); a STALE_RPC with the code's
     own hint (a head older than this machine saw) names the endpoints in force
     (`stale_hint`), where it said "check KINT_RPC_URL and KINT_RPC_URL_2" of a space's kept
-    endpoints, a config file's and the devchain's alike. Runs under the call's
-    settings, so it names the endpoint the call used; when the chain settings cannot be
-    read now, the generic hint stays."""
-    hint = err.hint or ""
+    endpoints, a config file's and the devchain's alike. So does a hint that sends the user
+    to another endpoint or to check the endpoints (`named_hint`), whatever its code. Runs
+    under the call's settings, so it names the endpoint the call used; when the chain
+    settings cannot be read now, the machine-wide words stay. The notices a push put under
+    its hint (push.py: `--reanchor` unused, an overtaken journal's) are set aside while
+    the hint is matched and named, then put back under it: matched with them, a refused
+    send's or a gap's hint kept the machine-wide words."""
+    bare, notices = split_notices(err.hint)
+    hint = bare or ""
     generic = err.code is ErrorCode.RPC_UNAVAILABLE and hint == GENERIC
     stale = err.code is ErrorCode.STALE_RPC and hint == STALE_GENERIC
-    if not generic and not stale and not hint.endswith(UNSETTLED_HINT):
+    elsewhere = hint in (STALE_JOURNAL_HINT, SEND_REFUSED_HINT) or hint in ANOTHER_ENDPOINT
+    if not generic and not stale and not elsewhere and not hint.endswith(UNSETTLED_HINT):
         return
     try:
         chain = ctx.chain()
     except ProtocolError:
         return
-    if stale:
+    if elsewhere:
+        err.hint = named_hint(chain, hint)
+    elif stale:
         err.hint = stale_hint(chain)
     elif generic:
         err.hint = endpoint_hint(chain)
     else:  # what comes before it (`fund 0x... if the refusal says so; `) is kept
         err.hint = hint.removesuffix(UNSETTLED_HINT) + endpoint_check(chain) + UNSETTLED_THEN
+    err.hint = hint_with_notices(err.hint, notices)
 
 
 def timeout_named(err: ProtocolError) -> None:
