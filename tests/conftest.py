@@ -17,7 +17,8 @@ their fixtures and hooks, and names the helpers the tests import from it.
   stops every supervisor the tests started (tests/checkout_watch.py; the session's hooks,
   support/run_hooks.py).
 - `make test` runs the suite in two pytest-xdist workers (`--dist loadfile`: a file's tests
-  in one worker, its module fixtures made once). They share one devchain, the run's one
+  in one worker, its module fixtures made once; the longest files first,
+  support/file_order.py). They share one devchain, the run's one
   anvil, started by the first worker that needs it and stopped by the controller at the
   end. A test that moves the chain under everyone (a reorganisation, automine off, time
   moved on) or reads it as still (no block mined meanwhile) is marked `chain_exclusive`
@@ -56,6 +57,7 @@ pytest.register_assert_rewrite("support.run_folders", "support.run_env", "suppor
 from support.run_env import SYSTEM_TMPDIR, XDIST_WORKER  # noqa: E402
 
 from support.devchain_turn import chain_home, pytest_runtest_protocol  # noqa: E402
+from support.file_order import pytest_collection_modifyitems  # noqa: E402
 from support.hermetic import (network_guard, real_home_untouched,  # noqa: E402
                               settings_process_kept)
 from support.procs import let_go_on, pid_alive  # noqa: E402
@@ -73,7 +75,7 @@ from support.waiting import wait_until  # noqa: E402
 # What the tests import from here, and the fixtures and hooks pytest finds here.
 __all__ = [
     "SYSTEM_TMPDIR", "XDIST_WORKER",
-    "chain_home", "pytest_runtest_protocol",
+    "chain_home", "pytest_runtest_protocol", "pytest_collection_modifyitems",
     "network_guard", "real_home_untouched", "settings_process_kept",
     "let_go_on", "pid_alive",
     "DEVCHAIN_KINT_HOME", "RUN_LOCK", "hold_run_lock", "remove_abandoned_runs",

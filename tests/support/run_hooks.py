@@ -18,6 +18,7 @@ from checkout_watch import SECTION as CHECKOUT_SECTION
 from checkout_watch import CheckoutWatch
 from support.basetemp_lock import BasetempShared, hold_basetemp
 from support.devchain_turn import DEVCHAIN_RECORD, DEVCHAIN_ROOT
+from support.file_order import keep_collected_order
 from support.run_env import RUN_ROOT, SESSION_ROOT, XDIST_WORKER
 from support.run_folders import sweep_left
 from support.sandboxes import make_sandbox
@@ -44,6 +45,7 @@ def pytest_configure(config: pytest.Config) -> None:
         except BasetempShared as err:  # this run made nothing yet but its own folder
             shutil.rmtree(RUN_ROOT, ignore_errors=True)
             raise pytest.UsageError(str(err)) from None
+    keep_collected_order(config)  # the long files first (support/file_order.py)
     config.addinivalue_line(
         "markers", "chain_exclusive: runs while no other test uses the session's devchain "
         "(it moves the chain under everyone, or reads it as still)")
