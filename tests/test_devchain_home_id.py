@@ -276,6 +276,29 @@ def test_status_asks_a_copys_endpoint_once_and_says_what_it_found(tmp_path):
         endpoint.stop()
 
 
+def test_start_asks_a_copys_endpoint_once_and_says_what_it_found(tmp_path):
+    """As status does (the test before), start over a whole KINT_HOME's copy asks its
+    endpoint once. It asked up to three times (whose.copied, then whether the copy's
+    devchain answers, then the CLI's whose.copied again for its line): an endpoint that
+    stopped answering in between had start refuse the devchain it had just judged running
+    elsewhere, or name its pid, which means nothing here. It says what its one ask found,
+    and starts nothing (KINT_ANVIL is no anvil)."""
+    genesis = "0x" + "cd" * 32
+    endpoint = _AnswersOnce(genesis)
+    try:
+        sb = make_sandbox(tmp_path / "machine-b", KINT_ANVIL=str(tmp_path / "no-anvil"))
+        copy = _this_homes_record(sb, endpoint.url, genesis)
+        out = sb.kint("devchain", "start")
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert out.stdout.strip() == (f"devchain running at {endpoint.url} (started from another "
+                                      f"KINT_HOME, state {copy['state']}), EpochAnchor "
+                                      f"{copy['anchor']}")
+        assert endpoint.asked == ["eth_chainId", "eth_getBlockByNumber"]
+        assert json.loads(devchain_record(sb.kint_home).read_text()) == copy
+    finally:
+        endpoint.stop()
+
+
 def test_stop_of_this_homes_stopped_record_with_its_id_removed_says_what_is_known(tmp_path):
     """This home's own record (its id, its state path) whose anvil is gone, with
     devchain/home.id removed since: no anvil runs under its pid, its endpoint does not

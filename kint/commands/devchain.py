@@ -48,11 +48,10 @@ def devchain_group() -> None:
 @devchain_group.command("start")
 def devchain_start() -> None:
     """Start anvil on 127.0.0.1 (chain id 31337) and deploy EpochAnchor on a fresh chain."""
-    from kint.chain.devchain.whose import copied
-
     home = kint_home()
-    record = _or_exit(lambda devchain: devchain.start(home))
-    click.echo(_running_line(record, copied(record, home)))
+    # One judgement of a copy, as status's: judged again here, its endpoint was asked again.
+    record, elsewhere = _or_exit(lambda devchain: devchain.judged_start(home))
+    click.echo(_running_line(record, elsewhere))
 
 
 @devchain_group.command("stop")
