@@ -471,8 +471,9 @@ def test_a_copied_record_never_stops_another_homes_anvil(tmp_path, chain_home):
     assert out.returncode == 0, out.stderr
     assert _chain_libraries(loaded) == [], loaded
     assert out.stdout.splitlines()[:-1] == [  # the modules' line follows
-        f"no devchain of this KINT_HOME is running; the one recorded here (state "
-        f"{record['state']}) was started from another KINT_HOME and answers at "
+        f"no devchain of this KINT_HOME is running; the one recorded here by another "
+        f"KINT_HOME, or by this one before its devchain/home.id was removed (state "
+        f"{record['state']}), answers at "
         f"{record['rpc_url']}: stop it there"], out.stdout
     assert _record(sb).exists()
     assert requests.post(record["rpc_url"], json={"jsonrpc": "2.0", "id": 1,
@@ -520,8 +521,9 @@ def test_a_copied_record_whose_pid_means_nothing_here_is_judged_by_its_endpoint(
     stopped = sb.kint("devchain", "stop")  # no pid (another host's), nor "stop it there"
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
     assert stopped.stdout.splitlines() == [
-        f"no devchain of this KINT_HOME is running; the one recorded here (state "
-        f"{record['state']}) was started from another KINT_HOME and does not answer at "
+        f"no devchain of this KINT_HOME is running; the one recorded here by another "
+        f"KINT_HOME, or by this one before its devchain/home.id was removed (state "
+        f"{record['state']}), does not answer at "
         f"{silent['rpc_url']}; the record is kept"], stopped.stdout
     assert stopped.stderr.splitlines() == [f"hint: {STOPPED_HINT}"], stopped.stderr
     assert json.loads(_record(sb).read_text()) == silent

@@ -25,6 +25,7 @@ import requests
 
 from conftest import make_sandbox
 from kint.chain.config import devchain_record
+from kint.chain.devchain.errors import STOPPED_HINT
 from kint.chain.devchain.records import home_id_path, own_home_id, state_path
 from kint.paths import devchain_dir
 from rpc_proxy import (LoopbackServer, answer_json, answer_status, closed_port_url,
@@ -150,8 +151,9 @@ def test_another_homes_anvil_at_this_homes_path_is_never_signalled(tmp_path):
     try:
         copy = {**record, "home": "the-first-homes-id"}
         _write_record(sb, copy)
-        said = ("no devchain of this KINT_HOME is running; the one recorded here (state "
-                f"{copy['state']}) was started from another KINT_HOME")
+        said = ("no devchain of this KINT_HOME is running; the one recorded here by another "
+                "KINT_HOME, or by this one before its devchain/home.id was removed (state "
+                f"{copy['state']}),")
         for command in ("status", "stop", "start", "stop"):
             out = sb.kint("devchain", command)
             if command == "stop":
@@ -218,6 +220,20 @@ def test_a_whole_kint_home_copied_to_another_host_keeps_the_devchain_it_names(tm
     assert json.loads(devchain_record(sb.kint_home).read_text())["genesis"] == other_chain
 
 
+def _this_homes_record(sb, url: str, genesis: str) -> dict:
+    """A record as this home's start writes it (its id, its state path, the genesis), its
+    anvil gone (a pid that exited, another boot's start time), its endpoint `url`; written
+    under `sb`'s KINT_HOME and returned."""
+    _write_record(sb, {})
+    record = {"pid": _gone_pid(), "rpc_url": url, "chain_id": 31337,
+              "anchor": "0x5FbDB2315678afecb367f032d93F642f64180aa3",
+              "port": int(url.rsplit(":", 1)[1]), "state": str(state_path(sb.kint_home)),
+              "anvil": "anvil", "identity": {"cmdline": ["anvil"], "started": "another-boot:1"},
+              "home": own_home_id(sb.kint_home), "genesis": genesis}
+    _write_record(sb, record)
+    return record
+
+
 class _AnswersOnce(LoopbackServer):
     """A copy's endpoint that answers for its chain once (its chain id, then its genesis),
     then stops answering (HTTP 500): a devchain stopped, or a forward gone, while a status
@@ -248,13 +264,7 @@ def test_status_asks_a_copys_endpoint_once_and_says_what_it_found(tmp_path):
     endpoint = _AnswersOnce(genesis)
     try:
         sb = make_sandbox(tmp_path / "machine-b", KINT_ANVIL=str(tmp_path / "no-anvil"))
-        _write_record(sb, {})
-        copy = {"pid": _gone_pid(), "rpc_url": endpoint.url, "chain_id": 31337,
-                "anchor": "0x5FbDB2315678afecb367f032d93F642f64180aa3",
-                "port": int(endpoint.url.rsplit(":", 1)[1]), "state": str(state_path(sb.kint_home)),
-                "anvil": "anvil", "identity": {"cmdline": ["anvil"], "started": "another-boot:1"},
-                "home": own_home_id(sb.kint_home), "genesis": genesis}
-        _write_record(sb, copy)
+        copy = _this_homes_record(sb, endpoint.url, genesis)
         out = sb.kint("devchain", "status")
         assert out.returncode == 0, out.stdout + out.stderr
         assert out.stdout.strip() == (f"devchain running at {endpoint.url} (started from another "
@@ -264,3 +274,50 @@ def test_status_asks_a_copys_endpoint_once_and_says_what_it_found(tmp_path):
         assert json.loads(devchain_record(sb.kint_home).read_text()) == copy
     finally:
         endpoint.stop()
+
+
+def test_start_asks_a_copys_endpoint_once_and_says_what_it_found(tmp_path):
+    """As status does (the test before), start over a whole KINT_HOME's copy asks its
+    endpoint once. It asked up to three times (whose.copied, then whether the copy's
+    devchain answers, then the CLI's whose.copied again for its line): an endpoint that
+    stopped answering in between had start refuse the devchain it had just judged running
+    elsewhere, or name its pid, which means nothing here. It says what its one ask found,
+    and starts nothing (KINT_ANVIL is no anvil)."""
+    genesis = "0x" + "cd" * 32
+    endpoint = _AnswersOnce(genesis)
+    try:
+        sb = make_sandbox(tmp_path / "machine-b", KINT_ANVIL=str(tmp_path / "no-anvil"))
+        copy = _this_homes_record(sb, endpoint.url, genesis)
+        out = sb.kint("devchain", "start")
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert out.stdout.strip() == (f"devchain running at {endpoint.url} (started from another "
+                                      f"KINT_HOME, state {copy['state']}), EpochAnchor "
+                                      f"{copy['anchor']}")
+        assert endpoint.asked == ["eth_chainId", "eth_getBlockByNumber"]
+        assert json.loads(devchain_record(sb.kint_home).read_text()) == copy
+    finally:
+        endpoint.stop()
+
+
+def test_stop_of_this_homes_stopped_record_with_its_id_removed_says_what_is_known(tmp_path):
+    """This home's own record (its id, its state path) whose anvil is gone, with
+    devchain/home.id removed since: no anvil runs under its pid, its endpoint does not
+    answer, and the id that told it is gone, so it is kept as a copy is. `stop` said it
+    "was started from another KINT_HOME", untrue of it; it says, as status does, that
+    another KINT_HOME recorded it, or this one before its home.id was removed."""
+    sb = make_sandbox(tmp_path / "machine")
+    record = _this_homes_record(sb, closed_port_url(), "0x" + "ef" * 32)
+    home_id_path(sb.kint_home).unlink()
+    whose = (f"recorded here by another KINT_HOME, or by this one before its devchain/home.id "
+             f"was removed (state {record['state']}), does not answer at {record['rpc_url']}; "
+             f"the record is kept")
+    out = sb.kint("devchain", "stop")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.splitlines() == [
+        f"no devchain of this KINT_HOME is running; the one {whose}"], out.stdout
+    assert out.stderr.splitlines() == [f"hint: {STOPPED_HINT}"], out.stderr
+    status = sb.kint("devchain", "status")
+    assert status.returncode == 3, status.stdout + status.stderr
+    assert status.stderr.startswith(f"kint: error: the devchain {whose} "), status.stderr
+    assert json.loads(devchain_record(sb.kint_home).read_text()) == record
+    assert not home_id_path(sb.kint_home).exists()

@@ -48,11 +48,10 @@ def devchain_group() -> None:
 @devchain_group.command("start")
 def devchain_start() -> None:
     """Start anvil on 127.0.0.1 (chain id 31337) and deploy EpochAnchor on a fresh chain."""
-    from kint.chain.devchain.whose import copied
-
     home = kint_home()
-    record = _or_exit(lambda devchain: devchain.start(home))
-    click.echo(_running_line(record, copied(record, home)))
+    # One judgement of a copy, as status's: judged again here, its endpoint was asked again.
+    record, elsewhere = _or_exit(lambda devchain: devchain.judged_start(home))
+    click.echo(_running_line(record, elsewhere))
 
 
 @devchain_group.command("stop")
@@ -75,18 +74,21 @@ def _left_elsewhere(record: dict[str, Any]) -> None:
     """What `stop` says of a copied record it left: its anvil named by its home's state file,
     not by its pid (another home's, another host's maybe, which says nothing here), and
     whether its endpoint answers; "stop it there" only of one that does, with the hint of
-    a silent one (STOPPED_HINT) on stderr, as a refusal's. Not running here is no error."""
+    a silent one (STOPPED_HINT) on stderr, as a refusal's. Not running here is no error.
+    Whose it is, worded as status's and start's refusals: this home's own stopped record
+    with its devchain/home.id removed is judged a copy too, and nothing tells them apart."""
     from kint.chain.devchain.errors import STOPPED_HINT
     from kint.chain.devchain.whose import record_answers
     from kint.settings.urls import redact_url
 
     url = str(record.get("rpc_url"))
-    said = (f"no devchain of this KINT_HOME is running; the one recorded here (state "
-            f"{record.get('state')}) was started from another KINT_HOME")
+    said = (f"no devchain of this KINT_HOME is running; the one recorded here by another "
+            f"KINT_HOME, or by this one before its devchain/home.id was removed (state "
+            f"{record.get('state')}),")
     if record_answers(record):
-        click.echo(f"{said} and answers at {redact_url(url)}: stop it there")
+        click.echo(f"{said} answers at {redact_url(url)}: stop it there")
         return
-    click.echo(f"{said} and does not answer at {redact_url(url)}; the record is kept")
+    click.echo(f"{said} does not answer at {redact_url(url)}; the record is kept")
     click.echo(f"hint: {STOPPED_HINT}", err=True)
 
 

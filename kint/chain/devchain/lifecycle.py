@@ -143,13 +143,14 @@ def _end(proc: subprocess.Popen[bytes]) -> None:
             proc.wait()
 
 
-def _copy_in_force(home: Path, record: dict[str, Any]) -> dict[str, Any]:
+def _copy_in_force(home: Path, record: dict[str, Any], answered: bool | None) -> dict[str, Any]:
     """`start` over a record copied from another KINT_HOME: that devchain when its endpoint
     answers; refused, the record kept, when it does not. A start here would replace the copy
     with an anvil of this home's, a chain of its own where the spaces connected through the
-    copy have no epoch, unasked."""
+    copy have no epoch, unasked. `answered` is what the judgement found (whose.judged), when
+    it asked: the endpoint is not asked again."""
     url = str(record.get("rpc_url"))
-    if record_answers(record):
+    if record_answers(record) if answered is None else answered:
         return record
     raise DevchainError(f"the devchain recorded here by another KINT_HOME, or by this one "
                         f"before its devchain/home.id was removed (state "
@@ -161,15 +162,24 @@ def _copy_in_force(home: Path, record: dict[str, Any]) -> dict[str, Any]:
 
 def start(home: Path) -> dict[str, Any]:
     """Start anvil (or return the running one), deploying EpochAnchor on a fresh chain."""
+    return judged_start(home)[0]
+
+
+def judged_start(home: Path) -> tuple[dict[str, Any], bool]:
+    """`start`'s record, and whether it is a copy's (another KINT_HOME's devchain, in force
+    here): one judgement, a copy's endpoint asked once, as `judged_status` does, so `kint
+    devchain start`'s line says what the start found (judged again, an endpoint that stopped
+    answering in between made a copy's line name its pid, which means nothing here)."""
     with locked(home):
         previous = read_record(home)
-        if previous is not None and copied(previous, home):
-            return _copy_in_force(home, previous)
+        copy, answered = judged(previous, home) if previous is not None else (False, None)
+        if previous is not None and copy:
+            return _copy_in_force(home, previous, answered), True
         if previous is not None and recorded_anvil_runs(previous):
             adopt_id(previous, home)
             url = str(previous.get("rpc_url"))
             if record_answers(previous):
-                return previous
+                return previous, False
             raise DevchainError(f"the devchain's anvil (pid {previous['pid']}) runs but does not "
                                 f"answer at {url}",
                                 hint="run `kint devchain stop`, then `kint devchain start`")
@@ -237,7 +247,7 @@ def start(home: Path) -> dict[str, Any]:
             with contextlib.suppress(FileNotFoundError):
                 devchain_record(home).unlink()
             raise
-        return record
+        return record, False
 
 
 def stop(home: Path, timeout_s: float = STOP_TIMEOUT_S) -> str:
