@@ -165,8 +165,8 @@ def main() -> None:
         # Unwinding now: a stop signal from here is only noted (set by `unwind` already
         # when a signal unwound). Raised inside the close, which waits up to its linger for
         # the goodbye to leave (kint.client.Client.close), it cut the close short and
-        # skipped the exit below: the server stayed. (Its context's end holds them back
-        # until it is over, kint/client_context.py.)
+        # skipped the exit below: the server stayed. (Its context's end is waited for by a
+        # thread that blocks them, so a noted one lets it go on: kint/client_context.py.)
         only_note()
         session.close()  # first: the worker's goodbye must leave before a SIGTERM lands
         lines.close()
