@@ -55,12 +55,17 @@ def end_context(context: zmq.Context) -> None:
                              name="kint-context-end")
     try:
         ender.start()
-    except RuntimeError:
+    except RuntimeError as err:
         # No thread, or a start a signal's exception cut short inside threading's own
         # code, the thread maybe running: it ends the context unless this takes it first
-        # (a second end of a context is libzmq's use after free, EFAULT at best).
+        # (a second end of a context is libzmq's use after free, EFAULT at best). That
+        # exception (a Ctrl-C's KeyboardInterrupt, attached to the RuntimeError) is raised
+        # again once the context is ended: a caller's Ctrl-C is never swallowed here.
         if claim.acquire(blocking=False):
             context.term()
+        cut_by = err.__context__
+        if isinstance(cut_by, BaseException) and not isinstance(cut_by, Exception):
+            raise cut_by from None
         return
     ended.acquire()
 
