@@ -75,6 +75,39 @@ def test_the_supervisor_answers_while_its_forkserver_imports_and_starts_a_worker
         sb.shutdown()
 
 
+def test_the_sandboxes_warm_up_returns_once_the_forkserver_is_ready(tmp_path):
+    """`Sandbox.warm_up`, which the suite's supervisor starts end with (Sandbox.start,
+    start_entitled, limited_box.start_limited), waits while the forkserver imports and
+    returns once it is ready, so that a test's first request never carries the warm-up: a
+    loaded box's warm-up took such requests past their 10 s bound (session 38)."""
+    sb = make_sandbox(tmp_path / "machine")
+    hold = tmp_path / "let-the-preload-go"
+    sb.env["KINT_TEST_PRELOAD_HOLD"] = str(hold)
+    outcome: dict = {}
+
+    def warm_up() -> None:
+        sb.warm_up()
+        outcome["ready"] = _forkserver(sb)["ready"]
+
+    try:
+        _importing(sb, hold)
+        waiting = threading.Thread(target=warm_up, daemon=True)
+        waiting.start()
+        # Held, the forkserver cannot be ready: a wait that did not look for it is over by
+        # now (one status), this one looks on.
+        waiting.join(2)
+        assert waiting.is_alive() and not outcome, outcome
+        assert _forkserver(sb)["ready"] is False
+        hold.touch()
+        waiting.join(60)
+        assert outcome == {"ready": True}
+        # The first worker's start now is a fork: the call's default bound.
+        assert sb.call("status", db=sb.sibyl_db)["worker"]["pid"]
+    finally:
+        hold.touch()
+        sb.shutdown()
+
+
 def test_a_preload_module_the_forkserver_cannot_import_is_named(tmp_path):
     sb = make_sandbox(tmp_path / "machine")
     try:

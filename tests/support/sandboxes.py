@@ -48,6 +48,12 @@ def kint_loading(env: dict[str, str], *argv: str) -> tuple[subprocess.CompletedP
 SUPPORT = Path(__file__).resolve().parent
 # A loopback endpoint nobody listens on (the discard port): a read there fails at once.
 CLOSED_PORT_URL = "http://127.0.0.1:9"
+# How long `Sandbox.warm_up` waits for a supervisor's worker forkserver (its preload takes
+# about a second of CPU, many more on a loaded box), and how often it looks: the look is a
+# `sup.status`, a few ms of the supervisor's loop, and its interval is what the wait adds
+# to a start at most.
+WARM_UP_WAIT_S = 90.0
+WARM_UP_LOOK_S = 0.05
 
 
 def support_first(pythonpath: str) -> str:
@@ -148,17 +154,41 @@ class Sandbox:
         finally:
             config.unlink()
 
-    def start(self) -> int:
+    def start(self, warm: bool = True) -> int:
+        """`kint supervisor start`; its pid. With `warm`, once its worker forkserver is
+        ready too (`warm_up`)."""
         out = self.kint("supervisor", "start")
         assert out.returncode == 0, out.stderr
         pid = running_pid(self.kint_home)
         assert pid and pid > 0
+        if warm:
+            self.warm_up()
         return pid
 
-    def start_entitled(self) -> str:
+    def warm_up(self, timeout: float = WARM_UP_WAIT_S) -> None:
+        """Wait until the running supervisor's worker forkserver has imported its preload
+        (`sup.status`: supervisor.forkserver.ready; it turns true also when the preload
+        failed, and the status says so). A fresh supervisor warms it up in the background,
+        and its first worker's start waits for it: on a loaded box that took a test's first
+        request past its 10 s bound (session 38, a dozen files). Waited for here, the
+        warm-up, which happens anyway, is no request's; only a test whose subject is a
+        request made during it opts out (`warm=False`)."""
+        deadline = time.monotonic() + timeout
+        with self.client() as client:
+            while True:
+                status = client.call("sup.status", timeout_s=max(deadline - time.monotonic(),
+                                                                 1.0))
+                if status["supervisor"]["forkserver"]["ready"]:
+                    return
+                assert time.monotonic() < deadline, \
+                    f"the worker forkserver not ready within {timeout} s: {status['supervisor']}"
+                time.sleep(WARM_UP_LOOK_S)
+
+    def start_entitled(self, warm: bool = True) -> str:
         """Start the test supervisor (tests/support/run_supervisor.py): the real one, with
         Sibyl's real account gate in every worker trusting a throwaway `TestSigner` key, and
-        an entitled HOME for it. Returns the tenant the sandbox's credentials resolve to."""
+        an entitled HOME for it. Returns the tenant the sandbox's credentials resolve to.
+        With `warm`, returns once its worker forkserver is ready too (`warm_up`)."""
         signer = sibyl_testing.TestSigner()
         self.signer = signer
         sibyl_testing.install_entitled_home(self.home, signer)
@@ -174,6 +204,8 @@ class Sandbox:
         # rather than every 100 ms answers ~40 ms sooner at each of the suite's starts.
         self.wait_for(lambda: self.client().ping(0.5), interval=0.02,
                       what="the test supervisor")
+        if warm:
+            self.warm_up()
         self.tenant = sibyl_testing.TEST_ACCOUNT_ID
         return self.tenant
 
@@ -241,16 +273,12 @@ def serving(root: Path) -> Iterator[Sandbox]:
     that it goes on: one supervisor and worker (~1 s of CPU) rather than one each."""
     sb = make_sandbox(root)
     write_store(sb.sibyl_db)
-    sb.start()
     try:
-        # The worker's start, the forkserver's imports before it on a fresh supervisor, is
-        # not what the modules bound: a loaded box took a first status past the default
-        # 10 s (tests/test_upgrade.py's, session 38).
-        sb.call("status", sb.sibyl_db, timeout_s=60)
+        sb.start()
+        sb.call("status", sb.sibyl_db)
         yield sb
     finally:
         sb.shutdown()
-
 
 
 @pytest.fixture
