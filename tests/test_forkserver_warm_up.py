@@ -75,34 +75,33 @@ def test_the_supervisor_answers_while_its_forkserver_imports_and_starts_a_worker
         sb.shutdown()
 
 
-def test_the_sandboxes_warm_up_returns_once_the_forkserver_is_ready(tmp_path):
-    """`Sandbox.warm_up`, which the suite's supervisor starts end with (Sandbox.start,
-    start_entitled, limited_box.start_limited), waits while the forkserver imports and
-    returns once it is ready, so that a test's first request never carries the warm-up: a
-    loaded box's warm-up took such requests past their 10 s bound (session 38)."""
+def test_a_sandboxes_first_request_for_a_space_waits_for_the_forkserver(tmp_path):
+    """A supervisor the suite started (Sandbox.start, start_entitled: `fresh`) is sent the
+    test's first request for a space only once its forkserver is ready (Sandbox.warmed), so
+    that request never carries the warm-up: a loaded box's warm-up took such requests past
+    their 10 s bound (session 38). The wait is the test's, the supervisor is not asked."""
     sb = make_sandbox(tmp_path / "machine")
     hold = tmp_path / "let-the-preload-go"
     sb.env["KINT_TEST_PRELOAD_HOLD"] = str(hold)
-    outcome: dict = {}
-
-    def warm_up() -> None:
-        sb.warm_up()
-        outcome["ready"] = _forkserver(sb)["ready"]
-
+    answer: dict = {}
     try:
         _importing(sb, hold)
-        waiting = threading.Thread(target=warm_up, daemon=True)
-        waiting.start()
-        # Held, the forkserver cannot be ready: a wait that did not look for it is over by
-        # now (one status), this one looks on.
-        waiting.join(2)
-        assert waiting.is_alive() and not outcome, outcome
-        assert _forkserver(sb)["ready"] is False
+        sb.fresh = True  # as a start leaves it
+        asked = threading.Thread(target=lambda: answer.update(
+            sb.call("status", db=sb.sibyl_db)), daemon=True)
+        asked.start()
+        # Held, the forkserver cannot be ready: a call that did not wait for it has sent
+        # its request by now (one status later), and its space would be waiting for it.
+        asked.join(2)
+        assert asked.is_alive() and not answer, answer
+        status = sb.sup_status()
+        assert status["supervisor"]["forkserver"]["ready"] is False
+        assert status["spaces"] == [], status["spaces"]
         hold.touch()
-        waiting.join(60)
-        assert outcome == {"ready": True}
-        # The first worker's start now is a fork: the call's default bound.
-        assert sb.call("status", db=sb.sibyl_db)["worker"]["pid"]
+        asked.join(60)
+        # Sent once it was ready, the first worker's start a fork within the default bound.
+        assert answer.get("worker", {}).get("pid"), answer
+        assert sb.fresh is False
     finally:
         hold.touch()
         sb.shutdown()

@@ -608,7 +608,9 @@ def test_a_request_timed_out_while_the_worker_waits_for_the_lock_names_the_holde
 
     sb = make_sandbox(tmp_path / "machine")
     write_store(sb.sibyl_db)
-    sb.start()  # its forkserver ready: the worker is spawned, not held back by its imports
+    # The first request waits out the forkserver's warm-up (Sandbox.warmed): the worker is
+    # spawned, not held back by its imports.
+    sb.start()
     path = worker_lock_path(sb.kint_home, space_id(sb.label(sb.sibyl_db))[:16])
     holder = _holder(path, "{pid} 4243\n")
     try:
