@@ -237,6 +237,11 @@ def test_a_wrong_contract_address_fails(story):
         assert (f"[FAIL] contract: no code at {NOWHERE} on chain "
                 f"{story['devchain']['chain_id']}: wrong address or wrong chain") in lines, lines
         assert checks["rpc primary"]["ok"], checks["rpc primary"]  # the endpoint is fine
+        # The contract and the endpoint named where this space's are set (its config
+        # table, its own endpoints), where it said KINT_CONTRACT and KINT_RPC_URL.
+        hint = checks["contract"]["hint"]
+        assert hint.startswith("check the contract (KINT_CONTRACT: `contract` in "), hint
+        assert "KINT_RPC_URL" not in hint and "endpoint (" in hint, hint
         assert checks["head"] == {"name": "head", "ok": False,
                                   "detail": f"not read: there is no contract at {NOWHERE}",
                                   "hint": "see the contract check"}

@@ -83,14 +83,15 @@ def _other_contract(enrolment: Enrolment, chain: ChainConfig, seen: int) -> Prot
     was, now = enrolment.contract, chain.anchor
     message = (f"this space was connected on the EpochAnchor at {was} on "
                f"{chain_name(chain.chain_id)}, {_where_epochs(seen)}; kint now reads the one "
-               f"at {now} ({_contract_source(chain)})")
+               f"at {now} ({contract_source(chain)})")
     return ProtocolError(ErrorCode.CONFIG_INVALID, message,
                          _contract_hint(enrolment, chain)
                          + _connect_again(seen, f"the contract at {now}"))
 
 
-def _contract_source(chain: ChainConfig) -> str:
-    """Where the contract in force was set, in the words of the setting to change."""
+def contract_source(chain: ChainConfig) -> str:
+    """Where the contract in force was set, in the words of the setting to change (also
+    doctor's contract check: doctor_chain)."""
     source, where = chain.contract_source, chain.contract_where
     if source == settings.FILE:
         return f"KINT_CONTRACT: `contract` in {where}"
