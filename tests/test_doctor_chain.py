@@ -346,6 +346,11 @@ def test_a_space_connected_on_the_devchain_read_off_it_names_both_chains(story):
             lines, checks = failing(a)
             assert checks["chain"]["detail"] == said and not checks["chain"]["ok"], checks
             assert checks["chain"]["hint"].startswith(way_back), checks["chain"]
+            # The machine's endpoint is set by rpc_url in config.toml: the way back names
+            # it, where it said "with KINT_RPC_URL unset", which is set nowhere here.
+            assert (f"with rpc_url in {a.kint_home / 'config.toml'} removed or naming its "
+                    f"endpoint") in checks["chain"]["hint"], checks["chain"]
+            assert "KINT_RPC_URL" not in checks["chain"]["hint"], checks["chain"]
             assert f"[FAIL] chain: {said}" in lines, lines
             status = kjson(a, "status")
             assert status["chain_head"] is None and status["chain_head_unavailable"] == said
