@@ -69,14 +69,15 @@ def _machine_rpc_url() -> tuple[str, str]:
     beside the devchain's record: kint.chain.config.load_chain_config); a space's table or
     kept endpoints change how it reaches that chain, never which, so the way back is this
     setting, where it is set: "unset KINT_RPC_URL" said of `rpc_url` in config.toml
-    changed nothing. The same lookup load_chain_config makes (settings.machine_lookup)."""
+    changed nothing. The same lookup load_chain_config makes (settings.machine_lookup).
+    A command's own environment is not named: a space's worker does not use a caller's
+    KINT_RPC_URL, and a command that checks the space's chain itself (enrolled_contract)
+    would name the caller's where the worker's is in force."""
     found = settings.machine_lookup("KINT_RPC_URL")
     if found.source == settings.FILE and found.where:
         return f"rpc_url in {found.where}", "removed"
     if found.source == settings.DAEMON_ENV:
         return "KINT_RPC_URL in the supervisor's environment", "unset"
-    if found.source == settings.THIS_CALL:
-        return "KINT_RPC_URL in this command's environment", "unset"
     return "KINT_RPC_URL", "unset"
 
 
