@@ -52,7 +52,9 @@ Modes (`RpcProxy.set_mode`):
 - `other_chain` (`chain_id=N`): an endpoint now serving another network, where the
   contract is not deployed: eth_chainId answers N, eth_call and eth_getCode answer empty
   bytes, eth_getLogs no logs, eth_getTransactionCount 0, and eth_sendRawTransaction an
-  error object (a transaction signed for another chain id); the rest is forwarded.
+  error object (a transaction signed for another chain id); the rest is forwarded. With
+  `true_ids=K`, the first K eth_chainId reads since the mode was set are forwarded: the
+  endpoint changed network after a command's own chain id check (kint.commands.onchain).
 
 - `close_after` (`methods=[...]`): the first request calling one of those methods is
   answered, but only once the proxy has stopped listening, so the next connection is
@@ -505,6 +507,15 @@ class RpcProxy:
             self._stale_reads += 1
             return True
 
+    def _take_true_id(self, params: dict[str, Any]) -> bool:
+        """Whether this eth_chainId read is one `other_chain` forwards: one of the first
+        `true_ids` since the mode was set (counted as `stale_head`'s reads are)."""
+        with self._lock:
+            if self._stale_reads >= int(params.get("true_ids", 0)):
+                return False
+            self._stale_reads += 1
+            return True
+
     def _take_rate_limited(self, items: list[Any], params: dict[str, Any]) -> bool:
         """Whether this request is one `rate_limited` answers 429: it calls one of the
         methods, and fewer than `count` have been answered so since the mode was set."""
@@ -549,6 +560,8 @@ class RpcProxy:
             return {"jsonrpc": "2.0", "id": item.get("id"),
                     "error": {"code": -32000, "message": params.get(
                         "message", "pruned history unavailable")}}
+        if mode == "other_chain" and method == "eth_chainId" and self._take_true_id(params):
+            return json.loads(self.upstream(json.dumps(item).encode()))
         if mode == "other_chain" and method in _OTHER_CHAIN:
             self._lie(f"{method}: on chain {params['chain_id']}")
             answered = _OTHER_CHAIN[method]

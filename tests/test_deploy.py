@@ -46,9 +46,10 @@ def _runs_in_foreground_and_stops_on_sigterm(sandbox, args: list[str]) -> None:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         sandbox.wait_for(lambda: sandbox.client().ping(0.5), what="the foreground supervisor")
-        # The first worker's start (the fresh supervisor's forkserver imports before it) is
-        # not what is bounded here: a loaded box took test_upgrade's like it past 10 s.
-        worker = sandbox.call("status", sandbox.sibyl_db, timeout_s=60)["worker"]["pid"]
+        # The fresh supervisor's forkserver imports, which the first worker's start waits
+        # for, are not what is bounded here: a loaded box took test_upgrade's past 10 s.
+        sandbox.warm_up()
+        worker = sandbox.call("status", sandbox.sibyl_db)["worker"]["pid"]
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
     finally:

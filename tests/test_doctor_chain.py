@@ -237,6 +237,11 @@ def test_a_wrong_contract_address_fails(story):
         assert (f"[FAIL] contract: no code at {NOWHERE} on chain "
                 f"{story['devchain']['chain_id']}: wrong address or wrong chain") in lines, lines
         assert checks["rpc primary"]["ok"], checks["rpc primary"]  # the endpoint is fine
+        # The contract and the endpoint named where this space's are set (its config
+        # table, its own endpoints), where it said KINT_CONTRACT and KINT_RPC_URL.
+        hint = checks["contract"]["hint"]
+        assert hint.startswith("check the contract (KINT_CONTRACT: `contract` in "), hint
+        assert "KINT_RPC_URL" not in hint and "endpoint (" in hint, hint
         assert checks["head"] == {"name": "head", "ok": False,
                                   "detail": f"not read: there is no contract at {NOWHERE}",
                                   "hint": "see the contract check"}
@@ -341,6 +346,11 @@ def test_a_space_connected_on_the_devchain_read_off_it_names_both_chains(story):
             lines, checks = failing(a)
             assert checks["chain"]["detail"] == said and not checks["chain"]["ok"], checks
             assert checks["chain"]["hint"].startswith(way_back), checks["chain"]
+            # The machine's endpoint is set by rpc_url in config.toml: the way back names
+            # it, where it said "with KINT_RPC_URL unset", which is set nowhere here.
+            assert (f"with rpc_url in {a.kint_home / 'config.toml'} removed or naming its "
+                    f"endpoint") in checks["chain"]["hint"], checks["chain"]
+            assert "KINT_RPC_URL" not in checks["chain"]["hint"], checks["chain"]
             assert f"[FAIL] chain: {said}" in lines, lines
             status = kjson(a, "status")
             assert status["chain_head"] is None and status["chain_head_unavailable"] == said

@@ -75,6 +75,38 @@ def test_the_supervisor_answers_while_its_forkserver_imports_and_starts_a_worker
         sb.shutdown()
 
 
+def test_a_sandboxes_first_request_for_a_space_waits_for_the_forkserver(tmp_path):
+    """A supervisor the suite started (Sandbox.start, start_entitled: `fresh`) is sent the
+    test's first request for a space only once its forkserver is ready (Sandbox.warmed), so
+    that request never carries the warm-up: a loaded box's warm-up took such requests past
+    their 10 s bound (session 38). The wait is the test's, the supervisor is not asked."""
+    sb = make_sandbox(tmp_path / "machine")
+    hold = tmp_path / "let-the-preload-go"
+    sb.env["KINT_TEST_PRELOAD_HOLD"] = str(hold)
+    answer: dict = {}
+    try:
+        _importing(sb, hold)
+        sb.fresh = True  # as a start leaves it
+        asked = threading.Thread(target=lambda: answer.update(
+            sb.call("status", db=sb.sibyl_db)), daemon=True)
+        asked.start()
+        # Held, the forkserver cannot be ready: a call that did not wait for it has sent
+        # its request by now (one status later), and its space would be waiting for it.
+        asked.join(2)
+        assert asked.is_alive() and not answer, answer
+        status = sb.sup_status()
+        assert status["supervisor"]["forkserver"]["ready"] is False
+        assert status["spaces"] == [], status["spaces"]
+        hold.touch()
+        asked.join(60)
+        # Sent once it was ready, the first worker's start a fork within the default bound.
+        assert answer.get("worker", {}).get("pid"), answer
+        assert sb.fresh is False
+    finally:
+        hold.touch()
+        sb.shutdown()
+
+
 def test_a_preload_module_the_forkserver_cannot_import_is_named(tmp_path):
     sb = make_sandbox(tmp_path / "machine")
     try:

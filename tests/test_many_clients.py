@@ -63,9 +63,7 @@ def _start(sb) -> None:
     count on the margin of a supervisor that warmed up. While its warm-up runs, the margin
     holds the descriptors the warm-up may yet open, and the door closes sooner
     (`test_a_crowd_during_the_forkserver_warm_up_leaves_it_room`)."""
-    start_limited(sb, LIMIT)
-    sb.wait_for(lambda: sb.call("sup.status")["supervisor"]["forkserver"]["ready"], timeout=60,
-                what="the supervisor's worker forkserver started")
+    start_limited(sb, LIMIT)  # waits for the warm-up too
 
 
 def _ping(sock: zmq.Socket, rid: str) -> None:

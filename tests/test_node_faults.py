@@ -19,7 +19,7 @@ import json
 import pytest
 from web3 import Web3
 
-from chain_machines import behind_proxy, kjson, ok
+from chain_machines import behind_proxy, kjson, ok, owner_account
 from conftest import write_rules as write
 from machines_together import MachinePool
 from kint.chain.config import devchain_record
@@ -329,3 +329,41 @@ def test_reanchor_past_an_endpoint_that_contradicts_itself_asks_another(machine)
             f"{cached['prev'][:12]} the endpoint holds at seq 1") in said, said
     assert f"hint: ask another endpoint for the head ({other}) before anything else" in said
     assert "<label>" not in said, said
+
+
+def _owner_env(m) -> dict[str, str]:
+    """The environment of the space's owner for `kint authorize direct` (`connect --dev`
+    made the owner wallet on this machine)."""
+    owner = kjson(m, "status")["owner"]
+    return {"KINT_OWNER_KEY": owner_account(m, owner).key.hex()}
+
+
+def test_an_owner_send_the_endpoint_refused_names_the_spaces_endpoints(machine):
+    """`kint authorize direct`, its send refused by the endpoint (an error object for
+    eth_sendRawTransaction): the hint names the endpoints this space's connect kept, which
+    the command sent through (the worker's, `space_chain`), as a push's refused send names
+    them. It said "check what the endpoint said and KINT_RPC_URL", a setting this space
+    does not use."""
+    m, proxy, _ = machine
+    proxy.set_mode("error_methods", methods=["eth_sendRawTransaction"],
+                   message="transaction underpriced by the test")
+    out = m.kint("authorize", "direct", "--days", "2", env=_owner_env(m))
+    assert out.returncode != 0 and "[RPC_UNAVAILABLE]" in out.stderr, out.stdout + out.stderr
+    assert "transaction underpriced by the test" in out.stderr, out.stderr
+    assert ("hint: check what the endpoint said (one of those this space was given by `kint "
+            "connect --rpc-urls`), then run the command again") in out.stderr, out.stderr
+    assert "KINT_RPC_URL" not in out.stderr, out.stderr
+
+
+def test_an_owner_command_on_an_endpoint_of_another_chain_names_the_spaces_table(machine):
+    """`kint session-key show` where the space's endpoint answers for chain 1, where no
+    EpochAnchor is, from just after the command's own chain id check (the proxy forwards
+    that one read): the contract read that returned no data names both chains and where
+    the space is given another endpoint, its table by the space's label. The command
+    reads the chain in its own process, which serves no space, and said `<label>`."""
+    m, proxy, _ = machine
+    proxy.set_mode("other_chain", chain_id=1, true_ids=1)
+    out = ok(m.kint("session-key", "show"))
+    assert f"{proxy.url} answers for chain 1, not 31337" in out.stderr, out.stderr
+    assert _kept_or_table(m) in out.stderr, out.stderr
+    assert "<label>" not in out.stderr, out.stderr

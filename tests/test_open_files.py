@@ -268,6 +268,7 @@ def test_a_soft_limit_under_a_higher_hard_one_is_raised_at_start(tmp_path):
         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (LIMIT, 4096)))
     assert out.returncode == 0, out.stderr
     try:
+        sb.warm_up()  # the worker's start is not what is bounded here
         sb.call("status", db)
         code, status = _status_json(sb)
         assert code == 0 and status["supervisor"]["open_files"]["limit"] == 4096, status

@@ -89,7 +89,8 @@ def test_the_code_is_checked_against_what_the_machine_holds_in_order(machine_a):
     shutil.rmtree(epochs)
     refused_with(connect_code(sb, sb.owner, sb.code),
                  "a recovery code cannot start a vault: the chain could not be read (",
-                 "connect again when the chain can be read")
+                 "connect again when the chain can be read (check the endpoints this space "
+                 "was given by `kint connect --rpc-urls` and that they answer): ")
 
 
 def test_a_machine_that_never_connected_is_told_the_chain_is_the_reason(tmp_path, chain_home):
@@ -101,7 +102,11 @@ def test_a_machine_that_never_connected_is_told_the_chain_is_the_reason(tmp_path
         out = sb.kint("connect", "--owner", "0x" + "12" * 20, "--recovery-code-stdin",
                       "--rpc-urls", proxy.url, "--json", input=ANOTHER_VAULTS_CODE + "\n")
         refused_with(out, "a recovery code cannot start a vault: the chain could not be read (",
-                     "connect again when the chain can be read")
+                     "connect again when the chain can be read (check the URLs given to "
+                     "--rpc-urls and that they answer): ")
+        # The endpoint that was not read is the one given to this connect, where it said
+        # "check KINT_RPC_URL or the space's endpoints", neither of which it used.
+        assert "KINT_RPC_URL" not in json.loads(out.stdout)["hint"], out.stdout
         assert "holds no epochs" not in out.stdout
     finally:
         proxy.forward()
@@ -114,7 +119,8 @@ def test_an_agents_connect_with_the_code_is_its_own_to_make_again(machine_a):
     said "connect again when the chain can be read (check KINT_RPC_URL ...)", which the
     translation took for the human's step, whole, and stopped the agent. Connecting again
     is the agent's own call once the endpoint answers; only an endpoint that stays down is
-    the human's."""
+    the human's, named where this space's are set (the ones its connect kept), where it
+    said "check KINT_RPC_URL or the space's endpoints" whatever was in force."""
     from mcp_session import AgentProcess
 
     sb = machine_a
@@ -131,7 +137,8 @@ def test_an_agents_connect_with_the_code_is_its_own_to_make_again(machine_a):
     assert refused["hint"].startswith(
         "call memory_connect again in a minute with the same arguments: the chain could not "
         "be read, and once it can, the head epoch's header checks the code; if it fails "
-        "again, stop and tell the human to check KINT_RPC_URL"), refused
+        "again, stop and tell the human to check the endpoints this space was given by `kint "
+        "connect --rpc-urls` and that they answer"), refused
 
 
 def test_offline_in_config_toml_is_named_where_it_is_set(machine_a):

@@ -378,6 +378,26 @@ def test_a_push_the_agent_can_make_again_is_its_own_memory_push():
         assert mapped.hint == said, mapped.hint
 
 
+def test_a_recovery_code_connect_while_the_chain_is_unread_names_the_endpoints_to_check():
+    """The connect refused while the chain could not be read, its endpoints named where
+    they are set on the way out of the worker (rpc_hint.readable_named): the agent's own
+    connect again first, then the human's check of those endpoints, where it named
+    KINT_RPC_URL whatever the space used (a template that matched the machine-wide words
+    alone handed the named hint over whole and stopped the agent)."""
+    from kint.protocol.hints import CONNECT_WHEN_READABLE_AT
+    from kint.tenant_worker.rpc_hint import GIVEN_RPC_CHECK
+
+    then = "the head epoch's header checks the code"
+    for check in (GIVEN_RPC_CHECK, "check the endpoints set in /h/.kint/config.toml "
+                  "[spaces.\"x\"] and that they answer"):
+        hint = CONNECT_WHEN_READABLE_AT.format(check=check, then=then)
+        mapped = agent_error("memory_connect", KintError("WRONG_KEY", "refused", hint))
+        assert mapped.hint == (f"call memory_connect again in a minute with the same "
+                               f"arguments: the chain could not be read, and once it can, "
+                               f"{then}; if it fails again, stop and tell the human to "
+                               f"{check}"), mapped.hint
+
+
 def test_a_recovery_code_connect_kept_offline_hands_the_setting_over_then_connects_again():
     """KINT_OFFLINE=1 kept the chain from being read: unsetting it is the human's, where it
     is in force (kint-server's environment, `offline` in config.toml, the supervisor's

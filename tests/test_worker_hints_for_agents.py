@@ -194,6 +194,18 @@ def _built_at_run_time() -> dict[tuple[str, str], Callable[[], Iterator[tuple[st
     def readable() -> Iterator[tuple[str, str]]:
         for chain_error in (None, Refused("RPC_UNAVAILABLE", "down")):
             yield "NOT_CONNECTED", recovery_binding._when_readable(chain_error, "then")
+        # Named on the way out: the endpoints in force by where they are set
+        # (name_the_endpoint), or a connect's own --rpc-urls (name_the_given).
+        raised = recovery_binding._when_readable(Refused("RPC_UNAVAILABLE", "down"), "then")
+        for chain in _chains():
+            err = Refused("WRONG_KEY", "refused", raised)
+            rpc_hint.name_the_endpoint(SimpleNamespace(chain=lambda c=chain: c), err)
+            assert err.hint != raised, chain.rpc_source
+            yield err.code.value, err.hint
+        err = Refused("WRONG_KEY", "refused", raised)
+        rpc_hint.name_the_given(err)
+        assert err.hint != raised
+        yield err.code.value, err.hint
 
     def disk_full() -> Iterator[tuple[str, str]]:
         for op in ("pull", "push"):

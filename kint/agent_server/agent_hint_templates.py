@@ -10,7 +10,7 @@ from __future__ import annotations
 from kint.protocol.errors import CHAIN_UNREADABLE_AT
 from kint.protocol.hints import (ARCHIVE_AT, CHAIN_UNREADABLE_DEVCHAIN, CONNECT_OFFLINE_DAEMON,
                                  CONNECT_OFFLINE_FILE, CONNECT_UNSET_OFFLINE,
-                                 CONNECT_WHEN_READABLE, DEVCHAIN_TRANSPORT, FILL_AGAIN_HINT,
+                                 CONNECT_WHEN_READABLE_AT, DEVCHAIN_TRANSPORT, FILL_AGAIN_HINT,
                                  FORMER_KEY_DEVCHAIN_FUND, FORMER_KEY_ELSEWHERE,
                                  FORMER_KEY_FUND, FORMER_KEY_UNFILLABLE, FUND_DEVCHAIN_KEY_HINT,
                                  FUND_SESSION_KEY_HINT, HEADER_TRANSPORT_AT,
@@ -105,13 +105,13 @@ AGENT_TEMPLATES: tuple[tuple[str, str], ...] = (
                                                    f"{FORMER_KEY_ELSEWHERE}or {_UNFILLED}"),
     (FORMER_KEY_UNFILLABLE, f"stop and tell the human: {_UNFILLED}"),
     # A connect with a recovery code while the chain could not be read: the same call again
-    # is the agent's own once the endpoint answers; the endpoint's setting, and KINT_OFFLINE
-    # (named where it is in force: kint-server's environment, config.toml, the supervisor's
-    # environment), are the human's.
-    (CONNECT_WHEN_READABLE, "call {tool} again in a minute with the same arguments: the "
-                            "chain could not be read, and once it can, {then}; if it fails "
-                            "again, stop and tell the human to check KINT_RPC_URL or the "
-                            "space's endpoints"),
+    # is the agent's own once the endpoint answers; the endpoint's setting ({check}: the
+    # endpoints in force, named where they are set), and KINT_OFFLINE (named where it is
+    # in force: kint-server's environment, config.toml, the supervisor's environment), are
+    # the human's.
+    (CONNECT_WHEN_READABLE_AT, "call {tool} again in a minute with the same arguments: the "
+                               "chain could not be read, and once it can, {then}; if it "
+                               "fails again, stop and tell the human to {check}"),
     (CONNECT_UNSET_OFFLINE, "stop and tell the human: KINT_OFFLINE=1 in kint-server's "
                             "environment (the harness's MCP configuration) keeps the chain "
                             "from being read; unsetting it there and starting kint-server "

@@ -88,8 +88,12 @@ class Anchor(AnchorWrites):
     """One endpoint's view of the contract: its reads here, its writes inherited
     (kint.chain.anchor_writes)."""
 
-    def __init__(self, config: ChainConfig, tracker: RpcTracker, url_index: int = 0) -> None:
+    def __init__(self, config: ChainConfig, tracker: RpcTracker, url_index: int = 0, *,
+                 label: str | None = None) -> None:
         self.config = config
+        # The space's label where this process is no worker of it (a command's own chain
+        # calls: kint.commands.onchain.open_anchor), for the hint that names its table.
+        self.label = label
         self.tracker = tracker  # for an Anchor of another of the space's endpoints
         self.url = config.rpc_urls[url_index]
         self.provider = TrackedHTTPProvider(self.url, config.rpc_timeout_s, tracker)
@@ -147,7 +151,7 @@ class Anchor(AnchorWrites):
             return NoContractThere(
                 f"{what}: {redact_url(self.url)} answers for chain {answered}, not {expected}, "
                 f"the chain this space is on; point the space's endpoint at chain {expected} "
-                f"({other_endpoint(self.config)})")
+                f"({other_endpoint(self.config, label=self.label)})")
         return NoContractThere(
             f"{what}: {redact_url(self.url)} has no contract at {self.address} (its call "
             f"returned no data); check the contract setting and that the endpoint serves "

@@ -28,11 +28,13 @@ KEYLESS = " with a URL that holds no key"
 SPACE_TABLE = 'rpc_url in the space\'s [spaces."{label}"] table in config.toml'
 
 
-def space_table() -> str:
+def space_table(label: str | None = None) -> str:
     """SPACE_TABLE for the space this process serves: a worker names its own label, where
     the hint said a literal `<label>` the user had to work out (kint.settings.loader
-    knows it: the names the worker's settings find the table by)."""
-    return SPACE_TABLE.format(label=space_label() or "<label>")
+    knows it: the names the worker's settings find the table by). A command reading the
+    chain in its own process (kint.commands.onchain.open_anchor) serves no space, but
+    knows the caller's: `label`."""
+    return SPACE_TABLE.format(label=label or space_label() or "<label>")
 
 
 def kept_endpoints(chain: ChainConfig) -> bool:
@@ -57,15 +59,17 @@ def by_where(chain: ChainConfig, *, devchain: str, space: str, file: str,
     return otherwise
 
 
-def other_endpoint(chain: ChainConfig, *, keyless: bool = False) -> str:
+def other_endpoint(chain: ChainConfig, *, keyless: bool = False,
+                   label: str | None = None) -> str:
     """Where to give the space of `chain` another endpoint, by where the ones in force were
     set: a connect's kept endpoints are replaced by a connect again (or the space's table,
     which beats them); a config file's by its rpc_url; the devchain's record's by the
     space's own (the machine's KINT_RPC_URL there would take every space off the devchain);
     the machine's settings by KINT_RPC_URL, or the space's own. `keyless`: the endpoint
     asked for is most often a provider's keyed URL (an archive one), which a connect
-    refuses on its command line: the connect is named for one with no key in it."""
-    table, keys = space_table(), KEYLESS if keyless else ""
+    refuses on its command line: the connect is named for one with no key in it. `label`:
+    the space's, where this process is no worker of it (`space_table`)."""
+    table, keys = space_table(label), KEYLESS if keyless else ""
     return by_where(
         chain, devchain=f"{CONNECT_RPC_URLS}{keys}, or {table}",
         space=(f"{CONNECT_RPC_URLS} again{keys}, which replaces the endpoints the last one "

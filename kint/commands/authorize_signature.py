@@ -110,7 +110,7 @@ def _submit_refusal(err: ChainRefused, anchor: Anchor, owner: str, key: str, dea
 
     again = "run kint authorize payload again, sign its output and submit it"
     if err.error == SEND_REFUSED:
-        refuse_send_refused(err, "kint authorize submit")
+        refuse_send_refused(err, "kint authorize submit", anchor)
     if err.error == "AuthorizationExpired":
         refuse(ErrorCode.BAD_REQUEST,
                f"EpochAnchor refused the authorization: its deadline {deadline} "

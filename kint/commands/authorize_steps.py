@@ -150,7 +150,7 @@ def send_from_owner(anchor: Anchor, account: LocalAccount, calldata: bytes) -> A
         return anchor.transact(account, calldata)
     except ChainRefused as err:
         if err.error == SEND_REFUSED:
-            refuse_send_refused(err, "the command")
+            refuse_send_refused(err, "the command", anchor)
         if err.error == INSUFFICIENT_FUNDS:
             # The worker's code for a sender that cannot pay (session_sender).
             refuse(ErrorCode.NOT_CONNECTED,
@@ -186,9 +186,15 @@ def sent_lines(receipt: Any, owner: str, key: str, expiry: int | None) -> list[s
             f"authorized {key} under {owner}{until}; {cost_and_block(receipt)}"]
 
 
-def refuse_send_refused(err: Any, rerun: str) -> NoReturn:
+def refuse_send_refused(err: Any, rerun: str, anchor: Anchor) -> NoReturn:
     """The endpoint's refusal of an owner's send (ChainRefused SEND_REFUSED: the node's
     word on the transaction, not the contract's), said as the endpoint's: nothing changed
-    on chain, and `rerun` (what to run again) once the endpoint is looked at."""
+    on chain, and `rerun` (what to run again) once the endpoint is looked at. The endpoint
+    is named where `anchor`'s were set (the space's worker's, as a push's refused send
+    names them: rpc_hint.sent_through), where it said KINT_RPC_URL of a space whose
+    endpoints a connect kept or its config table sets."""
+    from kint.tenant_worker.rpc_hint import sent_through  # the worker's phrasing
+
     refuse(ErrorCode.RPC_UNAVAILABLE, f"{err.detail}: nothing changed on chain",
-           f"check what the endpoint said and KINT_RPC_URL, then run {rerun} again")
+           f"check what the endpoint said ({sent_through(anchor.config)}), then run {rerun} "
+           f"again")

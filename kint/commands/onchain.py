@@ -79,7 +79,7 @@ def open_anchor(obj: Ctx, home: Path, owner_given: str | None = None,
             chain = load_chain_config(home)
         except ChainConfigError as err:
             refuse_config(err)
-        anchor = Anchor(chain, RpcTracker())
+        anchor = Anchor(chain, RpcTracker(), label=ref.label)
         _opened.set(chain)
         if say_endpoint:
             click.echo(f"kint: no space is connected here for this store ({ref.space16}): "
@@ -91,7 +91,7 @@ def open_anchor(obj: Ctx, home: Path, owner_given: str | None = None,
     chain = chain_config(space_call(obj, "space_chain", {}, timeout_s=30))
     check_enrolled_contract(found, chain, home, owner_given)
     _opened.set(chain)
-    return Anchor(chain, RpcTracker())
+    return Anchor(chain, RpcTracker(), label=ref.label)
 
 
 def endpoint_said(anchor: Anchor) -> str:

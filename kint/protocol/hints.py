@@ -183,8 +183,13 @@ RECOVERY_CODE_HINT = ("copy the code again: it is the last line of RECOVERY-<spa
 # again is the same call, which an agent makes itself once the endpoint answers; the
 # endpoint's setting, and KINT_OFFLINE unset, are the human's. `{then}`: what the chain's
 # head epoch does then. Named here so that kint-server gives an agent its own call for them.
-CONNECT_WHEN_READABLE = ("connect again when the chain can be read (check KINT_RPC_URL or the "
-                         "space's endpoints): {then}")
+# `{check}`: the check of the endpoints in force, by where they are set (rpc_hint's
+# endpoint_check, or a connect's own --rpc-urls: name_the_given); raised in machine-wide
+# words (CONNECT_WHEN_READABLE, a template of `{then}` alone) and named on the way out of
+# the worker, where "check KINT_RPC_URL" was said of a connect's dead --rpc-urls too.
+CONNECT_WHEN_READABLE_AT = "connect again when the chain can be read ({check}): {then}"
+CONNECT_WHEN_READABLE = CONNECT_WHEN_READABLE_AT.format(
+    check="check KINT_RPC_URL or the space's endpoints", then="{then}")
 # KINT_OFFLINE=1 by where it is in force: the call's environment (a command's, kint-server's),
 # config.toml (`offline`, read again when it changes) or the environment the supervisor was
 # started with (read once): unsetting it anywhere else leaves the next connect refused.

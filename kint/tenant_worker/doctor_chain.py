@@ -35,8 +35,10 @@ from kint.chain.rpc import RpcTracker, RpcUnavailable
 from kint.protocol.checks import check
 from kint.render import epoch_at
 from kint.settings.urls import redact_url
+from kint.tenant_worker.enrolled_chain import contract_source
 from kint.tenant_worker.enrolment import Enrolment
-from kint.tenant_worker.rpc_hint import GENERIC, bound_said, endpoint_check, endpoint_hint
+from kint.tenant_worker.rpc_hint import (GENERIC, bound_said, endpoint_check, endpoint_hint,
+                                         sent_through)
 from kint.tenant_worker.statefiles import Mirror
 
 PRIMARY_DOWN = "not checked: the primary RPC did not answer"
@@ -193,8 +195,7 @@ def _contract_code(anchor: Anchor, chain: ChainConfig) -> tuple[dict[str, Any], 
         return check(name, False, str(err), _endpoint_named(chain)), False
     if not code:
         return check(name, False, f"no code at {chain.anchor} on chain {chain.chain_id}: "
-                     f"wrong address or wrong chain", "check KINT_CONTRACT and that "
-                     "KINT_RPC_URL is an endpoint of that chain"), False
+                     f"wrong address or wrong chain", _no_code_hint(chain)), False
     size = f"{chain.anchor}: {len(code)} bytes of code"
     try:
         shipped = bytes.fromhex(epoch_anchor_artifact()["deployedBytecode"].removeprefix("0x"))
@@ -209,6 +210,15 @@ def _contract_code(anchor: Anchor, chain: ChainConfig) -> tuple[dict[str, Any], 
                      "start` to deploy it again", warn=True), True
     return check(name, True, f"{size}, not kint's own build of the interface (expected on "
                  f"Base: kint v0.3.0 deployed its own)"), True
+
+
+def _no_code_hint(chain: ChainConfig) -> str:
+    """No code at the contract's address: the contract in force and the endpoint named
+    where each was set (enrolled_chain.contract_source, rpc_hint.sent_through). It said
+    "check KINT_CONTRACT and that KINT_RPC_URL is an endpoint of that chain" of a space
+    whose contract its config table sets and whose endpoint a connect kept."""
+    return (f"check the contract ({contract_source(chain)}) and that the endpoint "
+            f"({sent_through(chain)}) is one of chain {chain.chain_id}")
 
 
 def no_session_key(home: Path) -> dict[str, Any] | None:

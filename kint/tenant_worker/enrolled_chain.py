@@ -63,16 +63,37 @@ def _connect_again(seen: int, now: str) -> str:
     return f"; or run `kint connect` again to connect the space on {now}" if seen == 0 else ""
 
 
+def _machine_rpc_url() -> tuple[str, str]:
+    """(the machine's primary endpoint setting, named where it is in force; the word for
+    taking it away). Which chain a space reads is the machine's choice (its KINT_RPC_URL
+    beside the devchain's record: kint.chain.config.load_chain_config); a space's table or
+    kept endpoints change how it reaches that chain, never which, so the way back is this
+    setting, where it is set: "unset KINT_RPC_URL" said of `rpc_url` in config.toml
+    changed nothing. The same lookup load_chain_config makes (settings.machine_lookup).
+    A command's own environment is not named: a space's worker does not use a caller's
+    KINT_RPC_URL, and a command that checks the space's chain itself (enrolled_contract)
+    would name the caller's where the worker's is in force."""
+    found = settings.machine_lookup("KINT_RPC_URL")
+    if found.source == settings.FILE and found.where:
+        return f"rpc_url in {found.where}", "removed"
+    if found.source == settings.DAEMON_ENV:
+        return "KINT_RPC_URL in the supervisor's environment", "unset"
+    return "KINT_RPC_URL", "unset"
+
+
 def _other_chain_id(enrolment: Enrolment, chain: ChainConfig, seen: int) -> ProtocolError:
     was, now = chain_name(enrolment.chain_id), chain_name(chain.chain_id)
+    machine, gone = _machine_rpc_url()
     if enrolment.chain_id == DEVCHAIN_ID:
-        hint = ("read the devchain again: `kint devchain start` (its state is kept), with "
-                "KINT_RPC_URL unset or naming its endpoint")
+        hint = (f"read the devchain again: `kint devchain start` (its state is kept), with "
+                f"{machine} {gone} or naming its endpoint")
     elif chain.devchain:
-        hint = (f"stop the devchain (`kint devchain stop`), or set KINT_RPC_URL to an "
+        hint = (f"stop the devchain (`kint devchain stop`), or set {machine} to an "
                 f"endpoint of {was}, to read {was} again")
-    else:
+    elif machine == "KINT_RPC_URL":
         hint = f"point kint at {was} again (KINT_RPC_URL, or rpc_url in the config file)"
+    else:
+        hint = f"point kint at {was} again ({machine})"
     return ProtocolError(ErrorCode.CONFIG_INVALID,
                          f"this space was connected on {was} (chain id {enrolment.chain_id}), "
                          f"{_where_epochs(seen)}; kint now reads {now} (chain id "
@@ -83,14 +104,15 @@ def _other_contract(enrolment: Enrolment, chain: ChainConfig, seen: int) -> Prot
     was, now = enrolment.contract, chain.anchor
     message = (f"this space was connected on the EpochAnchor at {was} on "
                f"{chain_name(chain.chain_id)}, {_where_epochs(seen)}; kint now reads the one "
-               f"at {now} ({_contract_source(chain)})")
+               f"at {now} ({contract_source(chain)})")
     return ProtocolError(ErrorCode.CONFIG_INVALID, message,
                          _contract_hint(enrolment, chain)
                          + _connect_again(seen, f"the contract at {now}"))
 
 
-def _contract_source(chain: ChainConfig) -> str:
-    """Where the contract in force was set, in the words of the setting to change."""
+def contract_source(chain: ChainConfig) -> str:
+    """Where the contract in force was set, in the words of the setting to change (also
+    doctor's contract check: doctor_chain)."""
     source, where = chain.contract_source, chain.contract_where
     if source == settings.FILE:
         return f"KINT_CONTRACT: `contract` in {where}"

@@ -36,6 +36,13 @@ no call after it. What that leaves is what a kill there leaves: the epoch's jour
 before its send, holds the signed transaction, and the next push or pull (or the next
 worker's start) settles it, recording the epoch if it landed; the line says the push
 stopped in that epoch's receipt wait (WAIT_CUT), its rows counted with those left.
+
+The exit push's settlement of an earlier push's journal (a killed push's, settled before
+anything of its own: rekey_settle.settle_journals) sends the journal's transaction again
+and waits for its receipt (pending._send_again): that wait ran its own 60 s whatever the
+bound, so an exit push that began inside it ended past it. It ends at the bound too, the
+journal kept as a cut epoch's is; the line says the push stopped in that settlement
+(`settle_cut_message`), having read no rows and sent nothing of its own.
 """
 
 from __future__ import annotations
@@ -171,3 +178,18 @@ def cut_message(why: str, sent: int, planned: int, rows_sent: int, rows_left: in
         done = (f"anchored none of its {planned} epoch(s); stopped {where} the first: {why}; "
                 f"the")
     return f"{done} {rows_left} row change(s) stay in the store, unanchored, for the next push"
+
+
+# Why the exit push stopped in its settlement of an earlier push's journal, cut at its bound
+# in the receipt wait of the journal's transaction sent again (pending.SettleCut).
+SETTLE_CUT = ("its bound came first; that epoch was sent again and may still land: its "
+              "journal is settled by the next push or pull, which records it if it did")
+
+
+def settle_cut_message(seq: int) -> str:
+    """The exit push's one line when it stopped in the receipt wait of an earlier push's
+    epoch `seq`, sent again by its settlement: before it read the store, so the rows are
+    not counted, only said to wait for the next push."""
+    return (f"anchored nothing; stopped in the settlement of an earlier push's epoch {seq}, "
+            f"in the receipt wait of its transaction sent again: {SETTLE_CUT}; any row "
+            f"changes of this push stay in the store, unanchored, for the next push")

@@ -50,7 +50,7 @@ from kint.chain.calls import (INSUFFICIENT_FUNDS, ChainRefused, answer_int, boun
                               spent_nonce)
 from kint.chain.config import same_endpoint
 from kint.chain.nonces import retry_seconds
-from kint.chain.rpc import ReceiptTimedOut, RpcUnavailable
+from kint.chain.rpc import ReceiptTimedOut, RpcUnavailable, WaitCut
 from kint.protocol import ErrorCode, ProtocolError
 from kint.protocol.hints import (FILL_AGAIN_HINT, FORMER_KEY_DEVCHAIN_FUND,
                                  FORMER_KEY_ELSEWHERE, FORMER_KEY_FUND,
@@ -159,7 +159,7 @@ class FormerKey:
         if elsewhere is None or elsewhere.over:
             raise self._unfillable(hole, nonce, elsewhere)
 
-    def wait(self, tx_hash: str, signed: Signed) -> Any:
+    def wait(self, tx_hash: str, signed: Signed, until: float | None = None) -> Any:
         """The receipt of the journal's transaction sent again, its slow path filling the
         holes below it (`fill_below`) every KINT_NONCE_RETRY_SECONDS, as the machine's
         key's `unstick` does, the first time by half the receipt wait at the latest: from
@@ -170,7 +170,8 @@ class FormerKey:
         KINT_NONCE_RETRY_SECONDS) outlives the 60 s wait from 20 s on, and the refusal
         said only "may still land", the next one naming the nonce and the endpoint. The
         hole is read again as the wait runs out (`_still_behind`): one cleared since the
-        last look ends the wait in the plain words."""
+        last look ends the wait in the plain words. `until`: the exit push's bound, whose
+        settlement of the journal is cut there (WaitCut as it is, pending._send_again)."""
         deferred: list[tuple[int, Elsewhere]] = []
 
         def slow() -> None:
@@ -179,7 +180,9 @@ class FormerKey:
 
         try:
             return self.anchor.wait(tx_hash, on_slow=slow, slow_after_s=retry_seconds(),
-                                    first_slow_within=True)
+                                    first_slow_within=True, until=until)
+        except WaitCut:
+            raise  # the caller's bound, not the wait's end: no deferral to say
         except RpcUnavailable as err:
             if not deferred:
                 raise

@@ -19,7 +19,10 @@ the endpoint), and kept, refused as kept, while it may (`_settle_unauthorized`);
 whose transaction, sent before the key lost its rights, was mined and reverted is dropped
 as any spent nonce's and said the same way (`_spent_unauthorized`). A re-send
 whose endpoint fails, its receipt wait run out included, keeps the journal and says so in
-a push's own words, "not sent again" where a push says "never sent" (`_send_again`).
+a push's own words, "not sent again" where a push says "never sent" (`_send_again`). The
+exit push's settlement waits for that receipt only until the exit push's bound (`until`):
+cut there, it keeps the journal for the next push or pull (SettleCut), where the wait ran
+its own 60 s on past the bound, after the supervisor had answered the exit push TIMEOUT.
 
 A head read that shows the chain still at the journal's prev can be older than the block
 that mined the journal's own transaction. A spent nonce or a refused re-send after such a
@@ -38,7 +41,7 @@ from web3.exceptions import TransactionNotFound
 
 from kint.chain.anchor import Anchor, Head
 from kint.chain.calls import ChainRefused, bounded
-from kint.chain.rpc import RpcUnavailable
+from kint.chain.rpc import RpcUnavailable, WaitCut
 from kint.chain.units import receipt_cost
 from kint.epochs.plaintext import parse_plaintext
 from kint.paths import remove_file
@@ -61,6 +64,16 @@ from kint.tenant_worker.statefiles import (
 )
 
 log = logging.getLogger("kint.worker")
+
+
+class SettleCut(WaitCut):
+    """The re-send's receipt wait of the journal of epoch `seq`, cut at the exit push's
+    bound (`until`): sent again, it may still land, and the journal is kept for the next
+    push or pull to settle; the exit push says it stopped there (push.py)."""
+
+    def __init__(self, seq: int, words: str) -> None:
+        super().__init__(words)
+        self.seq = seq
 
 
 def record_landed(ctx: SpaceContext, anchor: Anchor, pending: PendingEpoch,
@@ -91,14 +104,16 @@ def record_landed(ctx: SpaceContext, anchor: Anchor, pending: PendingEpoch,
     return mirror
 
 
-def resolve_pending(ctx: SpaceContext, anchor: Anchor, sender: Any,
-                    owner: str) -> Overtaken | Unauthorized | None:
+def resolve_pending(ctx: SpaceContext, anchor: Anchor, sender: Any, owner: str,
+                    until: float | None = None) -> Overtaken | Unauthorized | None:
     """Finish what a killed push left: its epoch landed (record it), or it did not (re-send
     the same signed transaction, or drop it), or the chain moved past it (`_overtaken`).
     Returns what that last case found, or a journal dropped because its key may not write
     (unsent, `_settle_unauthorized`, or its nonce spent, `_spent_unauthorized`), for a push
     or pull to say; None otherwise. `sender` is the
-    machine's; the journal's own key settles it (`signer_of`)."""
+    machine's; the journal's own key settles it (`signer_of`). `until` (time.monotonic(),
+    the exit push's bound; None for every other caller): the re-send's receipt wait ends
+    there, SettleCut (`_send_again`)."""
     path = ctx.state.files["pending"]
     pending = PendingEpoch.load(path)
     if pending is None:
@@ -124,7 +139,7 @@ def resolve_pending(ctx: SpaceContext, anchor: Anchor, sender: Any,
         if sender.mined_count() <= pending.nonce:
             if not anchor.can_write(owner, pending.sender):
                 return _settle_unauthorized(ctx, anchor, sender, pending, owner)
-            return _send_again(ctx, anchor, sender, pending, owner)
+            return _send_again(ctx, anchor, sender, pending, owner, until)
         return _settle_spent(ctx, anchor, sender, pending, owner, None)
     if head.seq < pending.seq:
         raise _stale_head(head, pending)
@@ -132,7 +147,7 @@ def resolve_pending(ctx: SpaceContext, anchor: Anchor, sender: Any,
 
 
 def _send_again(ctx: SpaceContext, anchor: Anchor, sender: Any, pending: PendingEpoch,
-                owner: str) -> Overtaken | Unauthorized | None:
+                owner: str, until: float | None = None) -> Overtaken | Unauthorized | None:
     """The journal's transaction, not landed and still next, sent again as it was signed
     and its receipt waited for. A refusal is settled from the chain read again
     (`_settle_spent`); an endpoint that fails the send or the wait keeps the journal and
@@ -140,6 +155,9 @@ def _send_again(ctx: SpaceContext, anchor: Anchor, sender: Any, pending: Pending
     made no connection: not sent again, where a send of it before may have reached the
     endpoint. The transaction may still land, and the next settlement finds it. Escaping as
     the endpoint's bare words, a wait that ran out read as an endpoint that did not answer.
+    A wait cut at `until` (the exit push's bound: AnchorWrites.wait) keeps the journal too,
+    raised SettleCut for the exit push to say where it stopped; taken for an endpoint that
+    failed, it would be refused RPC_UNAVAILABLE, as if the bound were the endpoint's.
     """
     from kint.tenant_worker.session_sender import Signed
 
@@ -149,7 +167,9 @@ def _send_again(ctx: SpaceContext, anchor: Anchor, sender: Any, pending: Pending
     try:
         tx = anchor.send_raw(pending.raw_tx)
         sent = True
-        receipt = sender.wait(tx, Signed(pending.nonce, pending.raw_tx))
+        receipt = sender.wait(tx, Signed(pending.nonce, pending.raw_tx), until=until)
+    except WaitCut as err:
+        raise SettleCut(pending.seq, str(err)) from None
     except ChainRefused as err:
         return _settle_spent(ctx, anchor, sender, pending, owner, err)
     except RpcUnavailable as err:

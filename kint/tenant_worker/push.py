@@ -11,7 +11,8 @@ build the plaintext, seal it under the data key with every current wrap in the h
 at the machine-wide nonce, record the signed transaction in `pending-<space16>.json`, send,
 wait for confirmations, check the event's digest, record the epoch, drop the pending file.
 The exit push looks at its bound and at the worker's stop before each epoch, and stops
-between two (exit_bound.py), the rows of those not sent left in the store for the next push.
+between two (exit_bound.py), the rows of those not sent left in the store for the next push;
+its receipt waits end at its bound, its settlement's re-send of a journal's included.
 
 A kill at any step loses nothing and forks nothing: `pending.resolve_pending` settles the
 pending file against the chain head the next time this space pushes or pulls, or when the
@@ -51,10 +52,10 @@ from kint.tenant_worker.epoch_send import PUSH_WORDS, send_epoch, sign_epoch
 from kint.tenant_worker.exit_bound import WAIT_CUT, ExitBound, cut
 from kint.tenant_worker.head_lock import TurnLeft, head_op
 from kint.tenant_worker.landed_block import settle_head_block
-from kint.tenant_worker.pending import record_landed
+from kint.tenant_worker.pending import SettleCut, record_landed
 from kint.tenant_worker.pending_journal import PendingEpoch
 from kint.tenant_worker.reanchor import REANCHOR_UNUSED, reanchor
-from kint.tenant_worker.push_result import anchored, cut_short, head_after
+from kint.tenant_worker.push_result import anchored, cut_short, head_after, settle_cut
 from kint.tenant_worker.push_refusals import (head_is_the_mirrors, key_and_wraps,
                                               refuse_behind, refuse_gap,
                                               refuse_unauthorized, rows_to_push,
@@ -208,8 +209,12 @@ def _push_saying(ctx: SpaceContext, as_snapshot: bool, hold_reason: str | None,
     # (unauthorized_notice).
     sender = None if dry_run else sender_for(ctx, anchor)
     told = hold_reason in TOLD
-    outcome, overtaken = settle_journals(ctx, anchor, enrolment.owner, sender=sender,
-                                         rekey=new_key is None, told=told)
+    try:
+        outcome, overtaken = settle_journals(ctx, anchor, enrolment.owner, sender=sender,
+                                             rekey=new_key is None, told=told,
+                                             until=bound.ends if bound is not None else None)
+    except SettleCut as err:  # the exit push's bound came in a journal's re-send's wait
+        return settle_cut(said, state.mirror(), err.seq)
     if outcome == COMPLETED:
         # A rekey killed after its snapshot landed: that snapshot's key is the one now.
         key, wraps = key_and_wraps(ctx, True)

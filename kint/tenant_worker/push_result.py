@@ -1,13 +1,14 @@
 """What a push that sent epochs answers (push.py): what they carried and the head after,
-and, for an exit push that stopped between two epochs (exit_bound.py), what it left in the
-store for the next push. A module of its own so push.py keeps to the steps of a push."""
+and, for an exit push that stopped between two epochs or in its settlement of an earlier
+push's journal (exit_bound.py), what it left in the store for the next push. A module of
+its own so push.py keeps to the steps of a push."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from kint.epochs.split import Chunk
-from kint.tenant_worker.exit_bound import cut_message
+from kint.tenant_worker.exit_bound import cut_message, settle_cut_message
 from kint.tenant_worker.space import SpaceContext
 from kint.tenant_worker.statefiles import Mirror
 from kint.tenant_worker.unanchored import note_count
@@ -44,6 +45,15 @@ def cut_short(ctx: SpaceContext, said: dict[str, Any], before: Any, current: Mir
                                     rows_left, head, in_wait)
     result["cut_short"] = {"epochs_left": len(left), "rows_left": rows_left}
     return result
+
+
+def settle_cut(said: dict[str, Any], mirror: Mirror | None, seq: int) -> dict[str, Any]:
+    """The exit push's result when its bound came in the receipt wait of an earlier push's
+    journal, epoch `seq`, sent again by its settlement (pending.SettleCut): it read no rows
+    and sent nothing of its own; the journal is kept, and the store's rows wait for the next
+    push, which settles it first. Said once, in its log line."""
+    return {**said, "pushed": 0, "epochs": [], **head_after(mirror),
+            "message": settle_cut_message(seq), "cut_short": {"settling": seq}}
 
 
 def head_after(mirror: Mirror | None) -> dict[str, Any]:

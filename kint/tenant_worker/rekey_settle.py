@@ -136,7 +136,8 @@ def _added_since(ctx: SpaceContext, journal: RekeyJournal) -> tuple[Wrap, ...]:
 
 def settle_journals(ctx: SpaceContext, anchor: Anchor | None = None, owner: str | None = None,
                     *, sender: Any = None, rekey: bool = True,
-                    told: bool = True) -> tuple[Outcome | None, Found | None]:
+                    told: bool = True,
+                    until: float | None = None) -> tuple[Outcome | None, Found | None]:
     """The one order for every command about to read a key (push, pull, rekey,
     recovery-code, a worker's start), under the head lock: the push journal is resolved
     against the chain first, since only then is it known whether a rotation's snapshot
@@ -151,7 +152,9 @@ def settle_journals(ctx: SpaceContext, anchor: Anchor | None = None, owner: str 
     and calls `settled_notice.said`). The watcher's and the exit push's refusals reach
     nobody (`told=False`): given the kept one, they refused on it and the next command the
     user ran said nothing of it, the notice used up. Theirs is only a finding of this
-    settlement, which stays kept for that command."""
+    settlement, which stays kept for that command. `until` (the exit push's bound, None for
+    every other caller): a re-send of the push journal waits for its receipt only until
+    then, pending.SettleCut, the journal kept (resolve_pending)."""
     overtaken = None
     if ctx.state.files["pending"].exists():
         if anchor is None or owner is None:
@@ -160,7 +163,7 @@ def settle_journals(ctx: SpaceContext, anchor: Anchor | None = None, owner: str 
         if sender is None:
             sender = sender_for(ctx, anchor)
         vault = settled_notice.vault(ctx)  # before the settlement may drop the journal
-        overtaken = resolve_pending(ctx, anchor, sender, owner)
+        overtaken = resolve_pending(ctx, anchor, sender, owner, until)
         if overtaken is not None:
             settled_notice.keep(ctx, overtaken, vault)
     outcome = settle_rekey(ctx) if rekey else None

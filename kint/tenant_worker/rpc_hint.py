@@ -43,6 +43,7 @@ from kint.protocol.errors import (CHAIN_UNREADABLE_AT, DEFAULT_HINTS, DEVCHAIN_R
                                   ErrorCode, ProtocolError, hint_with_notices,
                                   split_notices)
 from kint.protocol.hints import (ARCHIVE_AT, ARCHIVE_HINT, CHAIN_UNREADABLE_DEVCHAIN,
+                                 CONNECT_WHEN_READABLE, CONNECT_WHEN_READABLE_AT,
                                  DEVCHAIN_TRANSPORT, HEADER_TRANSPORT_AT,
                                  HEADER_TRANSPORT_DEVCHAIN, HEADER_TRANSPORT_HINT,
                                  SEND_REFUSED_AT, SEND_REFUSED_HINT,
@@ -74,6 +75,19 @@ TRANSPORT = {HEADER_TRANSPORT_AT: HEADER_TRANSPORT_DEVCHAIN,
 # (kint.tenant_worker.connect): the endpoints to change or check are those (name_the_given).
 GIVEN_URLS = "the URLs given to this connect's --rpc-urls, which it used in place of settings"
 GIVEN_RPC_CHECK = "check the URLs given to --rpc-urls and that they answer"
+# A connect's recovery code refused while the chain could not be read, in machine-wide words
+# (CONNECT_WHEN_READABLE), up to its `{then}`: named with the check of the endpoints in
+# force (`readable_named`).
+READABLE_MACHINE_WIDE = CONNECT_WHEN_READABLE.format(then="")
+
+
+def readable_named(hint: str, check: str) -> str | None:
+    """`hint`, CONNECT_WHEN_READABLE in machine-wide words, with `check` (the endpoints in
+    force, or a connect's own --rpc-urls) in their place; None: not that hint."""
+    if not hint.startswith(READABLE_MACHINE_WIDE):
+        return None
+    return CONNECT_WHEN_READABLE_AT.format(check=check,
+                                           then=hint.removeprefix(READABLE_MACHINE_WIDE))
 
 
 def endpoint_check(chain: ChainConfig) -> str:
@@ -139,13 +153,17 @@ def name_the_given(err: ProtocolError) -> None:
     one of ANOTHER_ENDPOINT's: `name_the_endpoint` names the settings' endpoints, which a
     connect given `--rpc-urls` did not use, and said "rpc_url in config.toml, where the
     endpoints in force are set" of a config.toml whose endpoint answered. Named before it
-    leaves the op, it is none of the machine-wide hints, which `name_the_endpoint` leaves."""
+    leaves the op, it is none of the machine-wide hints, which `name_the_endpoint` leaves.
+    So is a recovery code's refusal while the chain could not be read (CONNECT_WHEN_READABLE:
+    `readable_named`), which said "check KINT_RPC_URL" of a connect's dead --rpc-urls."""
     bare, notices = split_notices(err.hint)
     hint = bare or ""
     if err.code is ErrorCode.RPC_UNAVAILABLE and hint == GENERIC:
         hint = GIVEN_RPC_CHECK + RETRY_THEN
     elif hint in ANOTHER_ENDPOINT:
         hint = ANOTHER_ENDPOINT[hint].format(endpoint=GIVEN_URLS)
+    elif hint.startswith(READABLE_MACHINE_WIDE):
+        hint = readable_named(hint, GIVEN_RPC_CHECK) or hint
     else:
         return
     err.hint = hint_with_notices(hint, notices)
@@ -165,7 +183,9 @@ def name_the_endpoint(ctx: SpaceContext, err: ProtocolError) -> None:
     own hint (a head older than this machine saw) names the endpoints in force
     (`stale_hint`), where it said "check KINT_RPC_URL and KINT_RPC_URL_2" of a space's kept
     endpoints, a config file's and the devchain's alike. So does a hint that sends the user
-    to another endpoint or to check the endpoints (`named_hint`), whatever its code. Runs
+    to another endpoint or to check the endpoints (`named_hint`), whatever its code, and a
+    recovery code's connect refused while the chain could not be read (`readable_named`:
+    its hint said "check KINT_RPC_URL or the space's endpoints" whatever was in force). Runs
     under the call's settings, so it names the endpoint the call used; when the chain
     settings cannot be read now, the machine-wide words stay. The notices a push put under
     its hint (push.py: `--reanchor` unused, an overtaken journal's) are set aside while
@@ -176,13 +196,17 @@ def name_the_endpoint(ctx: SpaceContext, err: ProtocolError) -> None:
     generic = err.code is ErrorCode.RPC_UNAVAILABLE and hint == GENERIC
     stale = err.code is ErrorCode.STALE_RPC and hint == STALE_GENERIC
     elsewhere = hint in (STALE_JOURNAL_HINT, SEND_REFUSED_HINT) or hint in ANOTHER_ENDPOINT
-    if not generic and not stale and not elsewhere and not hint.endswith(UNSETTLED_HINT):
+    readable = hint.startswith(READABLE_MACHINE_WIDE)
+    if (not generic and not stale and not elsewhere and not readable
+            and not hint.endswith(UNSETTLED_HINT)):
         return
     try:
         chain = ctx.chain()
     except ProtocolError:
         return
-    if elsewhere:
+    if readable:
+        err.hint = readable_named(hint, endpoint_check(chain))
+    elif elsewhere:
         err.hint = named_hint(chain, hint)
     elif stale:
         err.hint = stale_hint(chain)

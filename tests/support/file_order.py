@@ -32,6 +32,7 @@ LONG_FILES: dict[str, float] = {
     "test_watcher_uncounted.py": 78,
     "test_hermes_agent.py": 72,
     "test_exit_push_bound.py": 60,
+    "test_exit_push_settlement_cut.py": 46,
     "test_supervisor_status_unanchored.py": 44,
     "test_watcher_push_settings_shown.py": 43,
     "test_watcher_backoff.py": 34,

@@ -29,14 +29,20 @@ def profile_stores(sb: Sandbox, numbers: list[int]) -> list[Path]:
     return dbs
 
 
-def start_limited(sb: Sandbox, limit: int) -> None:
+def start_limited(sb: Sandbox, limit: int, warm: bool = True) -> None:
     """`kint supervisor start` under RLIMIT_NOFILE `limit`, soft and hard, as `ulimit -n`
-    sets them: the daemon, its forkserver and its workers inherit it from the command."""
+    sets them: the daemon, its forkserver and its workers inherit it from the command.
+    With `warm`, returns once the worker forkserver is ready too (Sandbox.warm_up), not at
+    the first request for a space as Sandbox.start does: the tests here count on the
+    margin of a supervisor that warmed up (while the warm-up runs, the front door holds
+    back room for the descriptors it may yet open), and nearly all start workers."""
     out = subprocess.run(
         [KINT, "supervisor", "start"], env=sb.env, text=True, capture_output=True,
         timeout=90, stdin=subprocess.DEVNULL,
         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit)))
     assert out.returncode == 0, out.stderr
+    if warm:
+        sb.warm_up()
 
 
 def fill_with_sessions(sb: Sandbox, dbs: list[Path], spare: int) -> list[Path]:
