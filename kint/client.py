@@ -202,7 +202,7 @@ class Client(LivenessChecks):
             self._sock = None
         self._connected = self._front = None
         self._holder.close()
-        if self._own_context:  # last: a stop signal held back for it is raised at its end
+        if self._own_context:  # last: a stop signal that raises in its wait finds all closed
             end_context(self._zctx)
 
     def __enter__(self) -> "Client":

@@ -7,7 +7,7 @@ stdout is the MCP transport, so the log goes to $KINT_HOME/kint.log and to stder
 an MCP client shows in its own logs), as v0.3.0's does. At start it attaches to
 the worker (a failed attach is tried again in the background) and waits up to
 KINT_BOOTSTRAP_SECONDS for a pull; on exit (normal, SIGTERM,
-SIGHUP) it asks the worker for one push (when this session wrote) and exits at once: the
+SIGHUP, SIGINT) it asks the worker for one push (when this session wrote) and exits at once: the
 worker finishes the push after it is gone.
 """
 
@@ -156,6 +156,11 @@ def main() -> None:
 
     signal.signal(signal.SIGTERM, unwind)
     signal.signal(signal.SIGHUP, unwind)
+    # Ctrl-C too (a harness in a terminal shares its process group). Left to Python's own
+    # handler, a first one was asyncio.Runner's (anyio runs on it): a cancel of its main
+    # task, which did not end the serve (the stdio read waits in a thread), and the server
+    # served on, its session open.
+    signal.signal(signal.SIGINT, unwind)
     # v0.3.0's line (10-configuration.md, "Logs"), then the space this kint serves it as.
     log.info("kint-server: serving Sibyl's tools plus kint's on stdio (tenant %s, db %s); "
              "space %s (%s)", ref.tenant, ref.db, ref.space16, ref.label)
@@ -165,8 +170,8 @@ def main() -> None:
         # Unwinding now: a stop signal from here is only noted (set by `unwind` already
         # when a signal unwound). Raised inside the close, which waits up to its linger for
         # the goodbye to leave (kint.client.Client.close), it cut the close short and
-        # skipped the exit below: the server stayed. (Its context's end holds them back
-        # until it is over, kint/client_context.py.)
+        # skipped the exit below: the server stayed. (Its context's end is waited for by a
+        # thread that blocks them, so a noted one lets it go on: kint/client_context.py.)
         only_note()
         session.close()  # first: the worker's goodbye must leave before a SIGTERM lands
         lines.close()

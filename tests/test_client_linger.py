@@ -20,6 +20,13 @@ is only noted there (kint/mcp_server.py), and must not end the wait either: libz
 context end returns at a signal (EINTR) and pyzmq then takes the context for ended, so
 the close returned at once and the goodbye went with the process. The second test sends
 that signal while the child's close waits on the held supervisor.
+
+A Ctrl-C in a host whose SIGINT raises (a Hermes host: Python's own KeyboardInterrupt)
+must leave that host's signal mask as it was: the close once blocked the stop signals in
+the caller's thread for its wait, and a handler that raised just before the restore left
+them blocked for good, inherited by every child the host started after. The wait is now a
+thread's of its own, the caller's mask never changed: the third test reads the caller's
+mask during the wait and after the interrupt, and sees the goodbye still sent.
 """
 
 from __future__ import annotations
@@ -66,6 +73,34 @@ print("closing", flush=True)
 client.close(linger_ms=120_000)
 print("closed", noted, flush=True)
 """
+
+# The same in a process whose Ctrl-C raises, as in a Hermes host: it writes the signals its
+# main thread blocks once the close is cut short, and exits.
+_INTERRUPTED_GOODBYE = """
+import os, signal, sys
+from pathlib import Path
+from kint.client import Client
+
+signal.signal(signal.SIGINT, signal.default_int_handler)
+home, tenant, db, space, session, note = sys.argv[1:7]
+client = Client(Path(home), autostart=False, own_context=True)
+client.cast("detach", tenant=tenant, db=db, space=space, args={"session": session})
+print("closing", flush=True)
+try:
+    client.close(linger_ms=120_000)
+except KeyboardInterrupt:
+    blocked = sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, []))
+    Path(note + ".part").write_text(f"interrupted {blocked}")
+    os.replace(note + ".part", note)
+"""
+_STOPS = {signal.SIGTERM, signal.SIGHUP, signal.SIGINT}
+
+
+def _blocked(pid: int) -> set[int]:
+    """The signals the process's main thread blocks (its SigBlk in /proc)."""
+    status = Path(f"/proc/{pid}/task/{pid}/status").read_text()
+    mask = int(next(ln for ln in status.splitlines() if ln.startswith("SigBlk:")).split()[1], 16)
+    return {n for n in range(1, 65) if mask >> (n - 1) & 1}
 
 
 def _sleeping(pid: int) -> bool:
@@ -148,6 +183,56 @@ def test_a_second_signal_during_the_close_leaves_the_cast_sent(tmp_path, second)
             os.kill(pid, signal.SIGCONT)
         out, err = child.communicate(timeout=60)
         assert (child.returncode, out) == (0, f"closed [{int(second)}]\n"), err
+
+        def ended() -> bool:
+            again = sb.call("attach", sb.sibyl_db, timeout_s=30,
+                            args={"session": SESSION, "watcher": False})
+            return again.get("ended") is True
+
+        assert wait_until(ended, timeout=30, interval=0.3)  # the worker took the goodbye
+    finally:
+        if child is not None and child.poll() is None:
+            child.kill()
+            child.communicate()
+        sb.shutdown()
+
+
+def test_a_ctrl_c_that_raises_during_the_close_leaves_the_mask_and_the_cast_sent(tmp_path):
+    sb = make_sandbox(tmp_path)
+    pid = sb.start()
+    child = None
+    note = tmp_path / "interrupted.txt"
+    try:
+        write_store(sb.sibyl_db, tenant=sb.tenant)
+        attached = sb.call("attach", sb.sibyl_db, timeout_s=60,
+                           args={"session": SESSION, "watcher": False})
+        assert attached.get("ended") is not True and attached["sessions"] == 1, attached
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            child = subprocess.Popen(
+                [sys.executable, "-c", _INTERRUPTED_GOODBYE, str(sb.kint_home), sb.tenant,
+                 str(sb.sibyl_db), sb.label(sb.sibyl_db), SESSION, str(note)],
+                env=sb.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, text=True)
+            assert child.stdout is not None
+            assert child.stdout.readline() == "closing\n"
+            assert wait_until(lambda: _sleeping(child.pid), timeout=30, interval=0.05)
+            # Before, the caller's thread blocked the stop signals for this wait (SigBlk
+            # 0x4003), a mask a raising handler could leave so for good.
+            assert not _blocked(child.pid) & _STOPS, _blocked(child.pid)
+            os.kill(child.pid, signal.SIGINT)  # Ctrl-C, during that wait
+            # Raised at once, the mask untouched (before: held back until the wait ended).
+            assert wait_until(note.exists, timeout=30, interval=0.05), child.poll()
+            assert note.read_text() == "interrupted []"
+            try:  # the goodbye's wait goes on: the process's exit waits for it
+                child.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                pass
+            assert child.poll() is None, (child.returncode, child.communicate())
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        out, err = child.communicate(timeout=60)
+        assert (child.returncode, out) == (0, ""), err
 
         def ended() -> bool:
             again = sb.call("attach", sb.sibyl_db, timeout_s=30,

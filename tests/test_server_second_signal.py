@@ -16,6 +16,13 @@ start lock shows (held by it throughout, for seconds); both are put back once th
 signal is sent. The server runs under a shell that keeps its exit code, and its stderr goes
 to a file: it exits as the first signal says (128 + SIGTERM), with no traceback. (The
 second signal in the close's own wait, once the cast is queued, is test_client_linger's.)
+
+A first SIGINT (a Ctrl-C in a harness's terminal, which shares the server's process group)
+stops the server as SIGTERM does: left to Python's own handler, a first one was
+asyncio.Runner's, a cancel of its main task that did not end the serve, and the server
+served on, its session open. The last test sends one, the server run under a
+Python wrapper that writes its exit code as subprocess gives it: 130 for the server's own
+exit, -2 for a death by the signal (a shell writes 130 for both).
 """
 
 from __future__ import annotations
@@ -37,11 +44,11 @@ from mcp_session import AgentProcess
 
 def _server_pid(sb) -> int:
     """The pid of the test's kint-server of `sb` (its launcher run by this Python, with
-    sb's KINT_HOME; not the shell that runs it)."""
+    sb's KINT_HOME; not the shell or the `-c` wrapper that runs it)."""
     for proc in Path("/proc").iterdir():
         try:
             argv = (proc / "cmdline").read_bytes().split(b"\0")
-            if (proc.name.isdigit() and argv[0] == sys.executable.encode()
+            if (proc.name.isdigit() and argv[0] == sys.executable.encode() and argv[1] != b"-c"
                     and any(b"run_kint_server.py" in arg for arg in argv)
                     and str(sb.kint_home).encode() in (proc / "environ").read_bytes()):
                 return int(proc.name)
@@ -106,6 +113,43 @@ def test_a_second_signal_during_the_goodbye_leaves_it_sent(tmp_path):
         said = err_log.read_text()
         assert "Traceback" not in said and "kint-server exits" in said, said
         # The goodbye (a detach: the session wrote nothing) reached the worker.
+        sb.wait_for(lambda: sb.row(sb.sibyl_db)["sessions"] == 0, timeout=60,
+                    what="the worker told the session ended")
+    finally:
+        if agent is not None:
+            agent.close(timeout=5)
+            errlog.close()
+        sb.shutdown()
+
+
+# Runs the server (argv after the file) and writes its exit code as subprocess gives it.
+_KEEP_RC = ("import subprocess, sys\n"
+            "code = subprocess.call(sys.argv[2:])\n"
+            "open(sys.argv[1], 'w').write(f'{code}\\n')\n")
+
+
+def test_a_first_sigint_stops_the_server_as_sigterm_does(tmp_path):
+    sb = make_sandbox(tmp_path / "machine")
+    agent = None
+    rc, err_log = tmp_path / "rc", tmp_path / "server-stderr.log"
+    command = [sys.executable, "-c", _KEEP_RC, str(rc), *AgentProcess(sb.env).command]
+    try:
+        sb.start_entitled()
+        write_store(sb.sibyl_db, tenant=sb.tenant)
+        errlog = open(err_log, "w")
+        agent = AgentProcess(sb.env, command=command, errlog=errlog).start()
+        assert agent.call("memory_status")["ok"] is True
+        sb.wait_for(lambda: sb.row(sb.sibyl_db)["sessions"] == 1, timeout=60,
+                    what="the server's session counted")
+        server = _server_pid(sb)
+        os.kill(server, signal.SIGINT)  # Ctrl-C, once
+        # Before, the server served on, its session open (20 s later still).
+        sb.wait_for(lambda: not pid_alive(server), timeout=60, what="kint-server's exit")
+        sb.wait_for(lambda: rc.exists() and rc.read_text().endswith("\n"), timeout=30,
+                    what="the wrapper's note of the exit code")
+        assert rc.read_text() == f"{128 + signal.SIGINT}\n"  # its own exit, not the signal's
+        said = err_log.read_text()
+        assert "Traceback" not in said and "kint-server exits" in said, said
         sb.wait_for(lambda: sb.row(sb.sibyl_db)["sessions"] == 0, timeout=60,
                     what="the worker told the session ended")
     finally:

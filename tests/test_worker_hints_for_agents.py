@@ -949,8 +949,11 @@ def test_the_place_an_endpoint_hint_names_reaches_the_agent_as_said():
             transport = rpc_hint.ANOTHER_ENDPOINT.get(hint) in rpc_hint.TRANSPORT
             if transport and chain.rpc_source == DEVCHAIN_SOURCE:
                 # A transport failure on the devchain: the devchain is checked, never
-                # another RPC given to the space (review38c S1).
+                # another RPC given to the space (review38c S1), nor an RPC to change: the
+                # devchain's is its own (review38e S1: "change the RPC (on the devchain,
+                # none to change: ...)").
                 assert "`kint devchain status`" in named and "--rpc-urls" not in named, named
+                assert "change the RPC" not in named, named
             elif hint in rpc_hint.ANOTHER_ENDPOINT:
                 other = other_endpoint(chain, keyless=hint == rpc_hint.ARCHIVE_HINT)
                 assert other in named, (named, other)
@@ -960,6 +963,8 @@ def test_the_place_an_endpoint_hint_names_reaches_the_agent_as_said():
             said = _said_to("memory_push", code, named)
             human = said.partition("stop and tell the human")[2]  # the human's part
             assert human and place in human, (said, place)
+            if transport and chain.rpc_source == DEVCHAIN_SOURCE:
+                assert "change the RPC" not in said and said.startswith("call "), said
             assert not _terminal_steps(said) and not _human_steps(said), said
             if chain.rpc_source != "env":
                 assert "KINT_RPC_URL" not in said, said

@@ -8,12 +8,13 @@ asks these after its own (`_RULES`), so that each module stays one screenful of 
 from __future__ import annotations
 
 from kint.protocol.errors import CHAIN_UNREADABLE_AT
-from kint.protocol.hints import (ARCHIVE_AT, CONNECT_OFFLINE_DAEMON, CONNECT_OFFLINE_FILE,
-                                 CONNECT_UNSET_OFFLINE, CONNECT_WHEN_READABLE_AT,
-                                 FILL_AGAIN_HINT,
+from kint.protocol.hints import (ARCHIVE_AT, CHAIN_UNREADABLE_DEVCHAIN, CONNECT_OFFLINE_DAEMON,
+                                 CONNECT_OFFLINE_FILE, CONNECT_UNSET_OFFLINE,
+                                 CONNECT_WHEN_READABLE_AT, DEVCHAIN_TRANSPORT, FILL_AGAIN_HINT,
                                  FORMER_KEY_DEVCHAIN_FUND, FORMER_KEY_ELSEWHERE,
                                  FORMER_KEY_FUND, FORMER_KEY_UNFILLABLE, FUND_DEVCHAIN_KEY_HINT,
-                                 FUND_SESSION_KEY_HINT, HEADER_TRANSPORT_AT, REORG_HINT,
+                                 FUND_SESSION_KEY_HINT, HEADER_TRANSPORT_AT,
+                                 HEADER_TRANSPORT_DEVCHAIN, REORG_HINT,
                                  SEND_REFUSED_AT, STALE_JOURNAL_AT, UNREAD_GAP_AT)
 
 
@@ -24,6 +25,13 @@ def _transport_retry(done: str) -> str:
     return ("call {tool} again in a minute: that is a transport failure, never a verdict on "
             f"the vault{done}; if it fails again, stop and tell the human to change the RPC "
             "({endpoint})")
+
+
+def _devchain_retry(done: str) -> str:
+    """The same on the devchain, whose endpoint is its own: the human's part is to see
+    whether the devchain runs and start it (DEVCHAIN_TRANSPORT), not to change an RPC."""
+    return ("call {tool} again in a minute: that is a transport failure, never a verdict on "
+            f"the vault{done}; if it fails again, stop and tell the human: {DEVCHAIN_TRANSPORT}")
 
 
 # The human's ways past a previous key's nonce this machine cannot fill, then the pull.
@@ -56,6 +64,8 @@ AGENT_TEMPLATES: tuple[tuple[str, str], ...] = (
     # endpoint is the human's.
     (HEADER_TRANSPORT_AT, _transport_retry("")),
     (CHAIN_UNREADABLE_AT, _transport_retry(": nothing was sent or changed")),
+    (HEADER_TRANSPORT_DEVCHAIN, _devchain_retry("")),
+    (CHAIN_UNREADABLE_DEVCHAIN, _devchain_retry(": nothing was sent or changed")),
     # A push's transaction the endpoint answered and refused (it cannot land): the push
     # again is the agent's own; only what stays so is the human's.
     (SEND_REFUSED_AT, "call {tool} again in a minute: the endpoint refused the epoch before "

@@ -12,7 +12,7 @@ their place; the worker and the CLI raise them as they are.
 from __future__ import annotations
 
 from kint.outcomes import NOTHING_ANCHORED_OR_DROPPED
-from kint.protocol.errors import RETRY_THEN
+from kint.protocol.errors import CHAIN_UNREADABLE_AT, RETRY_THEN
 
 # NO_SESSION_KEY where there is no session key file at all (kint.custody's SessionKeyMissing):
 # no passphrase can open a file that is not there, so the default's "or check
@@ -271,6 +271,21 @@ FORMER_KEY_UNFILLABLE = ("put that key's keystore back as session.key.old under 
 HEADER_TRANSPORT_AT = ("that is a transport failure, never a verdict on the vault: try again, "
                        "or change the RPC ({endpoint})")
 HEADER_TRANSPORT_HINT = HEADER_TRANSPORT_AT.format(endpoint="KINT_RPC_URL")
+# Those transport failures (and CHAIN_UNREADABLE's own) on the devchain, whose endpoint is
+# its own, none given to the space: there a failure almost always means it is not running
+# (kint.tenant_worker.rpc_hint.named_hint), and "change the RPC" named nothing to change.
+DEVCHAIN_TRANSPORT = ("`kint devchain status` says whether the devchain runs (`kint devchain "
+                      "start` starts it)")
+
+
+def on_the_devchain(template: str) -> str:
+    """Transport failure `template` (HEADER_TRANSPORT_AT, CHAIN_UNREADABLE_AT) said of the
+    devchain: its check, then the try again, where another RPC was named."""
+    return template.partition("try again, or change")[0] + DEVCHAIN_TRANSPORT + ", then try again"
+
+
+HEADER_TRANSPORT_DEVCHAIN = on_the_devchain(HEADER_TRANSPORT_AT)
+CHAIN_UNREADABLE_DEVCHAIN = on_the_devchain(CHAIN_UNREADABLE_AT)
 # DISK_FULL's hint for a pull (kint.tenant_worker.state_health): what it had applied stays,
 # and the next pull goes on from there.
 DISK_FULL_PULL_TAIL = ": the next pull picks up where this one stopped (nothing to discard)"

@@ -42,9 +42,11 @@ from kint.protocol.errors import (CHAIN_UNREADABLE_AT, DEFAULT_HINTS, DEVCHAIN_R
                                   SPACE_STALE_HINT, STALE_HEAD, UNSETTLED_HINT, UNSETTLED_THEN,
                                   ErrorCode, ProtocolError, hint_with_notices,
                                   split_notices)
-from kint.protocol.hints import (ARCHIVE_AT, ARCHIVE_HINT, CONNECT_WHEN_READABLE,
-                                 CONNECT_WHEN_READABLE_AT, HEADER_TRANSPORT_AT,
-                                 HEADER_TRANSPORT_HINT, SEND_REFUSED_AT, SEND_REFUSED_HINT,
+from kint.protocol.hints import (ARCHIVE_AT, ARCHIVE_HINT, CHAIN_UNREADABLE_DEVCHAIN,
+                                 CONNECT_WHEN_READABLE, CONNECT_WHEN_READABLE_AT,
+                                 DEVCHAIN_TRANSPORT, HEADER_TRANSPORT_AT,
+                                 HEADER_TRANSPORT_DEVCHAIN, HEADER_TRANSPORT_HINT,
+                                 SEND_REFUSED_AT, SEND_REFUSED_HINT,
                                  STALE_JOURNAL_AT, STALE_JOURNAL_HINT, UNREAD_GAP_AT,
                                  UNREAD_GAP_HINT, UNREAD_OVER_SKIPPED_AT,
                                  UNREAD_OVER_SKIPPED_HINT)
@@ -64,11 +66,11 @@ ANOTHER_ENDPOINT = {ARCHIVE_HINT: ARCHIVE_AT, UNREAD_GAP_HINT: UNREAD_GAP_AT,
                     UNREAD_OVER_SKIPPED_HINT: UNREAD_OVER_SKIPPED_AT,
                     HEADER_TRANSPORT_HINT: HEADER_TRANSPORT_AT,
                     DEFAULT_HINTS[ErrorCode.CHAIN_UNREADABLE]: CHAIN_UNREADABLE_AT}
-# The transport failures of ANOTHER_ENDPOINT: on the devchain their {endpoint} is the
-# devchain's own check (DEVCHAIN_TRANSPORT), where it said to give the space another RPC.
-TRANSPORT = (HEADER_TRANSPORT_AT, CHAIN_UNREADABLE_AT)
-DEVCHAIN_TRANSPORT = ("on the devchain, none to change: `kint devchain status` says whether it "
-                      "runs, and `kint devchain start` starts it")
+# The transport failures of ANOTHER_ENDPOINT, each with its words on the devchain: the
+# devchain's own check (DEVCHAIN_TRANSPORT), where it said to give the space another RPC
+# and then, filled in, that there was none to change.
+TRANSPORT = {HEADER_TRANSPORT_AT: HEADER_TRANSPORT_DEVCHAIN,
+             CHAIN_UNREADABLE_AT: CHAIN_UNREADABLE_DEVCHAIN}
 # A connect's own `--rpc-urls`, which it used in place of the space's settings
 # (kint.tenant_worker.connect): the endpoints to change or check are those (name_the_given).
 GIVEN_URLS = "the URLs given to this connect's --rpc-urls, which it used in place of settings"
@@ -126,15 +128,20 @@ def named_hint(chain: ChainConfig, hint: str) -> str | None:
     if hint == SEND_REFUSED_HINT:
         return SEND_REFUSED_AT.format(endpoint=sent_through(chain))
     template = ANOTHER_ENDPOINT.get(hint)
-    return None if template is None else template.format(endpoint=another(chain, hint))
+    if template is None:
+        return None
+    if template in TRANSPORT and chain.rpc_source == DEVCHAIN_SOURCE:
+        return TRANSPORT[template]  # the devchain's check whole: no RPC of its own to change
+    return template.format(endpoint=another(chain, hint))
 
 
 def another(chain: ChainConfig, hint: str) -> str:
     """Where `hint` (one of ANOTHER_ENDPOINT's) sends the user for another endpoint of
     `chain`: `other_endpoint`, but for a transport failure on the devchain, which almost
     always means the devchain is not running (the RPC_UNAVAILABLE hint there says so: an
-    endpoint of another chain is no fix), and for an archive endpoint, nearly always a
-    provider's keyed URL, which `kint connect --rpc-urls` refuses on a command line."""
+    endpoint of another chain is no fix), the devchain's check (whole in `named_hint`'s
+    words), and for an archive endpoint, nearly always a provider's keyed URL, which
+    `kint connect --rpc-urls` refuses on a command line."""
     if ANOTHER_ENDPOINT[hint] in TRANSPORT and chain.rpc_source == DEVCHAIN_SOURCE:
         return DEVCHAIN_TRANSPORT
     return other_endpoint(chain, keyless=hint == ARCHIVE_HINT)
