@@ -38,7 +38,12 @@ HISTORY = {"tier": "entity", "key": "handbook", "category": "rules"}
 @pytest.fixture(scope="module")
 def box(tmp_path_factory):
     root = tmp_path_factory.mktemp("too-large")
-    sb = make_sandbox(root, KINT_TEST_CRASH_FLAG=str(root / "fault-flag"))
+    # Never recycled for its memory (KINT_WORKER_RECYCLE_MIB=0): each test asks that the
+    # same worker answers after a refused reply, and a worker that built a ~9 MiB history
+    # holds ~28.5 MiB of its own (over the 22 MiB default), so a loaded box's quiet spell
+    # before that status had it replaced: a stop these tests do not test.
+    sb = make_sandbox(root, KINT_TEST_CRASH_FLAG=str(root / "fault-flag"),
+                      KINT_WORKER_RECYCLE_MIB="0")
     sb.start_entitled()
     yield sb
     sb.shutdown()
