@@ -28,8 +28,6 @@ exit, -2 for a death by the signal (a shell writes 130 for both).
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
 import os
 import signal
 import sys
@@ -37,11 +35,10 @@ from pathlib import Path
 from typing import Iterator
 
 from conftest import make_sandbox, pid_alive, write_store
-from kint.paths import run_dir
 from kint.socket_paths import FRONT_SOCKET, socket_dir
-from kint.supervisor.autostart import START_LOCK
 from kint.supervisor.pidlock import running_pid
 from mcp_session import AgentProcess
+from support.start_lock import start_lock_held
 
 
 def _server_pid(sb) -> int:
@@ -57,23 +54,6 @@ def _server_pid(sb) -> int:
         except OSError:
             continue
     raise AssertionError("no kint-server found")
-
-
-def _start_lock_held(sb) -> bool:
-    """Whether a client holds the start lock: it is in its wait for a supervisor."""
-    try:
-        fd = os.open(run_dir(sb.kint_home) / START_LOCK, os.O_RDONLY)
-    except FileNotFoundError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError as err:
-        if err.errno not in (errno.EAGAIN, errno.EWOULDBLOCK, errno.EACCES):
-            raise
-        return True
-    finally:
-        os.close(fd)
-    return False
 
 
 @contextlib.contextmanager
@@ -130,10 +110,10 @@ def test_a_second_signal_during_the_goodbye_leaves_it_sent(tmp_path):
         try:
             os.rename(front, aside)
             os.kill(server, signal.SIGTERM)
-            sb.wait_for(lambda: _start_lock_held(sb) or not pid_alive(server), interval=0.02,
+            sb.wait_for(lambda: start_lock_held(sb) or not pid_alive(server), interval=0.02,
                         what="the goodbye waiting for the supervisor")
             # The premise: the server is in its goodbye's wait, which lasts seconds.
-            assert pid_alive(server) and _start_lock_held(sb)
+            assert pid_alive(server) and start_lock_held(sb)
             os.kill(server, signal.SIGTERM)  # the harness again
         finally:
             os.rename(aside, front)
