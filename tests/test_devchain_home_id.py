@@ -45,6 +45,20 @@ def _gone_pid() -> int:
     return gone.pid
 
 
+def _assert_kept_by_each_command(sb, record: dict, copy: dict) -> None:
+    """status, start, stop and status again each exit 0 over `copy` (a record of the first
+    host's devchain, `record`, copied here), status and start saying it runs elsewhere, and
+    each leaves the copy as it was."""
+    line = (f"devchain running at {record['rpc_url']} (started from another KINT_HOME, state "
+            f"{copy['state']}), EpochAnchor {record['anchor']}")
+    for command in ("status", "start", "stop", "status"):
+        out = sb.kint("devchain", command)
+        assert out.returncode == 0, (command, out.stdout + out.stderr)
+        if command != "stop":
+            assert out.stdout.strip() == line, (command, out.stdout)
+        assert json.loads(devchain_record(sb.kint_home).read_text()) == copy, command
+
+
 def test_a_copy_naming_this_homes_own_state_path_is_kept_and_starts_nothing(tmp_path,
                                                                            chain_home):
     record = json.loads(devchain_record(chain_home).read_text())
@@ -55,14 +69,7 @@ def test_a_copy_naming_this_homes_own_state_path_is_kept_and_starts_nothing(tmp_
     sb = make_sandbox(tmp_path / "machine-b", KINT_ANVIL=str(tmp_path / "no-anvil"))
     copy = {**record, "state": str(state_path(sb.kint_home)), "pid": _gone_pid()}
     _write_record(sb, copy)
-    line = (f"devchain running at {record['rpc_url']} (started from another KINT_HOME, state "
-            f"{copy['state']}), EpochAnchor {record['anchor']}")
-    for command in ("status", "start", "stop", "status"):
-        out = sb.kint("devchain", command)
-        assert out.returncode == 0, (command, out.stdout + out.stderr)
-        if command != "stop":
-            assert out.stdout.strip() == line, (command, out.stdout)
-        assert json.loads(devchain_record(sb.kint_home).read_text()) == copy, command
+    _assert_kept_by_each_command(sb, record, copy)
     assert not home_id_path(sb.kint_home).exists()  # no start here made one
 
 
@@ -196,14 +203,7 @@ def test_a_whole_kint_home_copied_to_another_host_keeps_the_devchain_it_names(tm
     copy = {**record, "state": str(state_path(sb.kint_home)),
             "identity": {**record["identity"], "started": "another-host-boot:1"}}
     _write_record(sb, copy)
-    line = (f"devchain running at {record['rpc_url']} (started from another KINT_HOME, state "
-            f"{copy['state']}), EpochAnchor {record['anchor']}")
-    for command in ("status", "start", "stop", "status"):
-        out = sb.kint("devchain", command)
-        assert out.returncode == 0, (command, out.stdout + out.stderr)
-        if command != "stop":
-            assert out.stdout.strip() == line, (command, out.stdout)
-        assert json.loads(devchain_record(sb.kint_home).read_text()) == copy, command
+    _assert_kept_by_each_command(sb, record, copy)
     other_chain = "0x" + "00" * 32
     _write_record(sb, {**copy, "genesis": other_chain})
     out = sb.kint("devchain", "status")
