@@ -30,7 +30,7 @@ from kint.paths import run_dir
 from kint.supervisor.pidlock import PID_FILE, running_pid
 from mcp_session import AgentProcess
 from support.stop_read import stop_read
-from support.successor import start_successor
+from support.successor import take_over_while_held
 
 HOLD = "KINT_TEST_HOLD_ATTACH"
 
@@ -77,14 +77,7 @@ def test_an_agents_next_call_reaches_the_supervisor_that_took_over(tmp_path):
 
         # N held while its pid file goes and M takes the home and answers; then N, let go,
         # finds its pid file replaced and steps down, its held attach keeping it stopping.
-        os.kill(old, signal.SIGSTOP)
-        try:
-            (run_dir(sb.kint_home) / PID_FILE).unlink()
-            start_successor(sb, HOLD)
-            sb.wait_for(lambda: running_pid(sb.kint_home) not in (None, old)
-                        and sb.client().ping(0.5), what="the successor serving")
-        finally:
-            os.kill(old, signal.SIGCONT)
+        take_over_while_held(sb, old, HOLD)
         new = running_pid(sb.kint_home)
         log = sb.kint_home / "supervisor.log"
         sb.wait_for(lambda: stop_read(log.read_text(errors="replace")),

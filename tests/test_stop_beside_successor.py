@@ -25,12 +25,11 @@ import threading
 from conftest import make_sandbox, pid_alive, write_store
 from kint.client import Client, KintError
 from kint.front_closed import CLOSED_SOCKET, read_note
-from kint.paths import run_dir
 from kint.socket_paths import FRONT_SOCKET, socket_dir
 from kint.supervisor.ownership import file_id
-from kint.supervisor.pidlock import PID_FILE, running_pid
+from kint.supervisor.pidlock import running_pid
 from support.attach_in_flight import attach_in_flight
-from support.successor import start_successor
+from support.successor import take_over_while_held
 
 HOLD = "KINT_TEST_HOLD_ATTACH"
 
@@ -65,15 +64,8 @@ def test_a_stop_that_ends_beside_a_successor_leaves_its_socket_file(tmp_path):
                     and not (folder / FRONT_SOCKET).exists())
 
         sb.wait_for(closed_for_the_stop, interval=0.02, what="the door closed for the stop")
-        os.kill(old, signal.SIGSTOP)
-        try:
-            assert closed_for_the_stop()  # the premise, held: nothing at the socket's path
-            (run_dir(sb.kint_home) / PID_FILE).unlink()
-            start_successor(sb, HOLD)
-            sb.wait_for(lambda: running_pid(sb.kint_home) not in (None, old)
-                        and sb.client().ping(0.5), what="the successor serving")
-        finally:
-            os.kill(old, signal.SIGCONT)
+        # The premise, held: nothing at the socket's path.
+        take_over_while_held(sb, old, HOLD, premise=closed_for_the_stop)
         new = running_pid(sb.kint_home)
         front = socket_dir(sb.kint_home) / FRONT_SOCKET
         bound = file_id(front)

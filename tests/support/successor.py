@@ -1,13 +1,19 @@
 """The next test supervisor of a home, started beside (or after) one that stops: the
-tests of a stop's and a client's way to a successor start it alike.
+tests of a stop's and a client's way to a successor start it alike, and hold the old one
+while it takes the home.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
+
+from kint.paths import run_dir
+from kint.supervisor.pidlock import PID_FILE, running_pid
 
 SUPPORT = Path(__file__).resolve().parent
 
@@ -24,3 +30,20 @@ def start_successor(sb: Any, hold: str) -> subprocess.Popen[bytes]:
                                 stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
     finally:
         log.close()
+
+
+def take_over_while_held(sb: Any, old: int, hold: str,
+                         premise: Callable[[], bool] | None = None) -> None:
+    """The old supervisor `old` held (SIGSTOP) while its pid file goes and a successor takes
+    the home and answers; `premise`, when given, is asserted first, while held. The old one
+    runs on (SIGCONT) whatever failed."""
+    os.kill(old, signal.SIGSTOP)
+    try:
+        if premise is not None:
+            assert premise()  # the premise, held
+        (run_dir(sb.kint_home) / PID_FILE).unlink()
+        start_successor(sb, hold)
+        sb.wait_for(lambda: running_pid(sb.kint_home) not in (None, old)
+                    and sb.client().ping(0.5), what="the successor serving")
+    finally:
+        os.kill(old, signal.SIGCONT)
