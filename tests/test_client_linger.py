@@ -31,11 +31,13 @@ mask during the wait and after the interrupt, and sees the goodbye still sent.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -109,112 +111,104 @@ def _sleeping(pid: int) -> bool:
     return stat[stat.rindex(")") + 2] == "S"
 
 
-def test_a_cast_queued_at_close_reaches_the_worker_after_the_process_exits(tmp_path):
+@contextlib.contextmanager
+def _attached(tmp_path: Path) -> Iterator[tuple]:
+    """A started sandbox with SESSION attached: yields (sandbox, supervisor pid, children),
+    the children list taking the goodbye processes the test starts, killed at the end if
+    a failed assertion left them running, so one test's child never outlives its sandbox."""
     sb = make_sandbox(tmp_path)
     pid = sb.start()
-    child = None
+    children: list[subprocess.Popen] = []
     try:
         write_store(sb.sibyl_db, tenant=sb.tenant)
         attached = sb.call("attach", sb.sibyl_db, timeout_s=60,
                            args={"session": SESSION, "watcher": False})
         assert attached.get("ended") is not True and attached["sessions"] == 1, attached
-        os.kill(pid, signal.SIGSTOP)
-        try:
-            child = subprocess.Popen(
-                [sys.executable, "-c", _GOODBYE, str(sb.kint_home), sb.tenant,
-                 str(sb.sibyl_db), sb.label(sb.sibyl_db), SESSION],
-                env=sb.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, text=True)
-            assert child.stdout is not None
+        yield sb, pid, children
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+                child.communicate()
+        sb.shutdown()
+
+
+@contextlib.contextmanager
+def _held(pid: int) -> Iterator[None]:
+    """The supervisor held (SIGSTOP) for the body: the goodbye's handshake waits on it, a
+    state that lasts; it runs on (SIGCONT) whatever the body raised."""
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+def _spawn(sb, children: list, script: str, *extra: str) -> subprocess.Popen:
+    """A process of its own running a goodbye script for SESSION of the sandbox's store."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", script, str(sb.kint_home), sb.tenant,
+         str(sb.sibyl_db), sb.label(sb.sibyl_db), SESSION, *extra],
+        env=sb.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+    children.append(child)
+    assert child.stdout is not None
+    return child
+
+
+def _still_running(child: subprocess.Popen, seconds: float) -> None:
+    """The child has not exited after `seconds`: its close still waits for its cast."""
+    try:
+        child.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        pass
+    assert child.poll() is None, (child.returncode, child.communicate())
+
+
+def _assert_goodbye_taken(sb) -> None:
+    """The worker took the goodbye: a fresh attach of SESSION says it ended."""
+    def ended() -> bool:
+        again = sb.call("attach", sb.sibyl_db, timeout_s=30,
+                        args={"session": SESSION, "watcher": False})
+        return again.get("ended") is True
+
+    assert wait_until(ended, timeout=30, interval=0.3)
+
+
+def test_a_cast_queued_at_close_reaches_the_worker_after_the_process_exits(tmp_path):
+    with _attached(tmp_path) as (sb, pid, children):
+        with _held(pid):
+            child = _spawn(sb, children, _GOODBYE)
             assert child.stdout.readline() == "casting\n"
-            try:  # a close that does not wait for its cast returns, and the process exits
-                child.wait(timeout=3)
-            except subprocess.TimeoutExpired:
-                pass
-            # Before, the process had exited here, its cast never sent.
-            assert child.poll() is None, (child.returncode, child.communicate())
-        finally:
-            os.kill(pid, signal.SIGCONT)
+            # A close that does not wait for its cast returns, and the process exits:
+            # before, the process had exited here, its cast never sent.
+            _still_running(child, 3)
         out, err = child.communicate(timeout=60)
         assert child.returncode == 0 and out == "closed\n", (child.returncode, out, err)
-
-        def ended() -> bool:
-            again = sb.call("attach", sb.sibyl_db, timeout_s=30,
-                            args={"session": SESSION, "watcher": False})
-            return again.get("ended") is True
-
-        assert wait_until(ended, timeout=30, interval=0.3)  # the worker took the goodbye
-    finally:
-        if child is not None and child.poll() is None:
-            child.kill()
-            child.communicate()
-        sb.shutdown()
+        _assert_goodbye_taken(sb)
 
 
 @pytest.mark.parametrize("second", [signal.SIGTERM, signal.SIGINT], ids=["TERM", "INT"])
 def test_a_second_signal_during_the_close_leaves_the_cast_sent(tmp_path, second):
-    sb = make_sandbox(tmp_path)
-    pid = sb.start()
-    child = None
-    try:
-        write_store(sb.sibyl_db, tenant=sb.tenant)
-        attached = sb.call("attach", sb.sibyl_db, timeout_s=60,
-                           args={"session": SESSION, "watcher": False})
-        assert attached.get("ended") is not True and attached["sessions"] == 1, attached
-        os.kill(pid, signal.SIGSTOP)
-        try:
-            child = subprocess.Popen(
-                [sys.executable, "-c", _NOTED_GOODBYE, str(sb.kint_home), sb.tenant,
-                 str(sb.sibyl_db), sb.label(sb.sibyl_db), SESSION],
-                env=sb.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, text=True)
-            assert child.stdout is not None
+    with _attached(tmp_path) as (sb, pid, children):
+        with _held(pid):
+            child = _spawn(sb, children, _NOTED_GOODBYE)
             assert child.stdout.readline() == "closing\n"
             # The close's wait for the held supervisor: it lasts while the supervisor does.
             assert wait_until(lambda: _sleeping(child.pid), timeout=30, interval=0.05)
             os.kill(child.pid, second)  # the second signal, during that wait
-            try:
-                child.wait(timeout=2)
-            except subprocess.TimeoutExpired:
-                pass
             # Before, the signal ended the wait: the process had exited, its cast unsent.
-            assert child.poll() is None, (child.returncode, child.communicate())
-        finally:
-            os.kill(pid, signal.SIGCONT)
+            _still_running(child, 2)
         out, err = child.communicate(timeout=60)
         assert (child.returncode, out) == (0, f"closed [{int(second)}]\n"), err
-
-        def ended() -> bool:
-            again = sb.call("attach", sb.sibyl_db, timeout_s=30,
-                            args={"session": SESSION, "watcher": False})
-            return again.get("ended") is True
-
-        assert wait_until(ended, timeout=30, interval=0.3)  # the worker took the goodbye
-    finally:
-        if child is not None and child.poll() is None:
-            child.kill()
-            child.communicate()
-        sb.shutdown()
+        _assert_goodbye_taken(sb)
 
 
 def test_a_ctrl_c_that_raises_during_the_close_leaves_the_mask_and_the_cast_sent(tmp_path):
-    sb = make_sandbox(tmp_path)
-    pid = sb.start()
-    child = None
     note = tmp_path / "interrupted.txt"
-    try:
-        write_store(sb.sibyl_db, tenant=sb.tenant)
-        attached = sb.call("attach", sb.sibyl_db, timeout_s=60,
-                           args={"session": SESSION, "watcher": False})
-        assert attached.get("ended") is not True and attached["sessions"] == 1, attached
-        os.kill(pid, signal.SIGSTOP)
-        try:
-            child = subprocess.Popen(
-                [sys.executable, "-c", _INTERRUPTED_GOODBYE, str(sb.kint_home), sb.tenant,
-                 str(sb.sibyl_db), sb.label(sb.sibyl_db), SESSION, str(note)],
-                env=sb.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, text=True)
-            assert child.stdout is not None
+    with _attached(tmp_path) as (sb, pid, children):
+        with _held(pid):
+            child = _spawn(sb, children, _INTERRUPTED_GOODBYE, str(note))
             assert child.stdout.readline() == "closing\n"
             assert wait_until(lambda: _sleeping(child.pid), timeout=30, interval=0.05)
             # Before, the caller's thread blocked the stop signals for this wait (SigBlk
@@ -224,24 +218,8 @@ def test_a_ctrl_c_that_raises_during_the_close_leaves_the_mask_and_the_cast_sent
             # Raised at once, the mask untouched (before: held back until the wait ended).
             assert wait_until(note.exists, timeout=30, interval=0.05), child.poll()
             assert note.read_text() == "interrupted []"
-            try:  # the goodbye's wait goes on: the process's exit waits for it
-                child.wait(timeout=2)
-            except subprocess.TimeoutExpired:
-                pass
-            assert child.poll() is None, (child.returncode, child.communicate())
-        finally:
-            os.kill(pid, signal.SIGCONT)
+            # The goodbye's wait goes on: the process's exit waits for it.
+            _still_running(child, 2)
         out, err = child.communicate(timeout=60)
         assert (child.returncode, out) == (0, ""), err
-
-        def ended() -> bool:
-            again = sb.call("attach", sb.sibyl_db, timeout_s=30,
-                            args={"session": SESSION, "watcher": False})
-            return again.get("ended") is True
-
-        assert wait_until(ended, timeout=30, interval=0.3)  # the worker took the goodbye
-    finally:
-        if child is not None and child.poll() is None:
-            child.kill()
-            child.communicate()
-        sb.shutdown()
+        _assert_goodbye_taken(sb)

@@ -21,17 +21,16 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import threading
 from typing import Any
 
-from conftest import SUPPORT, make_sandbox, pid_alive, write_store
+from conftest import make_sandbox, pid_alive, write_store
 from kint.client import KintError
 from kint.paths import run_dir
 from kint.supervisor.pidlock import PID_FILE, running_pid
 from mcp_session import AgentProcess
 from support.stop_read import stop_read
+from support.successor import take_over_while_held
 
 HOLD = "KINT_TEST_HOLD_ATTACH"
 
@@ -51,20 +50,6 @@ def _held_attach(sb: Any, db: Any, outcome: dict[str, Any]) -> threading.Thread:
     caller.start()
     sb.wait_for(lambda: (sb.row(db).get("ops_running") or 0) >= 1, what="the attach held")
     return caller
-
-
-def _successor(sb: Any) -> subprocess.Popen[bytes]:
-    """The next test supervisor of the home, with the machine's environment less the hold
-    (its workers hold no attach): a new process, which takes the home the pid file's
-    removal left to it."""
-    env = {k: v for k, v in sb.env.items() if k != HOLD}
-    log = open(sb.root / "successor.err", "ab")
-    try:
-        return subprocess.Popen([sys.executable, str(SUPPORT / "run_supervisor.py"), "--home",
-                                 str(sb.kint_home)], env=env, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
-    finally:
-        log.close()
 
 
 def test_an_agents_next_call_reaches_the_supervisor_that_took_over(tmp_path):
@@ -92,14 +77,7 @@ def test_an_agents_next_call_reaches_the_supervisor_that_took_over(tmp_path):
 
         # N held while its pid file goes and M takes the home and answers; then N, let go,
         # finds its pid file replaced and steps down, its held attach keeping it stopping.
-        os.kill(old, signal.SIGSTOP)
-        try:
-            (run_dir(sb.kint_home) / PID_FILE).unlink()
-            _successor(sb)
-            sb.wait_for(lambda: running_pid(sb.kint_home) not in (None, old)
-                        and sb.client().ping(0.5), what="the successor serving")
-        finally:
-            os.kill(old, signal.SIGCONT)
+        take_over_while_held(sb, old, HOLD)
         new = running_pid(sb.kint_home)
         log = sb.kint_home / "supervisor.log"
         sb.wait_for(lambda: stop_read(log.read_text(errors="replace")),

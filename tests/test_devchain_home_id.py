@@ -45,6 +45,20 @@ def _gone_pid() -> int:
     return gone.pid
 
 
+def _assert_kept_by_each_command(sb, record: dict, copy: dict) -> None:
+    """status, start, stop and status again each exit 0 over `copy` (a record of the first
+    host's devchain, `record`, copied here), status and start saying it runs elsewhere, and
+    each leaves the copy as it was."""
+    line = (f"devchain running at {record['rpc_url']} (started from another KINT_HOME, state "
+            f"{copy['state']}), EpochAnchor {record['anchor']}")
+    for command in ("status", "start", "stop", "status"):
+        out = sb.kint("devchain", command)
+        assert out.returncode == 0, (command, out.stdout + out.stderr)
+        if command != "stop":
+            assert out.stdout.strip() == line, (command, out.stdout)
+        assert json.loads(devchain_record(sb.kint_home).read_text()) == copy, command
+
+
 def test_a_copy_naming_this_homes_own_state_path_is_kept_and_starts_nothing(tmp_path,
                                                                            chain_home):
     record = json.loads(devchain_record(chain_home).read_text())
@@ -55,14 +69,7 @@ def test_a_copy_naming_this_homes_own_state_path_is_kept_and_starts_nothing(tmp_
     sb = make_sandbox(tmp_path / "machine-b", KINT_ANVIL=str(tmp_path / "no-anvil"))
     copy = {**record, "state": str(state_path(sb.kint_home)), "pid": _gone_pid()}
     _write_record(sb, copy)
-    line = (f"devchain running at {record['rpc_url']} (started from another KINT_HOME, state "
-            f"{copy['state']}), EpochAnchor {record['anchor']}")
-    for command in ("status", "start", "stop", "status"):
-        out = sb.kint("devchain", command)
-        assert out.returncode == 0, (command, out.stdout + out.stderr)
-        if command != "stop":
-            assert out.stdout.strip() == line, (command, out.stdout)
-        assert json.loads(devchain_record(sb.kint_home).read_text()) == copy, command
+    _assert_kept_by_each_command(sb, record, copy)
     assert not home_id_path(sb.kint_home).exists()  # no start here made one
 
 
@@ -196,14 +203,7 @@ def test_a_whole_kint_home_copied_to_another_host_keeps_the_devchain_it_names(tm
     copy = {**record, "state": str(state_path(sb.kint_home)),
             "identity": {**record["identity"], "started": "another-host-boot:1"}}
     _write_record(sb, copy)
-    line = (f"devchain running at {record['rpc_url']} (started from another KINT_HOME, state "
-            f"{copy['state']}), EpochAnchor {record['anchor']}")
-    for command in ("status", "start", "stop", "status"):
-        out = sb.kint("devchain", command)
-        assert out.returncode == 0, (command, out.stdout + out.stderr)
-        if command != "stop":
-            assert out.stdout.strip() == line, (command, out.stdout)
-        assert json.loads(devchain_record(sb.kint_home).read_text()) == copy, command
+    _assert_kept_by_each_command(sb, record, copy)
     other_chain = "0x" + "00" * 32
     _write_record(sb, {**copy, "genesis": other_chain})
     out = sb.kint("devchain", "status")
@@ -254,18 +254,15 @@ class _AnswersOnce(LoopbackServer):
                                          "result": answer}).encode())
 
 
-def test_status_asks_a_copys_endpoint_once_and_says_what_it_found(tmp_path):
-    """A whole KINT_HOME copied (this home's id and state path in the record, no anvil of it
-    running here) is told a copy by its endpoint answering for its genesis. status asked
-    that endpoint up to three times (whose.copied, then again whether the copy runs, then
-    again for the line to print): an endpoint that stopped answering in between gave two
-    judgements of one record. It is asked once, and status says what that ask found."""
-    genesis = "0x" + "ab" * 32
+def _assert_asks_once(tmp_path, command: str, genesis: str) -> None:
+    """`kint devchain <command>` over a whole KINT_HOME's copy (its endpoint answering once
+    for `genesis`) exits 0, says the devchain runs elsewhere, asked the endpoint once, and
+    left the record as it was."""
     endpoint = _AnswersOnce(genesis)
     try:
         sb = make_sandbox(tmp_path / "machine-b", KINT_ANVIL=str(tmp_path / "no-anvil"))
         copy = _this_homes_record(sb, endpoint.url, genesis)
-        out = sb.kint("devchain", "status")
+        out = sb.kint("devchain", command)
         assert out.returncode == 0, out.stdout + out.stderr
         assert out.stdout.strip() == (f"devchain running at {endpoint.url} (started from another "
                                       f"KINT_HOME, state {copy['state']}), EpochAnchor "
@@ -274,6 +271,15 @@ def test_status_asks_a_copys_endpoint_once_and_says_what_it_found(tmp_path):
         assert json.loads(devchain_record(sb.kint_home).read_text()) == copy
     finally:
         endpoint.stop()
+
+
+def test_status_asks_a_copys_endpoint_once_and_says_what_it_found(tmp_path):
+    """A whole KINT_HOME copied (this home's id and state path in the record, no anvil of it
+    running here) is told a copy by its endpoint answering for its genesis. status asked
+    that endpoint up to three times (whose.copied, then again whether the copy runs, then
+    again for the line to print): an endpoint that stopped answering in between gave two
+    judgements of one record. It is asked once, and status says what that ask found."""
+    _assert_asks_once(tmp_path, "status", "0x" + "ab" * 32)
 
 
 def test_start_asks_a_copys_endpoint_once_and_says_what_it_found(tmp_path):
@@ -283,20 +289,7 @@ def test_start_asks_a_copys_endpoint_once_and_says_what_it_found(tmp_path):
     stopped answering in between had start refuse the devchain it had just judged running
     elsewhere, or name its pid, which means nothing here. It says what its one ask found,
     and starts nothing (KINT_ANVIL is no anvil)."""
-    genesis = "0x" + "cd" * 32
-    endpoint = _AnswersOnce(genesis)
-    try:
-        sb = make_sandbox(tmp_path / "machine-b", KINT_ANVIL=str(tmp_path / "no-anvil"))
-        copy = _this_homes_record(sb, endpoint.url, genesis)
-        out = sb.kint("devchain", "start")
-        assert out.returncode == 0, out.stdout + out.stderr
-        assert out.stdout.strip() == (f"devchain running at {endpoint.url} (started from another "
-                                      f"KINT_HOME, state {copy['state']}), EpochAnchor "
-                                      f"{copy['anchor']}")
-        assert endpoint.asked == ["eth_chainId", "eth_getBlockByNumber"]
-        assert json.loads(devchain_record(sb.kint_home).read_text()) == copy
-    finally:
-        endpoint.stop()
+    _assert_asks_once(tmp_path, "start", "0x" + "cd" * 32)
 
 
 def test_stop_of_this_homes_stopped_record_with_its_id_removed_says_what_is_known(tmp_path):

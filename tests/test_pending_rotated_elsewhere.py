@@ -21,7 +21,6 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -31,6 +30,7 @@ from web3.exceptions import Web3RPCError
 
 import test_pending_rotated
 from chain_machines import kdb
+from support.own_anvil import own_anvil
 from test_pending_rotated import Space
 
 from kint.chain.config import devchain_record
@@ -98,32 +98,9 @@ def long_retry_box(tmp_path, chain_home):
 def node(chain_home):
     """A second anvil forked from the session's, mining nothing: (its URL, web3 on it,
     the session anvil's URL)."""
-    from kint.chain.devchain import anvil_binary
-    from kint.chain.devchain.lifecycle import free_port
-
     upstream = json.loads(devchain_record(chain_home).read_text())["rpc_url"]
-    url = f"http://127.0.0.1:{free_port()}"
-    proc = subprocess.Popen([str(anvil_binary()), "--fork-url", upstream, "--host",
-                             "127.0.0.1", "--port", url.rsplit(":", 1)[1], "--no-mining",
-                             "--silent"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    w3 = Web3(Web3.HTTPProvider(url, request_kwargs={"timeout": 10}))
-    try:
-        deadline = time.monotonic() + 30
-        while not w3.is_connected():
-            assert proc.poll() is None and time.monotonic() < deadline, "the fork did not start"
-            time.sleep(0.1)
-        # Connected, yet to whom: another process may have taken the port between
-        # `free_port` and anvil's bind, and this anvil then exited.
-        assert proc.poll() is None, "the fork exited: its port was taken"
+    with own_anvil("--fork-url", upstream, what="the fork") as (url, w3):
         yield url, w3, upstream
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @pytest.mark.parametrize("rotates", [1, 2])

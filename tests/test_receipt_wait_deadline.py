@@ -19,7 +19,6 @@ as it comes, and turning that off there would need the whole chain's turn
 
 from __future__ import annotations
 
-import subprocess
 import time
 from typing import Iterator
 
@@ -28,6 +27,7 @@ from eth_account import Account
 from web3 import Web3
 
 from rpc_proxy import RpcProxy
+from support.own_anvil import own_anvil
 
 from kint.chain.anchor import Anchor
 from kint.chain.config import ChainConfig
@@ -41,31 +41,8 @@ CHAIN_ID = 31337  # anvil's own
 @pytest.fixture(scope="module")
 def unmined() -> Iterator[tuple[str, Web3]]:
     """An anvil of this module's own that mines nothing until told: (its URL, web3 on it)."""
-    from kint.chain.devchain import anvil_binary
-    from kint.chain.devchain.lifecycle import free_port
-
-    url = f"http://127.0.0.1:{free_port()}"
-    proc = subprocess.Popen([str(anvil_binary()), "--host", "127.0.0.1", "--port",
-                             url.rsplit(":", 1)[1], "--chain-id", str(CHAIN_ID),
-                             "--no-mining", "--silent"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    w3 = Web3(Web3.HTTPProvider(url, request_kwargs={"timeout": 10}))
-    try:
-        deadline = time.monotonic() + 30
-        while not w3.is_connected():
-            assert proc.poll() is None and time.monotonic() < deadline, "anvil did not start"
-            time.sleep(0.1)
-        # Connected, yet to whom: another process may have taken the port between
-        # `free_port` and anvil's bind, and this anvil then exited.
-        assert proc.poll() is None, "anvil exited: its port was taken"
+    with own_anvil("--chain-id", str(CHAIN_ID)) as (url, w3):
         yield url, w3
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def _anchor(url: str) -> Anchor:

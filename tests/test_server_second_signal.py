@@ -27,19 +27,18 @@ exit, -2 for a death by the signal (a shell writes 130 for both).
 
 from __future__ import annotations
 
-import errno
-import fcntl
+import contextlib
 import os
 import signal
 import sys
 from pathlib import Path
+from typing import Iterator
 
 from conftest import make_sandbox, pid_alive, write_store
-from kint.paths import run_dir
 from kint.socket_paths import FRONT_SOCKET, socket_dir
-from kint.supervisor.autostart import START_LOCK
 from kint.supervisor.pidlock import running_pid
 from mcp_session import AgentProcess
+from support.start_lock import start_lock_held
 
 
 def _server_pid(sb) -> int:
@@ -57,69 +56,70 @@ def _server_pid(sb) -> int:
     raise AssertionError("no kint-server found")
 
 
-def _start_lock_held(sb) -> bool:
-    """Whether a client holds the start lock: it is in its wait for a supervisor."""
-    try:
-        fd = os.open(run_dir(sb.kint_home) / START_LOCK, os.O_RDONLY)
-    except FileNotFoundError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError as err:
-        if err.errno not in (errno.EAGAIN, errno.EWOULDBLOCK, errno.EACCES):
-            raise
-        return True
-    finally:
-        os.close(fd)
-    return False
-
-
-def test_a_second_signal_during_the_goodbye_leaves_it_sent(tmp_path):
+@contextlib.contextmanager
+def _serving(tmp_path: Path, wrapper: list[str]) -> Iterator[tuple]:
+    """A started sandbox with kint-server serving its store, run under `wrapper` (which takes
+    the exit-code file, then the server's argv) with its stderr to a file: yields (sandbox,
+    server pid, exit-code file, stderr file) once the worker counts the server's session."""
     sb = make_sandbox(tmp_path / "machine")
-    agent = None
+    agent = errlog = None
     rc, err_log = tmp_path / "rc", tmp_path / "server-stderr.log"
-    # The launcher under a shell that writes its exit code once it ends.
-    launcher = AgentProcess(sb.env).command
-    command = ["sh", "-c", '"$@"; echo $? > "$0"', str(rc), *launcher]
+    command = [*wrapper, str(rc), *AgentProcess(sb.env).command]
     try:
         sb.start_entitled()
-        supervisor = running_pid(sb.kint_home)
-        assert supervisor is not None and supervisor > 0
         write_store(sb.sibyl_db, tenant=sb.tenant)
         errlog = open(err_log, "w")
         agent = AgentProcess(sb.env, command=command, errlog=errlog).start()
         assert agent.call("memory_status")["ok"] is True
         sb.wait_for(lambda: sb.row(sb.sibyl_db)["sessions"] == 1, timeout=60,
                     what="the server's session counted")
-        server = _server_pid(sb)
+        yield sb, _server_pid(sb), rc, err_log
+    finally:
+        if agent is not None:
+            agent.close(timeout=5)
+        if errlog is not None:
+            errlog.close()
+        sb.shutdown()
+
+
+def _assert_exited(sb, server: int, rc: Path, err_log: Path, code: int, noter: str) -> None:
+    """kint-server exited with `code` (as its wrapper, `noter`, wrote it), said so on its
+    stderr without a traceback, and its goodbye (a detach: the session wrote nothing)
+    reached the worker."""
+    sb.wait_for(lambda: not pid_alive(server), timeout=60, what="kint-server's exit")
+    sb.wait_for(lambda: rc.exists() and rc.read_text().endswith("\n"), timeout=30,
+                what=f"{noter}'s note of the exit code")
+    assert rc.read_text() == f"{code}\n"
+    said = err_log.read_text()
+    assert "Traceback" not in said and "kint-server exits" in said, said
+    sb.wait_for(lambda: sb.row(sb.sibyl_db)["sessions"] == 0, timeout=60,
+                what="the worker told the session ended")
+
+
+# Runs the server under a shell that writes its exit code once it ends.
+_SHELL_RC = ["sh", "-c", '"$@"; echo $? > "$0"']
+
+
+def test_a_second_signal_during_the_goodbye_leaves_it_sent(tmp_path):
+    with _serving(tmp_path, _SHELL_RC) as (sb, server, rc, err_log):
+        supervisor = running_pid(sb.kint_home)
+        assert supervisor is not None and supervisor > 0
         front = socket_dir(sb.kint_home) / FRONT_SOCKET
         aside = front.with_name("held-aside.sock")
         os.kill(supervisor, signal.SIGSTOP)
         try:
             os.rename(front, aside)
             os.kill(server, signal.SIGTERM)
-            sb.wait_for(lambda: _start_lock_held(sb) or not pid_alive(server), interval=0.02,
+            sb.wait_for(lambda: start_lock_held(sb) or not pid_alive(server), interval=0.02,
                         what="the goodbye waiting for the supervisor")
             # The premise: the server is in its goodbye's wait, which lasts seconds.
-            assert pid_alive(server) and _start_lock_held(sb)
+            assert pid_alive(server) and start_lock_held(sb)
             os.kill(server, signal.SIGTERM)  # the harness again
         finally:
             os.rename(aside, front)
             os.kill(supervisor, signal.SIGCONT)
-        sb.wait_for(lambda: not pid_alive(server), timeout=60, what="kint-server's exit")
-        sb.wait_for(lambda: rc.exists() and rc.read_text().endswith("\n"), timeout=30,
-                    what="the shell's note of the exit code")
-        assert rc.read_text() == f"{128 + signal.SIGTERM}\n"  # the first signal's, 143
-        said = err_log.read_text()
-        assert "Traceback" not in said and "kint-server exits" in said, said
-        # The goodbye (a detach: the session wrote nothing) reached the worker.
-        sb.wait_for(lambda: sb.row(sb.sibyl_db)["sessions"] == 0, timeout=60,
-                    what="the worker told the session ended")
-    finally:
-        if agent is not None:
-            agent.close(timeout=5)
-            errlog.close()
-        sb.shutdown()
+        # The first signal's code, 143.
+        _assert_exited(sb, server, rc, err_log, 128 + signal.SIGTERM, "the shell")
 
 
 # Runs the server (argv after the file) and writes its exit code as subprocess gives it.
@@ -129,31 +129,8 @@ _KEEP_RC = ("import subprocess, sys\n"
 
 
 def test_a_first_sigint_stops_the_server_as_sigterm_does(tmp_path):
-    sb = make_sandbox(tmp_path / "machine")
-    agent = None
-    rc, err_log = tmp_path / "rc", tmp_path / "server-stderr.log"
-    command = [sys.executable, "-c", _KEEP_RC, str(rc), *AgentProcess(sb.env).command]
-    try:
-        sb.start_entitled()
-        write_store(sb.sibyl_db, tenant=sb.tenant)
-        errlog = open(err_log, "w")
-        agent = AgentProcess(sb.env, command=command, errlog=errlog).start()
-        assert agent.call("memory_status")["ok"] is True
-        sb.wait_for(lambda: sb.row(sb.sibyl_db)["sessions"] == 1, timeout=60,
-                    what="the server's session counted")
-        server = _server_pid(sb)
+    with _serving(tmp_path, [sys.executable, "-c", _KEEP_RC]) as (sb, server, rc, err_log):
         os.kill(server, signal.SIGINT)  # Ctrl-C, once
-        # Before, the server served on, its session open (20 s later still).
-        sb.wait_for(lambda: not pid_alive(server), timeout=60, what="kint-server's exit")
-        sb.wait_for(lambda: rc.exists() and rc.read_text().endswith("\n"), timeout=30,
-                    what="the wrapper's note of the exit code")
-        assert rc.read_text() == f"{128 + signal.SIGINT}\n"  # its own exit, not the signal's
-        said = err_log.read_text()
-        assert "Traceback" not in said and "kint-server exits" in said, said
-        sb.wait_for(lambda: sb.row(sb.sibyl_db)["sessions"] == 0, timeout=60,
-                    what="the worker told the session ended")
-    finally:
-        if agent is not None:
-            agent.close(timeout=5)
-            errlog.close()
-        sb.shutdown()
+        # Before, the server served on, its session open (20 s later still). Its own exit
+        # is 130, not the signal's (-2).
+        _assert_exited(sb, server, rc, err_log, 128 + signal.SIGINT, "the wrapper")

@@ -22,7 +22,6 @@ test launcher, whose 10 s for a silent supervisor is cut to 1 s
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import json
 import os
@@ -45,31 +44,14 @@ from kint.paths import ensure_private_dir, run_dir
 from kint.proc_stat import process_stopped
 from kint.socket_paths import prepare_socket_dir, socket_dir
 from kint.supervisor import autostart
-from kint.supervisor.autostart import START_LOCK
 from kint.supervisor.pidlock import PID_FILE, running_pid
 from support.attach_in_flight import attach_in_flight
 from support.closed_by_hand import closed_by_hand
+from support.start_lock import start_lock_held
 
 # Far past the start's 1 s here, far short of its own 30 s: what it tells apart is a start
 # that waited on a stop that cannot end.
 STOPPED_REFUSAL_MAX_S = 20
-
-
-def _start_lock_held(sb) -> bool:
-    """Whether a start holds the start lock: it is in its wait for a supervisor."""
-    try:
-        fd = os.open(run_dir(sb.kint_home) / START_LOCK, os.O_RDONLY)
-    except FileNotFoundError:  # made by the first start that takes it
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError as err:
-        if err.errno not in (errno.EAGAIN, errno.EWOULDBLOCK, errno.EACCES):
-            raise
-        return True
-    finally:
-        os.close(fd)  # a lock this look took goes with it
-    return False
 
 
 @contextmanager
@@ -109,7 +91,7 @@ def _stopping(tmp_path, **env: str) -> Iterator[tuple[Any, int, dict, subprocess
                                                  **env},
                                  text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                  stdin=subprocess.DEVNULL)
-        sb.wait_for(lambda: _start_lock_held(sb) or start.poll() is not None, interval=0.02,
+        sb.wait_for(lambda: start_lock_held(sb) or start.poll() is not None, interval=0.02,
                     what="the start in its wait")
         # The premise: the start waits beside the old supervisor, which still holds the
         # home, its worker held for seconds yet (its grace) where the start's bound is 1 s.

@@ -20,33 +20,18 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import threading
-from typing import Any
 
-from conftest import SUPPORT, make_sandbox, pid_alive, write_store
+from conftest import make_sandbox, pid_alive, write_store
 from kint.client import Client, KintError
 from kint.front_closed import CLOSED_SOCKET, read_note
-from kint.paths import run_dir
 from kint.socket_paths import FRONT_SOCKET, socket_dir
 from kint.supervisor.ownership import file_id
-from kint.supervisor.pidlock import PID_FILE, running_pid
+from kint.supervisor.pidlock import running_pid
 from support.attach_in_flight import attach_in_flight
+from support.successor import take_over_while_held
 
 HOLD = "KINT_TEST_HOLD_ATTACH"
-
-
-def _successor(sb: Any) -> subprocess.Popen[bytes]:
-    """The next test supervisor of the home, its workers holding no attach."""
-    env = {k: v for k, v in sb.env.items() if k != HOLD}
-    log = open(sb.root / "successor.err", "ab")
-    try:
-        return subprocess.Popen([sys.executable, str(SUPPORT / "run_supervisor.py"), "--home",
-                                 str(sb.kint_home)], env=env, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
-    finally:
-        log.close()
 
 
 def test_a_stop_that_ends_beside_a_successor_leaves_its_socket_file(tmp_path):
@@ -79,15 +64,8 @@ def test_a_stop_that_ends_beside_a_successor_leaves_its_socket_file(tmp_path):
                     and not (folder / FRONT_SOCKET).exists())
 
         sb.wait_for(closed_for_the_stop, interval=0.02, what="the door closed for the stop")
-        os.kill(old, signal.SIGSTOP)
-        try:
-            assert closed_for_the_stop()  # the premise, held: nothing at the socket's path
-            (run_dir(sb.kint_home) / PID_FILE).unlink()
-            _successor(sb)
-            sb.wait_for(lambda: running_pid(sb.kint_home) not in (None, old)
-                        and sb.client().ping(0.5), what="the successor serving")
-        finally:
-            os.kill(old, signal.SIGCONT)
+        # The premise, held: nothing at the socket's path.
+        take_over_while_held(sb, old, HOLD, premise=closed_for_the_stop)
         new = running_pid(sb.kint_home)
         front = socket_dir(sb.kint_home) / FRONT_SOCKET
         bound = file_id(front)
