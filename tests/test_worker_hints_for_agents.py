@@ -935,18 +935,20 @@ def test_the_place_an_endpoint_hint_names_reaches_the_agent_as_said():
     pull may heal it. Each of the four places, each hint."""
     from kint.chain.config import DEVCHAIN_SOURCE
     from kint.chain.endpoint_source import other_endpoint
+    from kint.protocol.hints import DEVCHAIN_TRANSPORT
     from kint.tenant_worker import rpc_hint
 
     for chain in _chains():
         for code, hint in _NAMED_ON_THE_WAY_OUT:
             named = rpc_hint.named_hint(chain, hint)
             assert named is not None and named != hint or chain.rpc_source == "env", named
+            transport = rpc_hint.ANOTHER_ENDPOINT.get(hint) in rpc_hint.TRANSPORT
             place = ({rpc_hint.SEND_REFUSED_HINT: rpc_hint.sent_through(chain),
                       rpc_hint.STALE_JOURNAL_HINT: named.removeprefix("check ").removesuffix(
                           ", then run `kint pull`")}.get(hint)
-                     or rpc_hint.another(chain, hint))
+                     or (DEVCHAIN_TRANSPORT if transport and chain.rpc_source == DEVCHAIN_SOURCE
+                         else other_endpoint(chain, keyless=hint == rpc_hint.ARCHIVE_HINT)))
             assert place in named, (named, place)
-            transport = rpc_hint.ANOTHER_ENDPOINT.get(hint) in rpc_hint.TRANSPORT
             if transport and chain.rpc_source == DEVCHAIN_SOURCE:
                 # A transport failure on the devchain: the devchain is checked, never
                 # another RPC given to the space (review38c S1), nor an RPC to change: the

@@ -44,7 +44,7 @@ from kint.protocol.errors import (CHAIN_UNREADABLE_AT, DEFAULT_HINTS, DEVCHAIN_R
                                   split_notices)
 from kint.protocol.hints import (ARCHIVE_AT, ARCHIVE_HINT, CHAIN_UNREADABLE_DEVCHAIN,
                                  CONNECT_WHEN_READABLE, CONNECT_WHEN_READABLE_AT,
-                                 DEVCHAIN_TRANSPORT, HEADER_TRANSPORT_AT,
+                                 HEADER_TRANSPORT_AT,
                                  HEADER_TRANSPORT_DEVCHAIN, HEADER_TRANSPORT_HINT,
                                  SEND_REFUSED_AT, SEND_REFUSED_HINT,
                                  STALE_JOURNAL_AT, STALE_JOURNAL_HINT, UNREAD_GAP_AT,
@@ -131,20 +131,13 @@ def named_hint(chain: ChainConfig, hint: str) -> str | None:
     if template is None:
         return None
     if template in TRANSPORT and chain.rpc_source == DEVCHAIN_SOURCE:
-        return TRANSPORT[template]  # the devchain's check whole: no RPC of its own to change
-    return template.format(endpoint=another(chain, hint))
-
-
-def another(chain: ChainConfig, hint: str) -> str:
-    """Where `hint` (one of ANOTHER_ENDPOINT's) sends the user for another endpoint of
-    `chain`: `other_endpoint`, but for a transport failure on the devchain, which almost
-    always means the devchain is not running (the RPC_UNAVAILABLE hint there says so: an
-    endpoint of another chain is no fix), the devchain's check (whole in `named_hint`'s
-    words), and for an archive endpoint, nearly always a provider's keyed URL, which
-    `kint connect --rpc-urls` refuses on a command line."""
-    if ANOTHER_ENDPOINT[hint] in TRANSPORT and chain.rpc_source == DEVCHAIN_SOURCE:
-        return DEVCHAIN_TRANSPORT
-    return other_endpoint(chain, keyless=hint == ARCHIVE_HINT)
+        # A transport failure on the devchain almost always means it is not running (the
+        # RPC_UNAVAILABLE hint there says so: an endpoint of another chain is no fix): the
+        # devchain's check whole, no RPC of its own to change.
+        return TRANSPORT[template]
+    # An archive endpoint is nearly always a provider's keyed URL, which `kint connect
+    # --rpc-urls` refuses on a command line: the way to give one holds no key.
+    return template.format(endpoint=other_endpoint(chain, keyless=hint == ARCHIVE_HINT))
 
 
 def name_the_given(err: ProtocolError) -> None:
