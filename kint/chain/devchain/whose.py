@@ -74,7 +74,16 @@ def writes_here(record: dict[str, Any], home: Path) -> bool | None:
     """Whether the recorded anvil, running, writes to this home's `devchain/anvil.log` (the
     file `start` gives it as stdout): the same file, device and inode, or another one (a
     home at this path in another mount namespace). None when that cannot be asked: no
-    /proc, no anvil.log here, a process of another user's."""
+    /proc, no anvil.log here, a process of another user's.
+
+    Nothing of anvil's or kint's puts a new file at this path while this home's anvil runs:
+    anvil writes its log to the descriptor `start` gave it as stdout (lifecycle.start,
+    O_APPEND), with no log file of its own to reopen or rotate (anvil has no such option),
+    and kint rotates only its own logs (logs.rotated_logs). Only a hand or a tool outside
+    them does (logrotate without copytruncate, an `mv`): the running anvil then writes to
+    the file moved aside, and reads here as another home's at this path, never signalled,
+    `stop` leaving it. That errs safe, and it is not told apart from that other home's:
+    both are another file than this path's."""
     if not Path("/proc/self/stat").exists():
         return None
     try:
