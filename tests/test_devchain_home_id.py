@@ -314,3 +314,30 @@ def test_stop_of_this_homes_stopped_record_with_its_id_removed_says_what_is_know
     assert status.stderr.startswith(f"kint: error: the devchain {whose} "), status.stderr
     assert json.loads(devchain_record(sb.kint_home).read_text()) == record
     assert not home_id_path(sb.kint_home).exists()
+
+
+def test_a_copy_by_a_removed_id_alone_that_answers_says_whose_is_not_known(tmp_path,
+                                                                        chain_home):
+    """This home's own record from a kint before the genesis was recorded (its id, its
+    state path, no genesis), its anvil gone, with devchain/home.id removed since: judged a
+    copy by the id alone, and its endpoint answers for chain 31337 (here the session's
+    devchain: whatever anvil has its port since). status and start said "started from
+    another KINT_HOME", untrue of it; they say what is known, as a silent copy's refusal
+    does: another KINT_HOME recorded it, or this one before its home.id was removed."""
+    session = json.loads(devchain_record(chain_home).read_text())
+    sb = make_sandbox(tmp_path / "machine", KINT_ANVIL=str(tmp_path / "no-anvil"))
+    _write_record(sb, {})
+    record = {key: value for key, value in session.items() if key != "genesis"}
+    record = {**record, "state": str(state_path(sb.kint_home)), "pid": _gone_pid(),
+              "home": own_home_id(sb.kint_home)}
+    _write_record(sb, record)
+    home_id_path(sb.kint_home).unlink()
+    line = (f"devchain running at {record['rpc_url']} (recorded here by another KINT_HOME, or "
+            f"by this one before its devchain/home.id was removed, state {record['state']}), "
+            f"EpochAnchor {record['anchor']}")
+    for command in ("status", "start"):
+        out = sb.kint("devchain", command)
+        assert out.returncode == 0, (command, out.stdout + out.stderr)
+        assert out.stdout.strip() == line, (command, out.stdout)
+        assert json.loads(devchain_record(sb.kint_home).read_text()) == record, command
+    assert not home_id_path(sb.kint_home).exists()

@@ -50,8 +50,8 @@ def devchain_start() -> None:
     """Start anvil on 127.0.0.1 (chain id 31337) and deploy EpochAnchor on a fresh chain."""
     home = kint_home()
     # One judgement of a copy, as status's: judged again here, its endpoint was asked again.
-    record, elsewhere = _or_exit(lambda devchain: devchain.judged_start(home))
-    click.echo(_running_line(record, elsewhere))
+    record, whose = _or_exit(lambda devchain: devchain.judged_start(home))
+    click.echo(_running_line(record, whose))
 
 
 @devchain_group.command("stop")
@@ -102,8 +102,8 @@ def devchain_status(as_json: bool) -> None:
     from kint.chain.devchain.errors import STOPPED_HINT
 
     home = kint_home()
-    record, kept, elsewhere = _or_exit(lambda devchain: devchain.judged_status(home))
-    if record is None and elsewhere:
+    record, kept, whose = _or_exit(lambda devchain: devchain.judged_status(home))
+    if record is None and whose:
         from kint.settings.urls import redact_url
 
         refuse(ErrorCode.RPC_UNAVAILABLE, f"the devchain recorded here by another KINT_HOME, "
@@ -119,14 +119,27 @@ def devchain_status(as_json: bool) -> None:
     if as_json:
         echo_json(record)
     else:
-        click.echo(_running_line(record, elsewhere))
+        click.echo(_running_line(record, whose))
 
 
-def _running_line(record: dict[str, Any], elsewhere: bool) -> str:
+def _running_line(record: dict[str, Any], whose: str | None) -> str:
     """`start`'s and `status`'s line; a copied record's anvil is named by its home's state
-    file, its pid being another home's (another host's, maybe)."""
-    started = (f"started from another KINT_HOME, state {record.get('state')}" if elsewhere
-               else f"pid {record['pid']}")
+    file, its pid being another home's (another host's, maybe). `whose` (None for this
+    home's own) is whose.ANOTHER or whose.UNSURE: a copy only by the id this home no longer
+    keeps, whose endpoint answering does not tell whose it is, is worded as the refusals
+    word a silent copy. It said "started from another KINT_HOME" of this home's own record
+    too, once its home.id was removed (a record with no genesis: whatever anvil took its
+    port answers for chain 31337)."""
+    from kint.chain.devchain.whose import UNSURE
+
+    state = record.get("state")
+    if whose is None:
+        started = f"pid {record['pid']}"
+    elif whose == UNSURE:
+        started = (f"recorded here by another KINT_HOME, or by this one before its "
+                   f"devchain/home.id was removed, state {state}")
+    else:
+        started = f"started from another KINT_HOME, state {state}"
     return f"devchain running at {record['rpc_url']} ({started}), EpochAnchor {record['anchor']}"
 
 
