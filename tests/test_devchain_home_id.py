@@ -30,7 +30,7 @@ from kint.chain.devchain.records import home_id_path, own_home_id, state_path
 from kint.paths import devchain_dir
 from rpc_proxy import (LoopbackServer, answer_json, answer_status, closed_port_url,
                        json_post_handler)
-from test_devchain import FAKE_ANVIL, _reap, _start_fake
+from test_devchain import FAKE_ANVIL, _reap, _start_fake, stop_silent_hint
 
 
 def _write_record(sb, record: dict) -> None:
@@ -308,10 +308,11 @@ def test_stop_of_this_homes_stopped_record_with_its_id_removed_says_what_is_know
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.splitlines() == [
         f"no devchain of this KINT_HOME is running; the one {whose}"], out.stdout
-    assert out.stderr.splitlines() == [f"hint: {STOPPED_HINT}"], out.stderr
+    assert out.stderr.splitlines() == [f"hint: {stop_silent_hint(sb)}"], out.stderr
     status = sb.kint("devchain", "status")
     assert status.returncode == 3, status.stdout + status.stderr
     assert status.stderr.startswith(f"kint: error: the devchain {whose} "), status.stderr
+    assert f"hint: {STOPPED_HINT}" in status.stderr, status.stderr
     assert json.loads(devchain_record(sb.kint_home).read_text()) == record
     assert not home_id_path(sb.kint_home).exists()
 
