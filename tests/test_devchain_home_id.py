@@ -342,3 +342,36 @@ def test_a_copy_by_a_removed_id_alone_that_answers_says_whose_is_not_known(tmp_p
         assert out.stdout.strip() == line, (command, out.stdout)
         assert json.loads(devchain_record(sb.kint_home).read_text()) == record, command
     assert not home_id_path(sb.kint_home).exists()
+
+
+def test_this_homes_running_anvil_with_its_id_and_log_removed_says_whose_is_not_known(
+        tmp_path):
+    """This home's anvil running under the recorded pid (its command line, this home's
+    state file, its start time), with devchain/home.id and devchain/anvil.log both removed
+    since: whether it writes to this home's anvil.log cannot be asked, so the id decides,
+    and none is kept here: a copy, never signalled. status said it was "started from
+    another KINT_HOME", untrue of it; it says what is known."""
+    anvil = tmp_path / "bin" / "anvil"
+    anvil.parent.mkdir()
+    anvil.write_text(FAKE_ANVIL)
+    anvil.chmod(0o755)
+    sb = make_sandbox(tmp_path / "machine")
+    log = devchain_dir(sb.kint_home) / "anvil.log"
+    proc, record = _start_fake(sb, anvil, log=log)
+    try:
+        _write_record(sb, {})
+        mine = {**record, "home": own_home_id(sb.kint_home)}  # as this home's start wrote it
+        _write_record(sb, mine)
+        home_id_path(sb.kint_home).unlink()
+        log.unlink()  # the anvil writes on to the file it was given, gone from the folder
+        out = sb.kint("devchain", "status")
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert out.stdout.strip() == (
+            f"devchain running at {record['rpc_url']} (recorded here by another KINT_HOME, or "
+            f"by this one before its devchain/home.id was removed, state {record['state']}), "
+            f"EpochAnchor {record['anchor']}"), out.stdout
+        assert proc.poll() is None
+        assert json.loads(devchain_record(sb.kint_home).read_text()) == mine
+        assert not home_id_path(sb.kint_home).exists()
+    finally:
+        _reap(proc)
