@@ -27,7 +27,6 @@ from chain_machines import make_session_key
 from conftest import KINT, kint_loading, make_sandbox, pid_alive, wait_until
 from kint.chain import devchain
 from kint.chain.config import devchain_record
-from kint.chain.devchain.errors import STOPPED_HINT
 from kint.chain.devchain.records import anchor_file, state_path
 from kint.paths import devchain_dir
 from rpc_proxy import closed_port_url
@@ -525,8 +524,19 @@ def test_a_copied_record_whose_pid_means_nothing_here_is_judged_by_its_endpoint(
         f"KINT_HOME, or by this one before its devchain/home.id was removed (state "
         f"{record['state']}), does not answer at "
         f"{silent['rpc_url']}; the record is kept"], stopped.stdout
-    assert stopped.stderr.splitlines() == [f"hint: {STOPPED_HINT}"], stopped.stderr
+    assert stopped.stderr.splitlines() == [f"hint: {stop_silent_hint(sb)}"], stopped.stderr
     assert json.loads(_record(sb).read_text()) == silent
+
+
+def stop_silent_hint(sb) -> str:
+    """`kint devchain stop`'s hint over a copy whose endpoint does not answer, under `sb`'s
+    KINT_HOME. It gave status's (STOPPED_HINT: start it again on its machine and copy the
+    record again), no answer to a stop that stopped nothing: stop's own says who stops that
+    devchain and what forgets the record here."""
+    return (f"nothing was stopped: a devchain another KINT_HOME started is stopped by `kint "
+            f"devchain stop` where it was started; to forget this record (this KINT_HOME's own "
+            f"from before its devchain/home.id was removed, or a copy no longer wanted), remove "
+            f"{devchain_record(sb.kint_home)}")
 
 
 def test_start_over_a_copied_record_starts_nothing_here(tmp_path, fake_anvil):

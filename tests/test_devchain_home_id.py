@@ -30,7 +30,7 @@ from kint.chain.devchain.records import home_id_path, own_home_id, state_path
 from kint.paths import devchain_dir
 from rpc_proxy import (LoopbackServer, answer_json, answer_status, closed_port_url,
                        json_post_handler)
-from test_devchain import FAKE_ANVIL, _reap, _start_fake
+from test_devchain import FAKE_ANVIL, _reap, _start_fake, stop_silent_hint
 
 
 def _write_record(sb, record: dict) -> None:
@@ -308,9 +308,70 @@ def test_stop_of_this_homes_stopped_record_with_its_id_removed_says_what_is_know
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.splitlines() == [
         f"no devchain of this KINT_HOME is running; the one {whose}"], out.stdout
-    assert out.stderr.splitlines() == [f"hint: {STOPPED_HINT}"], out.stderr
+    assert out.stderr.splitlines() == [f"hint: {stop_silent_hint(sb)}"], out.stderr
     status = sb.kint("devchain", "status")
     assert status.returncode == 3, status.stdout + status.stderr
     assert status.stderr.startswith(f"kint: error: the devchain {whose} "), status.stderr
+    assert f"hint: {STOPPED_HINT}" in status.stderr, status.stderr
     assert json.loads(devchain_record(sb.kint_home).read_text()) == record
     assert not home_id_path(sb.kint_home).exists()
+
+
+def test_a_copy_by_a_removed_id_alone_that_answers_says_whose_is_not_known(tmp_path,
+                                                                        chain_home):
+    """This home's own record from a kint before the genesis was recorded (its id, its
+    state path, no genesis), its anvil gone, with devchain/home.id removed since: judged a
+    copy by the id alone, and its endpoint answers for chain 31337 (here the session's
+    devchain: whatever anvil has its port since). status and start said "started from
+    another KINT_HOME", untrue of it; they say what is known, as a silent copy's refusal
+    does: another KINT_HOME recorded it, or this one before its home.id was removed."""
+    session = json.loads(devchain_record(chain_home).read_text())
+    sb = make_sandbox(tmp_path / "machine", KINT_ANVIL=str(tmp_path / "no-anvil"))
+    _write_record(sb, {})
+    record = {key: value for key, value in session.items() if key != "genesis"}
+    record = {**record, "state": str(state_path(sb.kint_home)), "pid": _gone_pid(),
+              "home": own_home_id(sb.kint_home)}
+    _write_record(sb, record)
+    home_id_path(sb.kint_home).unlink()
+    line = (f"devchain running at {record['rpc_url']} (recorded here by another KINT_HOME, or "
+            f"by this one before its devchain/home.id was removed, state {record['state']}), "
+            f"EpochAnchor {record['anchor']}")
+    for command in ("status", "start"):
+        out = sb.kint("devchain", command)
+        assert out.returncode == 0, (command, out.stdout + out.stderr)
+        assert out.stdout.strip() == line, (command, out.stdout)
+        assert json.loads(devchain_record(sb.kint_home).read_text()) == record, command
+    assert not home_id_path(sb.kint_home).exists()
+
+
+def test_this_homes_running_anvil_with_its_id_and_log_removed_says_whose_is_not_known(
+        tmp_path):
+    """This home's anvil running under the recorded pid (its command line, this home's
+    state file, its start time), with devchain/home.id and devchain/anvil.log both removed
+    since: whether it writes to this home's anvil.log cannot be asked, so the id decides,
+    and none is kept here: a copy, never signalled. status said it was "started from
+    another KINT_HOME", untrue of it; it says what is known."""
+    anvil = tmp_path / "bin" / "anvil"
+    anvil.parent.mkdir()
+    anvil.write_text(FAKE_ANVIL)
+    anvil.chmod(0o755)
+    sb = make_sandbox(tmp_path / "machine")
+    log = devchain_dir(sb.kint_home) / "anvil.log"
+    proc, record = _start_fake(sb, anvil, log=log)
+    try:
+        _write_record(sb, {})
+        mine = {**record, "home": own_home_id(sb.kint_home)}  # as this home's start wrote it
+        _write_record(sb, mine)
+        home_id_path(sb.kint_home).unlink()
+        log.unlink()  # the anvil writes on to the file it was given, gone from the folder
+        out = sb.kint("devchain", "status")
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert out.stdout.strip() == (
+            f"devchain running at {record['rpc_url']} (recorded here by another KINT_HOME, or "
+            f"by this one before its devchain/home.id was removed, state {record['state']}), "
+            f"EpochAnchor {record['anchor']}"), out.stdout
+        assert proc.poll() is None
+        assert json.loads(devchain_record(sb.kint_home).read_text()) == mine
+        assert not home_id_path(sb.kint_home).exists()
+    finally:
+        _reap(proc)

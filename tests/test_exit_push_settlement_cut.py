@@ -12,14 +12,27 @@ journal is a killed push's (tests/support/kint_test_faults.py: KINT_TEST_CRASH_F
 own settlement of it is held (KINT_TEST_HOLD_SETTLE) so that the exit push is what settles
 it; the proxy answers every receipt read null (`unmined`, a block that does not come) while
 anvil mines the re-sent transaction, so the re-send's receipt wait is one that only its
-bound or its own 60 s can end.
+bound or its own 60 s can end. The second test rotates the session key between the kill
+and the exit push (kint's own `rotate_session_key`, what `kint session-key rotate` runs):
+the journal is then the previous key's, settled by that key's own receipt wait
+(kint/tenant_worker/former_key.py, FormerKey.wait), which the bound must reach too.
 """
 
 from __future__ import annotations
 
-from chain_machines import machine_behind_proxy
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from unittest import mock
+
+from web3 import Web3
+
+from chain_machines import SESSION_SCRYPT_N, machine_behind_proxy
 from conftest import write_store
+from kint.chain.config import devchain_record
 from kint.client_errors import KintError
+from kint.custody.session_key import rotate_session_key, session_address
 from mcp_session import exit_push_said
 from test_exit_push_deadline import WAIT, asked_in_thread
 
@@ -44,6 +57,42 @@ def test_the_exit_push_settling_a_killed_pushs_journal_stops_at_its_bound(tmp_pa
     the wait ran its own 60 s and the exit push ended past its bound, `exit push not made
     (RPC_UNAVAILABLE): no confirmed receipt ... within 60s; epoch 1 was signed and may still
     land`, after the supervisor's TIMEOUT."""
+    _cut_then_pulled(tmp_path, chain_home, lambda sb, journal: None)
+
+
+def test_the_exit_push_settling_a_previous_session_keys_journal_stops_at_its_bound(
+        tmp_path, chain_home):
+    """As the test before, with `kint session-key rotate` between the kill and the exit
+    push: the journal is the previous key's transaction, whose receipt wait is that key's
+    own (FormerKey.wait, which reads the chain alone and fills holes below the nonce in its
+    slow path), not the machine's sender's. The exit push's bound reaches it too: the wait
+    ends there, SettleCut, the journal kept, and the pull records the epoch the old key's
+    transaction anchored. The new key is not authorized: nothing of the cut or the pull
+    signs with it, and a rotate is followed by `kint authorize` only later. Seen failing
+    with FormerKey.wait's `until` not passed on to its receipt wait: it ran its own 60 s
+    past the bound, `exit push not made (RPC_UNAVAILABLE): no confirmed receipt ...`."""
+
+    def rotate(sb, journal: dict) -> None:
+        old = session_address(sb.kint_home)
+        assert journal["sender"] == old, journal
+        with mock.patch.dict(os.environ, sb.env, clear=True):
+            said_old, new = rotate_session_key(sb.kint_home, scrypt_n=SESSION_SCRYPT_N)
+        assert said_old == old and new != old
+
+    journal = _cut_then_pulled(tmp_path, chain_home, rotate)
+    record = json.loads(devchain_record(chain_home).read_text())
+    w3 = Web3(Web3.HTTPProvider(record["rpc_url"], request_kwargs={"timeout": 10}))
+    tx = "0x" + journal["tx"].removeprefix("0x")
+    assert w3.eth.get_transaction(tx)["from"] == journal["sender"]
+
+
+def _cut_then_pulled(tmp_path: Path, chain_home: Path,
+                     between: Callable[..., None]) -> dict:
+    """A push killed before its send, `between(sb, journal)` (the journal it left, as
+    JSON), then the exit push cut at its bound in that journal's re-send's receipt wait,
+    the journal kept, and a pull that records the epoch from the chain without sending it
+    again: what the test before says. Returns the journal, and `tx`, the hash of the
+    transaction epoch 1 was recorded from."""
     flag, hold = tmp_path / "crash.flag", tmp_path / "hold-settlement"
     with machine_behind_proxy(tmp_path / "m", chain_home, KINT_RPC_TIMEOUT="60",
                               KINT_TEST_CRASH_FLAG=str(flag),
@@ -61,7 +110,9 @@ def test_the_exit_push_settling_a_killed_pushs_journal_stops_at_its_bound(tmp_pa
                 assert err.code == "WORKER_DOWN", err
             assert not flag.exists(), "the worker did not reach the step"
             journals = list(sb.kint_home.glob("pending-*.json"))
-            assert journals, "the killed push's journal"
+            assert len(journals) == 1, "the killed push's journal"
+            journal = json.loads(journals[0].read_text())
+            between(sb, journal)
             seen = len(proxy.calls)
             proxy.set_mode("unmined")
             answered = asked_in_thread(sb, db, ASKED_S)
@@ -93,3 +144,6 @@ def test_the_exit_push_settling_a_killed_pushs_journal_stops_at_its_bound(tmp_pa
         sb.wait_for(lambda: "a push killed mid-way had landed; recorded epoch 1"
                     in log_path.read_text(), what="the settlement's line", **WAIT)
         assert proxy.calls.count("eth_sendRawTransaction") == sends, proxy.calls[seen:]
+        space16 = journals[0].name.removeprefix("pending-").removesuffix(".json")
+        meta = sb.kint_home / "epochs" / space16 / "00000001.meta.json"
+        return {**journal, "tx": json.loads(meta.read_text())["tx"]}

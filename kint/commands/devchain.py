@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from decimal import Context, Decimal, Inexact, InvalidOperation
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -50,8 +51,8 @@ def devchain_start() -> None:
     """Start anvil on 127.0.0.1 (chain id 31337) and deploy EpochAnchor on a fresh chain."""
     home = kint_home()
     # One judgement of a copy, as status's: judged again here, its endpoint was asked again.
-    record, elsewhere = _or_exit(lambda devchain: devchain.judged_start(home))
-    click.echo(_running_line(record, elsewhere))
+    record, whose = _or_exit(lambda devchain: devchain.judged_start(home))
+    click.echo(_running_line(record, whose))
 
 
 @devchain_group.command("stop")
@@ -65,19 +66,19 @@ def devchain_stop() -> None:
     if outcome == "stopped":
         click.echo("devchain stopped")
     elif outcome == "elsewhere":
-        _left_elsewhere(_or_exit(lambda devchain: devchain.read_record(home)) or {})
+        _left_elsewhere(home, _or_exit(lambda devchain: devchain.read_record(home)) or {})
     else:
         click.echo("no devchain was running")
 
 
-def _left_elsewhere(record: dict[str, Any]) -> None:
+def _left_elsewhere(home: Path, record: dict[str, Any]) -> None:
     """What `stop` says of a copied record it left: its anvil named by its home's state file,
     not by its pid (another home's, another host's maybe, which says nothing here), and
-    whether its endpoint answers; "stop it there" only of one that does, with the hint of
-    a silent one (STOPPED_HINT) on stderr, as a refusal's. Not running here is no error.
-    Whose it is, worded as status's and start's refusals: this home's own stopped record
-    with its devchain/home.id removed is judged a copy too, and nothing tells them apart."""
-    from kint.chain.devchain.errors import STOPPED_HINT
+    whether its endpoint answers; "stop it there" only of one that does, with stop's own
+    hint for a silent one (`_silent_copy_hint`) on stderr, as a refusal's. Not running
+    here is no error. Whose it is, worded as status's and start's refusals: this home's own
+    stopped record with its devchain/home.id removed is judged a copy too, and nothing
+    tells them apart."""
     from kint.chain.devchain.whose import record_answers
     from kint.settings.urls import redact_url
 
@@ -89,7 +90,22 @@ def _left_elsewhere(record: dict[str, Any]) -> None:
         click.echo(f"{said} answers at {redact_url(url)}: stop it there")
         return
     click.echo(f"{said} does not answer at {redact_url(url)}; the record is kept")
-    click.echo(f"hint: {STOPPED_HINT}", err=True)
+    click.echo(f"hint: {_silent_copy_hint(home)}", err=True)
+
+
+def _silent_copy_hint(home: Path) -> str:
+    """`stop`'s hint over a copy whose endpoint does not answer. Status's (STOPPED_HINT:
+    how to start that devchain again and reach it) is no answer to a stop: nothing was
+    stopped, and what is left is the record, this home's own from before its home.id was
+    removed or a copy of another's devchain, stopped or moved (a start takes a new port).
+    What stops that devchain is its own home's `stop`; what forgets the record here is
+    removing it."""
+    from kint.chain.config import devchain_record
+
+    return (f"nothing was stopped: a devchain another KINT_HOME started is stopped by "
+            f"`kint devchain stop` where it was started; to forget this record (this "
+            f"KINT_HOME's own from before its devchain/home.id was removed, or a copy no "
+            f"longer wanted), remove {devchain_record(home)}")
 
 
 @devchain_group.command("status")
@@ -102,8 +118,8 @@ def devchain_status(as_json: bool) -> None:
     from kint.chain.devchain.errors import STOPPED_HINT
 
     home = kint_home()
-    record, kept, elsewhere = _or_exit(lambda devchain: devchain.judged_status(home))
-    if record is None and elsewhere:
+    record, kept, whose = _or_exit(lambda devchain: devchain.judged_status(home))
+    if record is None and whose:
         from kint.settings.urls import redact_url
 
         refuse(ErrorCode.RPC_UNAVAILABLE, f"the devchain recorded here by another KINT_HOME, "
@@ -119,14 +135,27 @@ def devchain_status(as_json: bool) -> None:
     if as_json:
         echo_json(record)
     else:
-        click.echo(_running_line(record, elsewhere))
+        click.echo(_running_line(record, whose))
 
 
-def _running_line(record: dict[str, Any], elsewhere: bool) -> str:
+def _running_line(record: dict[str, Any], whose: str | None) -> str:
     """`start`'s and `status`'s line; a copied record's anvil is named by its home's state
-    file, its pid being another home's (another host's, maybe)."""
-    started = (f"started from another KINT_HOME, state {record.get('state')}" if elsewhere
-               else f"pid {record['pid']}")
+    file, its pid being another home's (another host's, maybe). `whose` (None for this
+    home's own) is whose.ANOTHER or whose.UNSURE: a copy only by the id this home no longer
+    keeps, whose endpoint answering does not tell whose it is, is worded as the refusals
+    word a silent copy. It said "started from another KINT_HOME" of this home's own record
+    too, once its home.id was removed (a record with no genesis: whatever anvil took its
+    port answers for chain 31337)."""
+    from kint.chain.devchain.whose import UNSURE
+
+    state = record.get("state")
+    if whose is None:
+        started = f"pid {record['pid']}"
+    elif whose == UNSURE:
+        started = (f"recorded here by another KINT_HOME, or by this one before its "
+                   f"devchain/home.id was removed, state {state}")
+    else:
+        started = f"started from another KINT_HOME, state {state}"
     return f"devchain running at {record['rpc_url']} ({started}), EpochAnchor {record['anchor']}"
 
 

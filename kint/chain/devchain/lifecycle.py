@@ -53,7 +53,8 @@ from kint.chain.devchain.errors import STOPPED_HINT, DevchainError
 from kint.chain.devchain.identity import process_identity, recorded_anvil_runs
 from kint.chain.devchain.records import (anchor_file, forget, locked, own_home_id,
                                          previous_anchor, read_record, state_path)
-from kint.chain.devchain.whose import adopt_id, answers, copied, judged, record_answers
+from kint.chain.devchain.whose import (adopt_id, answers, copied, judged, record_answers,
+                                       whose_copy)
 from kint.paths import atomic_write, devchain_dir
 from kint.pid_file_lock import FOREIGN_FILE_HINT, NotOwnFile, open_own_file
 from kint.protocol import ErrorCode
@@ -73,33 +74,36 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _running(home: Path) -> tuple[dict[str, Any] | None, dict[str, Any] | None, bool]:
+def _running(home: Path) -> tuple[dict[str, Any] | None, dict[str, Any] | None, str | None]:
     """`judged_status`'s answer. A record of this home's anvil that is gone (exited, or its
     pid now someone else's) is removed; a copied one (another home's anvil, whose pid says
     nothing here) is kept, and counts as running when its endpoint answers. Call with the
     lock held."""
     record = read_record(home)
     if record is None:
-        return None, None, False
-    copy, answered = judged(record, home)
-    if copy:
-        answered = record_answers(record) if answered is None else answered
-        return (record if answered else None), record, True
+        return None, None, None
+    judgement = judged(record, home)
+    if judgement.copy:
+        answered = (record_answers(record) if judgement.answered is None
+                    else judgement.answered)
+        return (record if answered else None), record, whose_copy(judgement)
     if not recorded_anvil_runs(record):
         forget(home, record)
-        return None, None, False
+        return None, None, None
     adopt_id(record, home)
-    return (record if record_answers(record) else None), record, False
+    return (record if record_answers(record) else None), record, None
 
 
-def judged_status(home: Path) -> tuple[dict[str, Any] | None, dict[str, Any] | None, bool]:
+def judged_status(home: Path) -> tuple[dict[str, Any] | None, dict[str, Any] | None,
+                                       str | None]:
     """The running devchain's record (None when none runs), the record kept here (that one,
-    or a copy's whose endpoint does not answer), and whether it is a copy: one judgement,
-    each endpoint asked once, so what `kint devchain status` prints of a record is what it
-    found (asked again, an endpoint that stopped answering in between made a copy's line
-    name its pid, which means nothing here)."""
+    or a copy's whose endpoint does not answer), and whose a copy is (whose.ANOTHER or
+    whose.UNSURE; None for this home's own): one judgement, each endpoint asked once, so
+    what `kint devchain status` prints of a record is what it found (asked again, an
+    endpoint that stopped answering in between made a copy's line name its pid, which means
+    nothing here)."""
     if read_record(home) is None:  # nothing to check, and nothing to create
-        return None, None, False
+        return None, None, None
     with locked(home):
         return _running(home)
 
@@ -165,21 +169,23 @@ def start(home: Path) -> dict[str, Any]:
     return judged_start(home)[0]
 
 
-def judged_start(home: Path) -> tuple[dict[str, Any], bool]:
-    """`start`'s record, and whether it is a copy's (another KINT_HOME's devchain, in force
-    here): one judgement, a copy's endpoint asked once, as `judged_status` does, so `kint
-    devchain start`'s line says what the start found (judged again, an endpoint that stopped
-    answering in between made a copy's line name its pid, which means nothing here)."""
+def judged_start(home: Path) -> tuple[dict[str, Any], str | None]:
+    """`start`'s record, and whose a copy's it is (another KINT_HOME's devchain, in force
+    here, as `judged_status` says it; None for this home's own): one judgement, a copy's
+    endpoint asked once, as `judged_status` does, so `kint devchain start`'s line says what
+    the start found (judged again, an endpoint that stopped answering in between made a
+    copy's line name its pid, which means nothing here)."""
     with locked(home):
         previous = read_record(home)
-        copy, answered = judged(previous, home) if previous is not None else (False, None)
-        if previous is not None and copy:
-            return _copy_in_force(home, previous, answered), True
+        judgement = judged(previous, home) if previous is not None else None
+        if previous is not None and judgement is not None and judgement.copy:
+            return (_copy_in_force(home, previous, judgement.answered),
+                    whose_copy(judgement))
         if previous is not None and recorded_anvil_runs(previous):
             adopt_id(previous, home)
             url = str(previous.get("rpc_url"))
             if record_answers(previous):
-                return previous, False
+                return previous, None
             raise DevchainError(f"the devchain's anvil (pid {previous['pid']}) runs but does not "
                                 f"answer at {url}",
                                 hint="run `kint devchain stop`, then `kint devchain start`")
@@ -247,7 +253,7 @@ def judged_start(home: Path) -> tuple[dict[str, Any], bool]:
             with contextlib.suppress(FileNotFoundError):
                 devchain_record(home).unlink()
             raise
-        return record, False
+        return record, None
 
 
 def stop(home: Path, timeout_s: float = STOP_TIMEOUT_S) -> str:

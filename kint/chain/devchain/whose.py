@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import requests
 
@@ -74,7 +74,16 @@ def writes_here(record: dict[str, Any], home: Path) -> bool | None:
     """Whether the recorded anvil, running, writes to this home's `devchain/anvil.log` (the
     file `start` gives it as stdout): the same file, device and inode, or another one (a
     home at this path in another mount namespace). None when that cannot be asked: no
-    /proc, no anvil.log here, a process of another user's."""
+    /proc, no anvil.log here, a process of another user's.
+
+    Nothing of anvil's or kint's puts a new file at this path while this home's anvil runs:
+    anvil writes its log to the descriptor `start` gave it as stdout (lifecycle.start,
+    O_APPEND), with no log file of its own to reopen or rotate (anvil has no such option),
+    and kint rotates only its own logs (logs.rotated_logs). Only a hand or a tool outside
+    them does (logrotate without copytruncate, an `mv`): the running anvil then writes to
+    the file moved aside, and reads here as another home's at this path, never signalled,
+    `stop` leaving it. That errs safe, and it is not told apart from that other home's:
+    both are another file than this path's."""
     if not Path("/proc/self/stat").exists():
         return None
     try:
@@ -85,20 +94,55 @@ def writes_here(record: dict[str, Any], home: Path) -> bool | None:
     return (theirs.st_dev, theirs.st_ino) == (ours.st_dev, ours.st_ino)
 
 
-def judged(record: dict[str, Any], home: Path) -> tuple[bool, bool | None]:
+# Whose a record judged a copy is, as `kint devchain start` and `status` word its running
+# line: another KINT_HOME's, or not known to be (`Judgement.unsure`).
+ANOTHER = "another"
+UNSURE = "unsure"
+
+
+class Judgement(NamedTuple):
+    """What `judged` found of a record: whether it is a copy (`copied`); whether its
+    endpoint answered for its chain, when that was asked to decide (None when it was not);
+    and (`unsure`) whether a copy is one only by the id this home no longer keeps, which its
+    endpoint answering would not settle: another KINT_HOME's record, or this one's own
+    with devchain/home.id removed, nothing telling them apart."""
+
+    copy: bool
+    answered: bool | None
+    unsure: bool = False
+
+
+def judged(record: dict[str, Any], home: Path) -> Judgement:
     """Whether the record is a copy (`copied`), and whether its endpoint answered for its
-    chain when that was asked to decide (None when it was not): a caller that needs both
-    asks the endpoint once, and cannot get two answers that disagree."""
+    chain when that was asked to decide: a caller that needs both asks the endpoint once,
+    and cannot get two answers that disagree. A copy by the id alone, with no home.id kept
+    here, is `unsure` when the answer the caller then asks would not say whose it is: an
+    anvil running under its pid whose anvil.log cannot be read is this home's as likely as
+    not, and a record with no genesis (a kint before it was recorded) is answered by any
+    chain 31337 on its port (another anvil's, on the port of this home's own gone). One
+    naming a genesis its endpoint answers with is that devchain running, and not under the
+    pid this home's start recorded: another KINT_HOME's."""
     if "state" in record and not started_here(record, home):
-        return True, None
-    elsewhere = "home" in record and record["home"] != home_id(home)
+        return Judgement(True, None)
+    kept = home_id(home)
+    elsewhere = "home" in record and record["home"] != kept
+    by_id_alone = elsewhere and kept is None
     if "state" in record and recorded_anvil_runs(record):
         mine = writes_here(record, home)
-        return (elsewhere if mine is None else not mine), None
+        if mine is None:
+            return Judgement(elsewhere, None, by_id_alone)
+        return Judgement(not mine, None)
     if elsewhere or "genesis" not in record:
-        return elsewhere, None
+        return Judgement(elsewhere, None, by_id_alone and "genesis" not in record)
     answered = record_answers(record)
-    return answered, answered
+    return Judgement(answered, answered)
+
+
+def whose_copy(judgement: Judgement) -> str | None:
+    """None for this home's own record, else whose the copy is: ANOTHER or UNSURE."""
+    if not judgement.copy:
+        return None
+    return UNSURE if judgement.unsure else ANOTHER
 
 
 def copied(record: dict[str, Any], home: Path) -> bool:
