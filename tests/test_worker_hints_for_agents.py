@@ -103,18 +103,22 @@ PASSED_ON = {
 
 def _chains() -> list[SimpleNamespace]:
     """A chain's settings as the hints built from them read them: set by the devchain's
-    record, a space's own endpoints, a config file, the environment."""
+    record, a space's own endpoints, a config file, the environment; the machine's own
+    KINT_RPC_URL (which chooses the chain) unset, set in the file, in the environment, or
+    in the supervisor's environment."""
     from kint import settings
     from kint.chain.config import DEVCHAIN_SOURCE, SPACE_URLS_SOURCE
 
     return [SimpleNamespace(rpc_source=source, rpc_where=where, chain_id=8453, devchain=dev,
                             rpc_urls=["http://127.0.0.1:1/", "http://127.0.0.1:2/"],
                             anchor="0x" + "12" * 20, contract_source=source,
-                            contract_where=where)
-            for source, where, dev in ((DEVCHAIN_SOURCE, None, True),
-                                       (SPACE_URLS_SOURCE, None, False),
-                                       (settings.FILE, "/home/u/.kint/config.toml", False),
-                                       ("env", None, False))]
+                            contract_where=where, machine_rpc_source=machine,
+                            machine_rpc_where=where)
+            for source, where, dev, machine in (
+                (DEVCHAIN_SOURCE, None, True, settings.DEFAULT),
+                (SPACE_URLS_SOURCE, None, False, settings.DAEMON_ENV),
+                (settings.FILE, "/home/u/.kint/config.toml", False, settings.FILE),
+                ("env", None, False, "env"))]
 
 
 def _built_at_run_time() -> dict[tuple[str, str], Callable[[], Iterator[tuple[str, str]]]]:
