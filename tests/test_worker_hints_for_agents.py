@@ -131,6 +131,7 @@ def _built_at_run_time() -> dict[tuple[str, str], Callable[[], Iterator[tuple[st
     from kint.tenant_worker.former_key import FormerKey
     from kint.custody.errors import WrongSigner
     from kint.protocol.errors import UNSETTLED_HINT, ProtocolError as Refused
+    from kint.protocol.hints import RECOVERY_FILE_AT, recovery_code_hint
     from kint.tenant_worker import enrolled_chain, recovery_binding, rpc_hint, state_health
     from kint.tenant_worker.connect_key import not_a_rekey
     from kint.tenant_worker.custody_errors import wrong_signer_hint
@@ -327,6 +328,14 @@ def _built_at_run_time() -> dict[tuple[str, str], Callable[[], Iterator[tuple[st
         ("tenant_worker/drift.py", "hold.hint"): held,
         ("tenant_worker/behind_head.py", "REORG_HINT.format(endpoint=other_endpoint("
                                          "anchor.config))"): reorganised,
+        # A recovery code that is not one, naming the space's file where it is known.
+        ("tenant_worker/custody_errors.py", "recovery_code_hint(space16)"): lambda: (
+            ("BAD_REQUEST", recovery_code_hint(space16)) for space16 in (None, "ab" * 8)),
+        # The vault's maker without its recovery file, naming the file's path.
+        ("tenant_worker/push_refusals.py", "RECOVERY_FILE_AT.format(file=state.files["
+                                           "'recovery'])"): lambda: iter([(
+            "NOT_CONNECTED", RECOVERY_FILE_AT.format(
+                file=f"/home/u/.kint/RECOVERY-{'ab' * 8}.txt"))]),
     }
 
 
