@@ -173,6 +173,7 @@ def test_a_command_that_checks_the_spaces_chain_names_the_supervisors_endpoint_s
     is set. The command named "KINT_RPC_URL" alone, by a lookup in its own environment,
     which has none and which the worker does not use (where it is set travels with the
     chain settings now: ChainConfig.machine_rpc_source)."""
+    seen = kjson(machine, "status")["head"]["seq"]  # the module's other tests push too
     machine.shutdown()
     machine.env["KINT_RPC_URL"] = closed_port_url()
     try:
@@ -183,9 +184,9 @@ def test_a_command_that_checks_the_spaces_chain_names_the_supervisors_endpoint_s
                 "with KINT_RPC_URL in the supervisor's environment unset or naming its "
                 "endpoint")
     try:
-        said = ("this space was connected on the devchain (chain id 31337), where this "
-                "machine has anchored or pulled its epochs up to 1; kint now reads Base "
-                "(chain id 8453) [CONFIG_INVALID]")
+        said = (f"this space was connected on the devchain (chain id 31337), where this "
+                f"machine has anchored or pulled its epochs up to {seen}; kint now reads Base "
+                f"(chain id 8453) [CONFIG_INVALID]")
         refused(machine.kint("pull"), 5, said, way_back)
         refused(machine.kint("session-key", "show"), 2, said, way_back)
     finally:
