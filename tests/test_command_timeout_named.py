@@ -22,6 +22,7 @@ from kint.chain.calls import RPC_TIMEOUT_WORDS
 from kint.chain.anchor import Anchor
 from kint.chain.config import ChainConfig
 from kint.chain.rpc import RpcTracker, RpcUnavailable
+from kint.protocol.errors import SPACE_RPC_HINT
 from kint.settings.schema import BY_NAME
 from test_recycle_sessions import _worker
 
@@ -34,7 +35,8 @@ def test_session_key_show_and_authorize_name_the_rpc_timeout_they_waited_and_who
     the caller's environment, then by the supervisor's, which only the space's worker
     reads: a lookup in the command's own process would say "the default". The supervisor
     runs with 0.75 s, which the test needs in its environment; the set-up's connect sends
-    the default as its own value, so a slow anvil answer on a loaded box does not fail it."""
+    the default as its own value, so a slow anvil answer on a loaded box does not fail it.
+    The refusal's hint names the endpoints the space's connect kept, the worker's."""
     sane = {"KINT_RPC_TIMEOUT": str(BY_NAME["KINT_RPC_TIMEOUT"].default)}
     with machine_behind_proxy(tmp_path, chain_home, connect_settings=sane,
                               KINT_RPC_TIMEOUT="0.75") as (sb, proxy):
@@ -51,6 +53,9 @@ def test_session_key_show_and_authorize_name_the_rpc_timeout_they_waited_and_who
         assert (f"authorize payload: the chain did not answer (reading the newest block: "
                 f"{RPC_TIMEOUT_WORDS}=0.5s (from this call; ReadTimeout))") in refused.stderr, \
             refused.stderr
+        # Its hint names the endpoints the space's worker reads through, those its connect's
+        # --rpc-urls kept, where it said "check KINT_RPC_URL", which the worker does not use.
+        assert f"hint: {SPACE_RPC_HINT}" in refused.stderr, refused.stderr
         shown = ok(sb.kint("session-key", "show"))
         assert (f"{RPC_TIMEOUT_WORDS}=0.75s (from the supervisor's environment; ReadTimeout)"
                 in shown.stderr), shown.stderr

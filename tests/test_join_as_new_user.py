@@ -83,15 +83,20 @@ def test_a_mistyped_recovery_code_says_where_to_copy_it_from(vault, machine_b):
     stopped, hint = out.stderr.splitlines()
     assert stopped == ("join stopped at connect: recovery code checksum failed (typo?) "
                        "[BAD_REQUEST]"), out.stderr
+    # The space's own file, by its id (the vault's space: the same on every machine), where
+    # it said the literal RECOVERY-<space16>.txt.
+    space16 = kjson(machine_b, "status")["space"][:16]
     assert hint.startswith("hint: copy the code again: it is the last line of "
-                           "RECOVERY-<space16>.txt"), out.stderr
+                           f"KINT_HOME/RECOVERY-{space16}.txt, written where the vault "
+                           "started"), out.stderr
     refused = machine_b.kint("connect", "--owner", owner.address, "--recovery-code-stdin",
                              "--json", input=code[:20] + "\n")
     assert refused.returncode == 2, (refused.stdout, refused.stderr)
     refusal = json.loads(refused.stdout)
     assert refusal["error"] == "BAD_REQUEST", refusal
     assert refusal["message"].startswith("a recovery code is 55 characters"), refusal
-    assert refusal["hint"].startswith("copy the code again"), refusal
+    assert refusal["hint"].startswith("copy the code again: it is the last line of "
+                                      f"KINT_HOME/RECOVERY-{space16}.txt"), refusal
     assert not kjson(machine_b, "status")["connected"]
     joined = ok(machine_b.kint("join", "--owner", owner.address, "--recovery-code-stdin",
                                "--no-setup", input=code + "\n"))
@@ -237,6 +242,7 @@ def test_a_recovery_code_from_before_a_rotation_is_told_so(rotated, machine_b):
     v0.3.0's words, said to check the code, the owner and the tenant, all of them right:
     the hint now names the rotation, and where the new code was written."""
     owner, old_code = rotated
+    space16 = kjson(machine_b, "--tenant", ROTATED, "status")["space"][:16]
     out = machine_b.kint("--tenant", ROTATED, "connect", "--owner", owner.address,
                          "--recovery-code-stdin", "--json", input=old_code + "\n")
     assert out.returncode == 2, (out.stdout, out.stderr)
@@ -246,7 +252,7 @@ def test_a_recovery_code_from_before_a_rotation_is_told_so(rotated, machine_b):
                                   "under this owner"), refusal
     assert refusal["hint"].endswith("A code kept from before a `kint rekey` no longer opens "
                                     "the vault: that rekey wrote the new one "
-                                    "(RECOVERY-<space16>.txt where it ran)"), refusal
+                                    f"(KINT_HOME/RECOVERY-{space16}.txt where it ran)"), refusal
 
 
 def test_a_full_join_after_a_rotation_lists_each_older_epoch_once_as_closed(rotated, machines):

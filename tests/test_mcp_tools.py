@@ -190,15 +190,16 @@ def test_a_value_of_another_type_is_refused_never_coerced(agent):
 def test_a_value_the_worker_refuses_names_the_tool_to_call_again(agent):
     """The worker's own check of a value (a NUL in the query, a recovery code that is not
     one) says what to fix, and its hint is the agent's next call, not a command line."""
-    owner = agent.call("memory_status")["owner"] or "0x" + "1" * 40
+    status = agent.call("memory_status")
+    owner, space16 = status["owner"] or "0x" + "1" * 40, status["space"][:16]
     payload = agent.failed("memory_verify", query="release\x00rule")
     assert payload["hint"] == ("nothing was done; call memory_verify again with the value named "
                                "above corrected"), payload
-    # A recovery code the human gave: the agent asks for it again (the CLI's hint says which
-    # file to copy it from).
+    # A recovery code the human gave: the agent asks for it again, naming the space's own
+    # file (the worker knows the space; it said the literal RECOVERY-<space16>.txt).
     payload = agent.failed("memory_connect", owner=owner, recovery_code="not a code")
     assert payload["hint"] == ("nothing was done; ask the human for the recovery code again "
-                               "(the last line of RECOVERY-<space16>.txt) and call "
+                               f"(the last line of KINT_HOME/RECOVERY-{space16}.txt) and call "
                                "memory_connect again with it"), payload
     assert "kint COMMAND" not in payload["hint"]
     # So does an owner whose mixed case is not its EIP-55 checksum (a character mistyped).
@@ -220,13 +221,14 @@ def test_a_refusals_notices_are_their_own_field_beside_the_agents_hint(agent):
 
     notice = ("kint: KINT_OFFLINE='true' in this environment is not 1 (on) or 0 (off), so it "
               "is not used: this call runs with unset (the default)")
-    owner = agent.call("memory_status")["owner"] or "0x" + "1" * 40
+    status = agent.call("memory_status")
+    owner, space16 = status["owner"] or "0x" + "1" * 40, status["space"][:16]
     offline = AgentProcess({**agent.box.env, "KINT_OFFLINE": "true"}).start()
     try:
         payload = offline.failed("memory_connect", owner=owner, recovery_code="not a code")
     finally:
         offline.close()
     assert payload["hint"] == ("nothing was done; ask the human for the recovery code again "
-                               "(the last line of RECOVERY-<space16>.txt) and call "
+                               f"(the last line of KINT_HOME/RECOVERY-{space16}.txt) and call "
                                "memory_connect again with it"), payload
     assert payload.get("notices") == [notice], payload

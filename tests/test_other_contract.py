@@ -24,6 +24,7 @@ from chain_machines import (connect_with_wallet, deploy_second_anchor, devchain_
                             ok, owner_account, recovery_code)
 from conftest import sibyl_client
 from machines_together import machines_started, side_by_side
+from rpc_proxy import closed_port_url
 
 
 @pytest.fixture(scope="module")
@@ -158,6 +159,36 @@ def test_a_contract_in_the_supervisors_environment_names_its_service(
                 f"supervisor stop` and run the next command from an environment where it is "
                 f"{anchor}")
         assert sent(machine, chain_home) == nonce
+    finally:
+        machine.shutdown()
+        machine.start_entitled()
+
+
+def test_a_command_that_checks_the_spaces_chain_names_the_supervisors_endpoint_setting(
+        machine):
+    """The supervisor started with a KINT_RPC_URL of no devchain: the space's worker reads
+    Base, where the space was connected on the devchain. A worker's refusal (pull) and a
+    command that checks the space's chain in its own process (`session-key show`, with the
+    worker's chain settings: kint.commands.enrolled_contract) name that setting where it
+    is set. The command named "KINT_RPC_URL" alone, by a lookup in its own environment,
+    which has none and which the worker does not use (where it is set travels with the
+    chain settings now: ChainConfig.machine_rpc_source)."""
+    seen = kjson(machine, "status")["head"]["seq"]  # the module's other tests push too
+    machine.shutdown()
+    machine.env["KINT_RPC_URL"] = closed_port_url()
+    try:
+        machine.start_entitled()
+    finally:
+        del machine.env["KINT_RPC_URL"]
+    way_back = ("hint: read the devchain again: `kint devchain start` (its state is kept), "
+                "with KINT_RPC_URL in the supervisor's environment unset or naming its "
+                "endpoint")
+    try:
+        said = (f"this space was connected on the devchain (chain id 31337), where this "
+                f"machine has anchored or pulled its epochs up to {seen}; kint now reads Base "
+                f"(chain id 8453) [CONFIG_INVALID]")
+        refused(machine.kint("pull"), 5, said, way_back)
+        refused(machine.kint("session-key", "show"), 2, said, way_back)
     finally:
         machine.shutdown()
         machine.start_entitled()

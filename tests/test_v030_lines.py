@@ -177,7 +177,10 @@ def test_the_machine_that_made_the_vault_refuses_to_push_without_its_recovery_fi
         out = sb.kint(*on(db, "push"))
         assert out.returncode == 5, (out.stdout, out.stderr)
         assert "created the vault but its recovery code file" in out.stderr, out.stderr
-        assert "kint recovery-code" in out.stderr
+        # The hint names the file's path, which kint-server carries to an agent (it said
+        # "write it again", and the agent's words a KINT_HOME/RECOVERY-<space16>.txt).
+        assert (f"hint: run `kint recovery-code` to write {recovery} again and copy it off "
+                f"the machine") in out.stderr, out.stderr
         status = kjson(sb, *on(db, "status"))
         assert status["head"]["seq"] == head, status
         assert status["unanchored_changes"] == {"changed": 1, "deleted": 0}, status

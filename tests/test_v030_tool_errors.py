@@ -293,6 +293,28 @@ def test_the_vaults_maker_without_its_recovery_file_is_told_to_write_it_again_it
         watcher_failure_hint(failed)
 
 
+def test_the_recovery_files_hints_name_the_spaces_own_file_to_the_agent():
+    """The worker names the space's recovery file in the hint where it knows the space (push:
+    the file's path; a recovery code refused: its name under KINT_HOME, on the machine where
+    the vault started), and the agent's words carry it: they said the literal
+    `KINT_HOME/RECOVERY-<space16>.txt`, a file the agent and the human had to work out."""
+    from kint.protocol.hints import RECOVERY_FILE_AT, recovery_code_hint
+
+    path = f"/home/u/.kint/RECOVERY-{'ab' * 8}.txt"
+    refusal = KintError("NOT_CONNECTED", "this machine created the vault but its recovery "
+                        f"code file {path} is missing or empty", RECOVERY_FILE_AT.format(file=path))
+    mapped = agent_error("memory_push", push_error(refusal, lambda: True))
+    assert mapped.hint == (f"run `kint recovery-code` to write the file again (do not open "
+                           f"it), then tell the human where it is ({path}) so they copy it off "
+                           f"this machine; after that, call memory_push again"), mapped.hint
+    hint = recovery_code_hint("ab" * 8)
+    assert f"the last line of KINT_HOME/RECOVERY-{'ab' * 8}.txt, written where" in hint, hint
+    mapped = agent_error("memory_connect", KintError("BAD_REQUEST", "not a code", hint))
+    assert mapped.hint == (f"nothing was done; ask the human for the recovery code again (the "
+                           f"last line of KINT_HOME/RECOVERY-{'ab' * 8}.txt) and call "
+                           f"memory_connect again with it"), mapped.hint
+
+
 def test_a_busy_supervisor_short_of_open_files_is_no_push_running():
     """memory_push's BUSY takes v0.3.0's hint, `a push is already running`; the BUSY of a
     supervisor or worker short of open files (kint.open_files), or of a supervisor that

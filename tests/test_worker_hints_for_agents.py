@@ -103,18 +103,22 @@ PASSED_ON = {
 
 def _chains() -> list[SimpleNamespace]:
     """A chain's settings as the hints built from them read them: set by the devchain's
-    record, a space's own endpoints, a config file, the environment."""
+    record, a space's own endpoints, a config file, the environment; the machine's own
+    KINT_RPC_URL (which chooses the chain) unset, set in the file, in the environment, or
+    in the supervisor's environment."""
     from kint import settings
     from kint.chain.config import DEVCHAIN_SOURCE, SPACE_URLS_SOURCE
 
     return [SimpleNamespace(rpc_source=source, rpc_where=where, chain_id=8453, devchain=dev,
                             rpc_urls=["http://127.0.0.1:1/", "http://127.0.0.1:2/"],
                             anchor="0x" + "12" * 20, contract_source=source,
-                            contract_where=where)
-            for source, where, dev in ((DEVCHAIN_SOURCE, None, True),
-                                       (SPACE_URLS_SOURCE, None, False),
-                                       (settings.FILE, "/home/u/.kint/config.toml", False),
-                                       ("env", None, False))]
+                            contract_where=where, machine_rpc_source=machine,
+                            machine_rpc_where=where)
+            for source, where, dev, machine in (
+                (DEVCHAIN_SOURCE, None, True, settings.DEFAULT),
+                (SPACE_URLS_SOURCE, None, False, settings.DAEMON_ENV),
+                (settings.FILE, "/home/u/.kint/config.toml", False, settings.FILE),
+                ("env", None, False, "env"))]
 
 
 def _built_at_run_time() -> dict[tuple[str, str], Callable[[], Iterator[tuple[str, str]]]]:
@@ -127,6 +131,7 @@ def _built_at_run_time() -> dict[tuple[str, str], Callable[[], Iterator[tuple[st
     from kint.tenant_worker.former_key import FormerKey
     from kint.custody.errors import WrongSigner
     from kint.protocol.errors import UNSETTLED_HINT, ProtocolError as Refused
+    from kint.protocol.hints import RECOVERY_FILE_AT, recovery_code_hint
     from kint.tenant_worker import enrolled_chain, recovery_binding, rpc_hint, state_health
     from kint.tenant_worker.connect_key import not_a_rekey
     from kint.tenant_worker.custody_errors import wrong_signer_hint
@@ -323,6 +328,14 @@ def _built_at_run_time() -> dict[tuple[str, str], Callable[[], Iterator[tuple[st
         ("tenant_worker/drift.py", "hold.hint"): held,
         ("tenant_worker/behind_head.py", "REORG_HINT.format(endpoint=other_endpoint("
                                          "anchor.config))"): reorganised,
+        # A recovery code that is not one, naming the space's file where it is known.
+        ("tenant_worker/custody_errors.py", "recovery_code_hint(space16)"): lambda: (
+            ("BAD_REQUEST", recovery_code_hint(space16)) for space16 in (None, "ab" * 8)),
+        # The vault's maker without its recovery file, naming the file's path.
+        ("tenant_worker/push_refusals.py", "RECOVERY_FILE_AT.format(file=state.files["
+                                           "'recovery'])"): lambda: iter([(
+            "NOT_CONNECTED", RECOVERY_FILE_AT.format(
+                file=f"/home/u/.kint/RECOVERY-{'ab' * 8}.txt"))]),
     }
 
 

@@ -14,8 +14,8 @@ from kint.protocol.hints import (ARCHIVE_AT, CHAIN_UNREADABLE_DEVCHAIN, CONNECT_
                                  FORMER_KEY_DEVCHAIN_FUND, FORMER_KEY_ELSEWHERE,
                                  FORMER_KEY_FUND, FORMER_KEY_UNFILLABLE, FUND_DEVCHAIN_KEY_HINT,
                                  FUND_SESSION_KEY_HINT, HEADER_TRANSPORT_AT,
-                                 HEADER_TRANSPORT_DEVCHAIN, REORG_HINT,
-                                 SEND_REFUSED_AT, STALE_JOURNAL_AT, UNREAD_GAP_AT)
+                                 HEADER_TRANSPORT_DEVCHAIN, RECOVERY_CODE_AT, RECOVERY_FILE_AT,
+                                 REORG_HINT, SEND_REFUSED_AT, STALE_JOURNAL_AT, UNREAD_GAP_AT)
 
 
 def _transport_retry(done: str) -> str:
@@ -124,4 +124,14 @@ AGENT_TEMPLATES: tuple[tuple[str, str], ...] = (
                              "it again without it is theirs (the service's environment file, "
                              "or `kint supervisor stop` and a command from an environment "
                              f"without it); {_CONNECT_AGAIN}"),
+    # The vault's maker without its recovery code file ({file}: its path, push's): writing
+    # it again is the agent's own step (14-agents.md: run it, tell the human where it is,
+    # do not open it); copying it off the machine is the human's.
+    (RECOVERY_FILE_AT, "run `kint recovery-code` to write the file again (do not open it), "
+                       "then tell the human where it is ({file}) so they copy it off this "
+                       "machine; after that, call {tool} again"),
+    # A recovery code that is not one ({file}: the space's file under KINT_HOME, or its
+    # pattern): the code came from the human, and the agent cannot copy it again itself.
+    (RECOVERY_CODE_AT, "nothing was done; ask the human for the recovery code again (the "
+                       "last line of {file}) and call {tool} again with it"),
 )

@@ -31,7 +31,7 @@ from kint.protocol.hints import (ASIDE_FIRST, ASIDE_THEN, CHECKSUM_HINT, CORRUPT
                                  CORRUPT_JOURNAL_HINT, DEFERRED_FILL_HINT, DISK_FULL_PULL_TAIL,
                                  DRIFT_HOLD_HINT, GAP_NEVER_OPENS_HINT, NOT_A_REKEY_HINT,
                                  NOT_CONNECTED_HINT, NO_DATA_KEY_HINT, NO_LOCAL_SECRET_HINT,
-                                 RECOVERY_CODE_HINT, RECOVERY_FILE_HINT, REKEY_JOURNAL_HINT,
+                                 RECOVERY_FILE_HINT, REKEY_JOURNAL_HINT,
                                  REKEY_JOURNAL_NEWER_HINT, REREAD_HINT, ROTATED_DISCARD_HINT,
                                  ROTATED_GAP_HINT, ROTATED_KEY_PUSH_HINT,
                                  SESSION_KEY_CORRUPT_HINT, SESSION_KEY_LOCKED_HINT,
@@ -150,10 +150,11 @@ _AGENT_HINTS = {
                                                f"machine's current session key",
     # The vault's maker without its recovery code file: writing it again is the agent's own
     # step (14-agents.md: run it, tell the human where it is, do not open it); copying it off
-    # the machine is the human's.
+    # the machine is the human's. Where the hint names the file, agent_hint_templates' words
+    # name it too; here it is the path `kint recovery-code` prints.
     RECOVERY_FILE_HINT: "run `kint recovery-code` to write the file again (do not open it), "
-                        "then tell the human where it is (KINT_HOME/RECOVERY-<space16>.txt) "
-                        "so they copy it off this machine; after that, call {tool} again",
+                        "then tell the human where it is (the path it prints) so they copy "
+                        "it off this machine; after that, call {tool} again",
     # A journal a rotated session key left is dropped: the agent's own push anchors its rows.
     ROTATED_KEY_PUSH_HINT: "call memory_push again: it anchors them with this machine's "
                            "current session key",
@@ -255,10 +256,8 @@ _AGENT_HINTS = {
         SESSION_KEY_LOCKED_HINT, NO_LOCAL_SECRET_HINT, SESSION_KEY_CORRUPT_HINT,
         REKEY_JOURNAL_HINT, REKEY_JOURNAL_NEWER_HINT, WORKER_ROOM_HINT, SYSTEM_FILES_HINT,
         FOREIGN_FILE_HINT)},
-    # The code came from the human: the agent cannot copy it again itself.
-    RECOVERY_CODE_HINT: "nothing was done; ask the human for the recovery code again (the "
-                        "last line of RECOVERY-<space16>.txt) and call {tool} again with it",
-    # So did the owner's address: a mixed case that is not its checksum is a mistyped one.
+    # The owner's address came from the human (as a recovery code did: agent_hint_templates):
+    # a mixed case that is not its checksum is a mistyped one.
     CHECKSUM_HINT: "nothing was done; ask the human for the owner's address again, as their "
                    "wallet shows it, and call {tool} again with it",
     # A push waiting behind a previous key's nonce held at another endpoint: the wait ends

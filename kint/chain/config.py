@@ -115,6 +115,14 @@ class ChainConfig:
     # chain, and verify's head Anchor (SpaceContext.head_anchor) is kept while they are.
     rpc_timeout_source: str = field(default="default", compare=False)
     rpc_timeout_where: str | None = field(default=None, compare=False)
+    # Where the machine's own KINT_RPC_URL came from (settings.machine_lookup, without a
+    # space's table), which chooses the chain beside the devchain's record: the refusal of a
+    # space read on another chain names it as the setting to change back
+    # (kint.tenant_worker.enrolled_chain), from this one lookup, and a command that checks
+    # the space's chain itself gets the worker's with the rest (`space_chain`), where its
+    # own lookup named the command's environment. Not compared, as the timeout's source.
+    machine_rpc_source: str = field(default="default", compare=False)
+    machine_rpc_where: str | None = field(default=None, compare=False)
 
     def with_rpc_timeout(self, timeout_s: float) -> ChainConfig:
         """This chain for a read its caller bounds (verify's head read and status's session
@@ -229,7 +237,8 @@ def load_chain_config(home: Path, space_rpc_urls: list[str] | None = None) -> Ch
         urls, source = tuple(space_rpc_urls), (SPACE_URLS_SOURCE, None)
     timeout_source = _source(timeout_value)
     sources = {"rpc_source": source[0], "rpc_where": source[1],
-               "rpc_timeout_source": timeout_source[0], "rpc_timeout_where": timeout_source[1]}
+               "rpc_timeout_source": timeout_source[0], "rpc_timeout_where": timeout_source[1],
+               "machine_rpc_source": machine.source, "machine_rpc_where": machine.where}
     if on_devchain:
         assert dev is not None
         anchor, (csource, cwhere) = dev.anchor, (DEVCHAIN_SOURCE, str(devchain_record(home)))

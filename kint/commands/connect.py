@@ -173,9 +173,10 @@ def refuse_unused_ways(signature: str | None, signature_file: str | None,
 def connect_args(owner: str | None, signature: str | None, signature_file: str | None,
                  smart_account: bool, passphrase_stdin: bool, passphrase_prompt: bool,
                  add_passphrase: bool, recovery_code_stdin: bool,
-                 command: str = "connect") -> dict:
+                 command: str = "connect", space16: str | None = None) -> dict:
     """The worker's arguments for the three ways in, secrets read from stdin, a file or a
-    prompt. Shared by `connect` and `join` (`command`, named in a refusal's hint)."""
+    prompt. Shared by `connect` and `join` (`command`, named in a refusal's hint);
+    `space16`, the space connected, whose recovery file a mistyped code's refusal names."""
     from kint.commands.owner_address import checked_address
 
     if owner is None:
@@ -198,7 +199,7 @@ def connect_args(owner: str | None, signature: str | None, signature_file: str |
             usage_error("--recovery-code-stdin reads stdin",
                         "give nothing else on it (no --passphrase-stdin, no --signature -)")
         args["recovery_code"] = read_stdin_line("the recovery code")
-        refuse_malformed(recovery_code=args["recovery_code"])
+        refuse_malformed(recovery_code=args["recovery_code"], space16=space16)
         return args
     if smart_account:
         args["passphrase"] = (read_passphrase_stdin() if passphrase_stdin
@@ -251,12 +252,14 @@ def extra_passphrase(args: dict) -> None:
         args["extra_passphrase"] = extra
 
 
-def refuse_malformed(signature: str | None = None, recovery_code: str | None = None) -> None:
+def refuse_malformed(signature: str | None = None, recovery_code: str | None = None,
+                     space16: str | None = None) -> None:
     """A derive signature or a recovery code that is not one on its face (cut short, not
     hex, a mistyped letter that fails the code's checksum), refused as the worker refuses
-    it (its words and hint) as soon as it is read, before anything is sent: `kint join`
-    ran its session key and vault steps first and stopped at connect after them. Whether
-    the signature is the owner's, and the code this vault's, is the worker's to say."""
+    it (its words and hint, naming the space's recovery file: `space16`) as soon as it is
+    read, before anything is sent: `kint join` ran its session key and vault steps first
+    and stopped at connect after them. Whether the signature is the owner's, and the code
+    this vault's, is the worker's to say."""
     from kint.custody.errors import BadDeriveSignature, BadRecoveryCode
     from kint.tenant_worker.custody_errors import as_protocol_error
 
@@ -270,7 +273,7 @@ def refuse_malformed(signature: str | None = None, recovery_code: str | None = N
 
             decode_recovery_code(recovery_code)
     except (BadDeriveSignature, BadRecoveryCode) as err:
-        said = as_protocol_error(err)
+        said = as_protocol_error(err, space16)
         refuse_secret(said.message, said.hint)
 
 
@@ -323,9 +326,11 @@ def connect_cmd(obj: Ctx, owner: str | None, signature: str | None,
             if extra:
                 args["extra_passphrase"] = extra
     else:
+        from kint.spaces import resolve
+
         args = connect_args(owner, signature, signature_file, smart_account,
                             passphrase_stdin, passphrase_prompt, add_passphrase,
-                            recovery_code_stdin)
+                            recovery_code_stdin, space16=resolve(obj.tenant, obj.db).space16)
     if urls is not None:
         args["rpc_urls"] = urls
     result = call_with_progress(obj, "connect", args, timeout_s=300)

@@ -158,7 +158,7 @@ def join_cmd(obj: Ctx, owner: str | None, base_account: bool, signature: str | N
         with refusing_secrets_with(secret_refused):
             args = connect_args(owner, signature, signature_file, base_account,
                                 passphrase_stdin, passphrase_prompt, False, recovery_code_stdin,
-                                command="join")
+                                command="join", space16=ref.space16)
     except KeyboardInterrupt:  # at the secret's prompt, or while stdin had not brought it
         click.echo("", err=True)  # the prompt's line is still open
         interrupted(STEP_CONNECT)()

@@ -28,7 +28,7 @@ import click
 from web3.exceptions import Web3Exception
 
 from kint import spaces
-from kint.chain.anchor import Anchor
+from kint.chain.anchor import Anchor, NoContractThere
 from kint.chain.calls import answer_int, bounded
 from kint.chain.chain_id import on_other_chain
 from kint.chain.config import ChainConfig, ChainConfigError, load_chain_config
@@ -51,6 +51,12 @@ from kint.settings.urls import redact_url
 # worker gave it). Each block starts with none and puts back what it found as it ends, so
 # a second invocation in the same process (click's CliRunner) never names the first's.
 _opened: ContextVar[ChainConfig | None] = ContextVar("kint_opened_chain", default=None)
+# The hints of a failure in a block that opened no chain (none to say where its settings
+# came from): every place that may set them.
+UNOPENED_RPC_HINT = ("check KINT_RPC_URL (or the devchain: kint devchain status) and the "
+                     "endpoint, then run the command again")
+UNOPENED_CONTRACT_HINT = ("check KINT_CONTRACT and KINT_RPC_URL: they must name kint's "
+                          "EpochAnchor and an endpoint of the chain it is deployed on")
 
 
 def open_anchor(obj: Ctx, home: Path, owner_given: str | None = None,
@@ -141,15 +147,20 @@ def refuse_other_chain(anchor: Anchor) -> None:
 def chain_errors(what: str, anchor: Anchor | None = None) -> Iterator[None]:
     """Turn the chain's and the custody's failures into one-line refusals; a timeout names
     the KINT_RPC_TIMEOUT it waited and whose it was (`said`): `anchor`'s, for a block of
-    calls through an Anchor an earlier block opened, else the one opened in this block."""
+    calls through an Anchor an earlier block opened, else the one opened in this block. The
+    hints name where that chain's endpoint and contract were set. A view that returned no
+    data (NoContractThere) is no endpoint that did not answer: its hint is the contract's
+    and the endpoint's, where it said that the devchain's endpoint did not answer."""
     token = _opened.set(None)
     try:
         yield
+    except NoContractThere as err:  # the endpoint answered: no EpochAnchor at the address
+        refuse(ErrorCode.RPC_UNAVAILABLE, f"{what}: {err}",
+               not_epoch_anchor_hint(_chain_of(anchor)))
     except RpcUnavailable as err:
         refuse(ErrorCode.RPC_UNAVAILABLE,
                f"{what}: the chain did not answer ({said(err, anchor)})",
-               "check KINT_RPC_URL (or the devchain: kint devchain status) and the "
-               "endpoint, then run the command again")
+               unanswered_hint(_chain_of(anchor)))
     except ChainConfigError as err:
         refuse_config(err)
     except (custody.CustodyError, UnsafePathError) as err:
@@ -158,10 +169,43 @@ def chain_errors(what: str, anchor: Anchor | None = None) -> Iterator[None]:
         refuse(ErrorCode.CONFIG_INVALID,
                f"{what}: the contract did not answer as EpochAnchor ({type(err).__name__}: "
                f"{str(err)[:200]})",
-               "check KINT_CONTRACT and KINT_RPC_URL: they must name kint's EpochAnchor and "
-               "an endpoint of the chain it is deployed on")
+               not_epoch_anchor_hint(_chain_of(anchor)))
     finally:
         _opened.reset(token)
+
+
+def _chain_of(anchor: Anchor | None) -> ChainConfig | None:
+    """The chain settings a `chain_errors` block's calls went through: `anchor`'s, else the
+    ones the last `open_anchor` in the block gave (None: it failed before one was opened)."""
+    return anchor.config if anchor is not None else _opened.get()
+
+
+def unanswered_hint(chain: ChainConfig | None) -> str:
+    """RPC_UNAVAILABLE's hint for a command's own chain call, naming where `chain`'s
+    endpoints in force were set as a worker's names them (rpc_hint.endpoint_hint): the
+    devchain's record, the space's `connect --rpc-urls`, a config file, else KINT_RPC_URL.
+    It said "check KINT_RPC_URL (or the devchain ...)" whatever set them, where a KINT_RPC_URL
+    the space's worker does not use changes nothing. With no chain opened, both places."""
+    if chain is None:
+        return UNOPENED_RPC_HINT
+    from kint.tenant_worker.rpc_hint import endpoint_hint  # the worker's phrasing
+
+    return endpoint_hint(chain)
+
+
+def not_epoch_anchor_hint(chain: ChainConfig | None) -> str:
+    """CONFIG_INVALID's hint for a contract that did not answer as EpochAnchor: the contract
+    and the endpoint in force, each named where it was set (enrolled_chain.contract_source,
+    rpc_hint.sent_through), as doctor's contract check names them. It said "check
+    KINT_CONTRACT and KINT_RPC_URL" of a contract a devchain's record or config.toml set."""
+    if chain is None:
+        return UNOPENED_CONTRACT_HINT
+    from kint.tenant_worker.enrolled_chain import contract_source
+    from kint.tenant_worker.rpc_hint import sent_through
+
+    return (f"check the contract ({contract_source(chain)}) and the endpoint "
+            f"({sent_through(chain)}): they must name kint's EpochAnchor and an endpoint of "
+            f"chain {chain.chain_id}, where it is deployed")
 
 
 def said(err: RpcUnavailable, anchor: Anchor | None = None) -> str:

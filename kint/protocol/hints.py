@@ -105,7 +105,11 @@ ROTATED_KEY_PUSH_HINT = ("run `kint push` again: it anchors them with this machi
 # The machine that created the vault pushes only while its recovery code file is there
 # (kint.tenant_worker.push_refusals): writing it again is a step an agent may take itself
 # (14-agents.md, "What you can do for the user"), keeping it off the machine the human's.
-RECOVERY_FILE_HINT = "run `kint recovery-code` to write it again and copy it off the machine"
+# `{file}`: the file's path, which push names, so that kint-server tells an agent where it
+# is (the agent has no other way to the path); RECOVERY_FILE_HINT says "it", the file the
+# message before it names.
+RECOVERY_FILE_AT = "run `kint recovery-code` to write {file} again and copy it off the machine"
+RECOVERY_FILE_HINT = RECOVERY_FILE_AT.format(file="it")
 # A space with no enrolment here (push, pull, verify, history and rekey refuse with it), and
 # a data key not cached (missing or expired): connect gives both.
 NOT_CONNECTED_HINT = "run `kint connect --owner ADDRESS` first"
@@ -174,9 +178,26 @@ REORG_HINT = ("ask another endpoint ({endpoint}): if it answers the same, the ch
 CHECKSUM_HINT = ("copy the address again from the wallet or an explorer: the case of its "
                  "letters is a checksum, and a mistyped character breaks it")
 
-RECOVERY_CODE_HINT = ("copy the code again: it is the last line of RECOVERY-<space16>.txt, "
-                      "written where the vault started (or by `kint recovery-code` on a "
-                      "machine that holds the data key)")
+# `{file}`: the space's own file under KINT_HOME (recovery_file_named), where the space is
+# known (a connect's), else its pattern (RECOVERY_CODE_HINT): the hint said the literal
+# `RECOVERY-<space16>.txt` to a user who had to work out the space's id to find the file.
+RECOVERY_CODE_AT = ("copy the code again: it is the last line of {file}, written where the "
+                    "vault started (or by `kint recovery-code` on a machine that holds the "
+                    "data key)")
+RECOVERY_CODE_HINT = RECOVERY_CODE_AT.format(file="RECOVERY-<space16>.txt")
+
+
+def recovery_file_named(space16: str) -> str:
+    """The space's recovery code file as a hint names it where it may be on another machine
+    (the one where the vault started, or a rekey ran): its path under that KINT_HOME."""
+    return f"KINT_HOME/RECOVERY-{space16}.txt"
+
+
+def recovery_code_hint(space16: str | None) -> str:
+    """RECOVERY_CODE_AT naming the space's file, or its pattern where no space is known."""
+    if space16 is None:
+        return RECOVERY_CODE_HINT
+    return RECOVERY_CODE_AT.format(file=recovery_file_named(space16))
 
 # A connect with a recovery code that had nothing to check the code against, or no wraps of
 # it, while the chain could not be read (kint.tenant_worker.recovery_binding): connecting

@@ -95,7 +95,7 @@ def _refused_as(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         with head_op(ctx, "connect", lock_file=False):
             return _connect(ctx, args)
     except custody_errors.CustodyError as err:
-        raise as_protocol_error(err) from None
+        raise as_protocol_error(err, ctx.config.space16) from None
     except ChainRefused as err:
         raise ProtocolError(ErrorCode.NOT_CONNECTED, f"the chain refused: {err}") from None
     except devchain.DevchainError as err:  # `--dev`'s own calls: the devchain's code and hint
@@ -132,7 +132,8 @@ def _connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     may_have_started = wraps_may_be_ours(existing)
     if code is not None:
         held = held_here(ctx) if header is None and owner_changed is None else HeldHere()
-        found = key_from_recovery_code(code, owner, header, held, chain_error)
+        found = key_from_recovery_code(code, owner, header, held, chain_error,
+                                       space16=cfg.space16)
     elif header is None and local is None and chain_error is not None:
         raise chain_error  # nothing a key could open, nor a vault to start: no stretch for it
     else:

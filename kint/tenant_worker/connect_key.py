@@ -144,10 +144,12 @@ KEY_HELD_ELSEWHERE = ("unless that wrap is a copy of an earlier epoch's, whoever
 
 
 def key_from_recovery_code(code: str, owner: str, header: ReadableHeader | None,
-                        held: HeldHere, chain_error: ProtocolError | None) -> FoundKey:
+                        held: HeldHere, chain_error: ProtocolError | None, *,
+                        space16: str | None = None) -> FoundKey:
     """The recovery code, bound to the vault by the chain's header or, when the chain shows
-    none, by what this machine holds of it (recovery_binding); it never starts a vault."""
-    dek, wraps = bind_recovery_code(code, owner, header, held, chain_error)
+    none, by what this machine holds of it (recovery_binding); it never starts a vault.
+    `space16`: the space's, whose recovery file a refusal names."""
+    dek, wraps = bind_recovery_code(code, owner, header, held, chain_error, space16=space16)
     return FoundKey(dek, wraps, SOURCE_CODE)
 
 

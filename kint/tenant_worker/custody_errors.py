@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from kint.custody import errors as e
 from kint.protocol import ErrorCode, ProtocolError
-from kint.protocol.hints import (RECOVERY_CODE_HINT, REKEY_JOURNAL_HINT, REKEY_JOURNAL_NEWER_HINT,
+from kint.protocol.hints import (REKEY_JOURNAL_HINT, REKEY_JOURNAL_NEWER_HINT,
                                  SESSION_KEY_CORRUPT_HINT, SESSION_KEY_LOCKED_HINT,
-                                 SESSION_KEY_MISSING_HINT)
+                                 SESSION_KEY_MISSING_HINT, recovery_code_hint)
 
 _CODES: tuple[tuple[type[e.CustodyError], ErrorCode], ...] = (
     (e.SessionKeyMissing, ErrorCode.NO_SESSION_KEY),
@@ -30,7 +30,10 @@ SIGNATURE_HINT = ("give the whole signature the wallet printed for `kint canonic
                   "or in a file with --signature-file")
 
 
-def as_protocol_error(err: e.CustodyError) -> ProtocolError:
+def as_protocol_error(err: e.CustodyError, space16: str | None = None) -> ProtocolError:
+    """`err` as the refusal a client sees. `space16`: the space the refused step was for,
+    where the caller knows it (a connect's), so a recovery code refused names that space's
+    file rather than its pattern (recovery_code_hint)."""
     if isinstance(err, e.WrongSigner):  # another wallet signed: say which, and what to do
         return ProtocolError(ErrorCode.WRONG_KEY, str(err), wrong_signer_hint(err))
     if isinstance(err, e.RekeyJournalNewer):  # not damaged: the kint that wrote it settles it
@@ -38,7 +41,7 @@ def as_protocol_error(err: e.CustodyError) -> ProtocolError:
     if isinstance(err, e.RekeyJournalCorrupt):  # the one key file kint never rewrites itself
         return ProtocolError(ErrorCode.CORRUPT_STATE, str(err), REKEY_JOURNAL_HINT)
     if isinstance(err, e.BadRecoveryCode):  # a typo: the command's --help would not say where
-        return ProtocolError(ErrorCode.BAD_REQUEST, str(err), RECOVERY_CODE_HINT)
+        return ProtocolError(ErrorCode.BAD_REQUEST, str(err), recovery_code_hint(space16))
     if isinstance(err, e.BadDeriveSignature):  # cut short or mangled on its way over
         return ProtocolError(ErrorCode.BAD_REQUEST, str(err), SIGNATURE_HINT)
     if isinstance(err, e.SessionKeyMissing):  # no file: no passphrase to check

@@ -63,27 +63,29 @@ def _connect_again(seen: int, now: str) -> str:
     return f"; or run `kint connect` again to connect the space on {now}" if seen == 0 else ""
 
 
-def _machine_rpc_url() -> tuple[str, str]:
+def _machine_rpc_url(chain: ChainConfig) -> tuple[str, str]:
     """(the machine's primary endpoint setting, named where it is in force; the word for
     taking it away). Which chain a space reads is the machine's choice (its KINT_RPC_URL
     beside the devchain's record: kint.chain.config.load_chain_config); a space's table or
     kept endpoints change how it reaches that chain, never which, so the way back is this
     setting, where it is set: "unset KINT_RPC_URL" said of `rpc_url` in config.toml
-    changed nothing. The same lookup load_chain_config makes (settings.machine_lookup).
-    A command's own environment is not named: a space's worker does not use a caller's
-    KINT_RPC_URL, and a command that checks the space's chain itself (enrolled_contract)
-    would name the caller's where the worker's is in force."""
-    found = settings.machine_lookup("KINT_RPC_URL")
-    if found.source == settings.FILE and found.where:
-        return f"rpc_url in {found.where}", "removed"
-    if found.source == settings.DAEMON_ENV:
+    changed nothing. Where it was set is the one lookup load_chain_config made
+    (ChainConfig.machine_rpc_source), so a command that checks the space's chain itself
+    (kint.commands.enrolled_contract) names the worker's setting, which `space_chain` handed
+    it, where a lookup of its own named the caller's environment, which the worker does not
+    use: "KINT_RPC_URL" said of one the supervisor was started with. A command's own
+    environment is never named for the same reason."""
+    source, where = chain.machine_rpc_source, chain.machine_rpc_where
+    if source == settings.FILE and where:
+        return f"rpc_url in {where}", "removed"
+    if source == settings.DAEMON_ENV:
         return "KINT_RPC_URL in the supervisor's environment", "unset"
     return "KINT_RPC_URL", "unset"
 
 
 def _other_chain_id(enrolment: Enrolment, chain: ChainConfig, seen: int) -> ProtocolError:
     was, now = chain_name(enrolment.chain_id), chain_name(chain.chain_id)
-    machine, gone = _machine_rpc_url()
+    machine, gone = _machine_rpc_url(chain)
     if enrolment.chain_id == DEVCHAIN_ID:
         hint = (f"read the devchain again: `kint devchain start` (its state is kept), with "
                 f"{machine} {gone} or naming its endpoint")

@@ -2,11 +2,12 @@
 
 A worker shares most of its pages with the forkserver it was forked from, but the pages its
 code writes become its own: connecting, signing a push and reading through web3 leave a
-worker holding ~26 MiB of its own where one that only verified holds ~9-19, and nothing in
-Python can give those pages back (they are live interpreter state, not garbage). So, as
-Celery's `worker_max_memory_per_child` does, a worker over `KINT_WORKER_RECYCLE_MIB` is
-replaced: the supervisor stops it once it has been idle a while and the next request starts
-a fresh one (kint.supervisor.lifecycle).
+worker holding ~22 MiB of its own (22.3 MiB median after one connect and one push,
+bench/RESULTS.md "Session 38"; ~26 after 180 verifies besides) where one that only verified
+holds ~9-19, and nothing in Python can give those pages back (they are live interpreter
+state, not garbage). So, as Celery's `worker_max_memory_per_child` does, a worker over
+`KINT_WORKER_RECYCLE_MIB` is replaced: the supervisor stops it once it has been idle a while
+and the next request starts a fresh one (kint.supervisor.lifecycle).
 
 The figure is the worker's own memory, its unique set size (USS: the private pages, which
 no other process maps and which its exit would give back), not its PSS: PSS adds a share of

@@ -19,7 +19,7 @@ from kint.custody.recovery_code import recovery_file_present
 from kint.custody.wraps import Wrap, read_wraps
 from kint.outcomes import NOTHING_DROPPED
 from kint.protocol import ErrorCode, ProtocolError
-from kint.protocol.hints import (GAP_NEVER_OPENS_HINT, RECOVERY_FILE_HINT, ROTATED_GAP_HINT,
+from kint.protocol.hints import (GAP_NEVER_OPENS_HINT, RECOVERY_FILE_AT, ROTATED_GAP_HINT,
                                  SEND_REFUSED_HINT, STORE_LOCKED_PUSH_HINT, STORE_READ_FAILED_HINT,
                                  UNAUTHORIZED_HINT, UNREAD_GAP_HINT, UNREAD_OVER_SKIPPED_HINT,
                                  WRAPS_ROTATED_HINT)
@@ -54,7 +54,7 @@ def key_and_wraps(ctx: SpaceContext,
             ErrorCode.NOT_CONNECTED,
             f"this machine created the vault but its recovery code file "
             f"{state.files['recovery']} is missing or empty; {NOTHING_DROPPED}",
-            RECOVERY_FILE_HINT)
+            RECOVERY_FILE_AT.format(file=state.files['recovery']))
     key = current_data_key(ctx)
     local = read_wraps(cfg.home, cfg.space_id)
     if local is None or local.dek_id != dek_id(key):

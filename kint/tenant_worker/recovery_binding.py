@@ -40,7 +40,8 @@ from kint.custody.wraps import Wrap, WrapsFile, read_wraps
 from kint.epochs.envelope import Header
 from kint.protocol import ErrorCode, ProtocolError
 from kint.protocol.hints import (CONNECT_OFFLINE_DAEMON, CONNECT_OFFLINE_FILE,
-                                 CONNECT_UNSET_OFFLINE, CONNECT_WHEN_READABLE)
+                                 CONNECT_UNSET_OFFLINE, CONNECT_WHEN_READABLE,
+                                 recovery_file_named)
 from kint.settings.wire import source_text
 from kint.tenant_worker.head_header import ReadableHeader
 
@@ -71,9 +72,11 @@ def held_here(ctx: SpaceContext) -> HeldHere:
 
 
 def bind_recovery_code(code: str, owner: str, header: ReadableHeader | None, held: HeldHere,
-                       chain_error: ProtocolError | None) -> tuple[bytes, tuple[Wrap, ...]]:
+                       chain_error: ProtocolError | None, *,
+                       space16: str | None = None) -> tuple[bytes, tuple[Wrap, ...]]:
     """The data key the code is and the wraps to keep with it, once the code is bound to
-    the vault (the module's docstring); else the refusal."""
+    the vault (the module's docstring); else the refusal, naming the space's recovery file
+    (`space16`; its pattern where it is not given)."""
     dek = decode_recovery_code(code)
     want, checked = _first_known_key(header, held)
     if want is None:
@@ -81,7 +84,7 @@ def bind_recovery_code(code: str, owner: str, header: ReadableHeader | None, hel
     if dek_id(dek) != want:
         raise ProtocolError(ErrorCode.WRONG_KEY, NOT_OURS,
                             f"it was checked against {checked}; check the code, --owner and "
-                            f"the tenant. {ROTATED}")
+                            f"the tenant. {rotated(space16)}")
     wraps = _wraps_of(want, header, held)
     if wraps is None:
         raise ProtocolError(ErrorCode.NOT_CONNECTED,
@@ -120,10 +123,14 @@ def _wraps_of(want: bytes, header: ReadableHeader | None,
     return None
 
 
-# The likeliest right code and owner that still do not match: a code kept from before a
-# rotation, which 05-keys.md says stops opening the vault at the rotation's snapshot.
-ROTATED = ("A code kept from before a `kint rekey` no longer opens the vault: that rekey "
-           "wrote the new one (RECOVERY-<space16>.txt where it ran)")
+def rotated(space16: str | None) -> str:
+    """The likeliest right code and owner that still do not match: a code kept from before
+    a rotation, which 05-keys.md says stops opening the vault at the rotation's snapshot.
+    The new one is in the space's own file where the rekey ran, named with its id: the
+    literal `RECOVERY-<space16>.txt` left the user to work the id out."""
+    named = recovery_file_named(space16) if space16 else "RECOVERY-<space16>.txt"
+    return ("A code kept from before a `kint rekey` no longer opens the vault: that rekey "
+            f"wrote the new one ({named} where it ran)")
 
 
 def _nothing_to_check(owner: str, chain_error: ProtocolError | None) -> ProtocolError:
