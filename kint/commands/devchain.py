@@ -10,7 +10,7 @@ from collections.abc import Callable
 from decimal import Context, Decimal, Inexact, InvalidOperation
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -18,6 +18,10 @@ from kint.commands.common import echo_json, json_option, refuse, usage_error
 from kint.commands.exit_codes import NO_DEVCHAIN
 from kint.paths import kint_home
 from kint.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from kint.chain.devchain.lifecycle import Left
+    from kint.chain.devchain.whose import Whose
 
 NONE_RUNNING_HINT = "`kint devchain start` starts one"
 
@@ -62,44 +66,84 @@ def devchain_stop() -> None:
     earlier blocks (a read at a block from before the stop is refused after the next
     start). Nothing else is ever signalled: not running is not an error."""
     home = kint_home()
-    outcome = _or_exit(lambda devchain: devchain.stop(home))
+    outcome, left = _or_exit(lambda devchain: devchain.judged_stop(home))
     if outcome == "stopped":
         click.echo("devchain stopped")
-    elif outcome == "elsewhere":
-        _left_elsewhere(home, _or_exit(lambda devchain: devchain.read_record(home)) or {})
+    elif left is not None:
+        _left_elsewhere(home, left)
     else:
         click.echo("no devchain was running")
 
 
-def _left_elsewhere(home: Path, record: dict[str, Any]) -> None:
+def _left_elsewhere(home: Path, left: Left) -> None:
     """What `stop` says of a copied record it left: its anvil named by its home's state file,
     not by its pid (another home's, another host's maybe, which says nothing here), and
-    whether its endpoint answers; "stop it there" only of one that does, with stop's own
-    hint for a silent one (`_silent_copy_hint`) on stderr, as a refusal's. Not running
-    here is no error. Whose it is, worded as status's and start's refusals: this home's own
-    stopped record with its devchain/home.id removed is judged a copy too, and nothing
-    tells them apart."""
-    from kint.chain.devchain.whose import record_answers
+    whether its endpoint answers; "stop it there" only of one that does and is not maybe
+    this home's own running here, with a hint (`_left_hint`) on stderr, as a refusal's. Not
+    running here is no error. Whose it is, worded as status's and start's refusals: this
+    home's own record with its devchain/home.id removed is judged a copy too, and nothing
+    here tells them apart."""
+    from kint.chain.devchain.whose import UNSURE, record_answers
     from kint.settings.urls import redact_url
 
-    url = str(record.get("rpc_url"))
+    record = left.record
+    url = redact_url(str(record.get("rpc_url")))
     said = (f"no devchain of this KINT_HOME is running; the one recorded here by another "
             f"KINT_HOME, or by this one before its devchain/home.id was removed (state "
             f"{record.get('state')}),")
-    if record_answers(record):
-        click.echo(f"{said} answers at {redact_url(url)}: stop it there")
-        return
-    click.echo(f"{said} does not answer at {redact_url(url)}; the record is kept")
-    click.echo(f"hint: {_silent_copy_hint(home)}", err=True)
+    answered = record_answers(record) if left.answered is None else left.answered
+    maybe_own = left.runs_here and left.whose == UNSURE
+    if answered and not maybe_own:
+        click.echo(f"{said} answers at {url}: stop it there")
+    elif answered:
+        click.echo(f"{said} answers at {url}; the record is kept")
+    else:
+        click.echo(f"{said} does not answer at {url}; the record is kept")
+    hint = _left_hint(home, left, answered)
+    if hint is not None:
+        click.echo(f"hint: {hint}", err=True)
+
+
+def _left_hint(home: Path, left: Left, answered: bool) -> str | None:
+    """`stop`'s hint over a copy it left; none for one answering elsewhere ("stop it
+    there" says it). Removing the record is advised only when no anvil of it runs here
+    (`Left.runs_here`): one running here may be on this home's state file, and a start
+    after the removal began a second anvil on that file beside it. An anvil running here on
+    this home's state file, whose home.id is gone and whose anvil.log cannot be read, is
+    this home's own as likely as not: the hint names its pid and the step (the id its
+    record names written back to devchain/home.id, as the record's own facts would write
+    it: whose.adopt_id) after which `stop` stops it."""
+    import shlex
+
+    from kint.chain.devchain.records import home_id_path
+    from kint.chain.devchain.whose import UNSURE
+
+    record = left.record
+    pid = record.get("pid")
+    kept = record.get("home")
+    if left.runs_here and left.whose == UNSURE and isinstance(kept, str) and kept:
+        path = home_id_path(home)
+        return (f"nothing was stopped: pid {pid} runs an anvil on this KINT_HOME's state file, "
+                f"and whose it is cannot be told (no devchain/home.id here, and whether it "
+                f"writes to this KINT_HOME's devchain/anvil.log cannot be read); if it is this "
+                f"KINT_HOME's own, write the id its record names to {path} (`printf %s "
+                f"{shlex.quote(kept)} > {shlex.quote(str(path))}`) and `kint devchain stop` "
+                f"stops it; if another KINT_HOME started it, `kint devchain stop` there does")
+    if left.runs_here:
+        return None if answered else (
+            f"nothing was stopped: its anvil runs on this machine (pid {pid}), another "
+            f"KINT_HOME's, and is stopped by `kint devchain stop` where it was started; once "
+            f"it is, `kint devchain stop` here says how to forget the record")
+    return None if answered else _silent_copy_hint(home)
 
 
 def _silent_copy_hint(home: Path) -> str:
-    """`stop`'s hint over a copy whose endpoint does not answer. Status's (STOPPED_HINT:
-    how to start that devchain again and reach it) is no answer to a stop: nothing was
-    stopped, and what is left is the record, this home's own from before its home.id was
-    removed or a copy of another's devchain, stopped or moved (a start takes a new port).
-    What stops that devchain is its own home's `stop`; what forgets the record here is
-    removing it."""
+    """`stop`'s hint over a copy whose endpoint does not answer and whose anvil does not run
+    here. Status's (STOPPED_HINT: how to start that devchain again and reach it) is no
+    answer to a stop: nothing was stopped, and what is left is the record, this home's own
+    from before its home.id was removed or a copy of another's devchain, stopped or moved
+    (a start takes a new port). What stops that devchain is its own home's `stop`; what
+    forgets the record here is removing it."""
     from kint.chain.config import devchain_record
 
     return (f"nothing was stopped: a devchain another KINT_HOME started is stopped by "
@@ -138,7 +182,7 @@ def devchain_status(as_json: bool) -> None:
         click.echo(_running_line(record, whose))
 
 
-def _running_line(record: dict[str, Any], whose: str | None) -> str:
+def _running_line(record: dict[str, Any], whose: Whose | None) -> str:
     """`start`'s and `status`'s line; a copied record's anvil is named by its home's state
     file, its pid being another home's (another host's, maybe). `whose` (None for this
     home's own) is whose.ANOTHER or whose.UNSURE: a copy only by the id this home no longer

@@ -21,7 +21,8 @@ from kint.chain.devchain.anvil import (ANVIL_VERSION, CHAIN_ID, INSTALL_HINT, an
                                        checkout_root)
 from kint.chain.devchain.errors import DevchainError, DevchainSilent
 from kint.chain.devchain.identity import process_identity, recorded_anvil_runs
-from kint.chain.devchain.lifecycle import judged_start, judged_status, start, status, stop
+from kint.chain.devchain.lifecycle import (judged_start, judged_status, judged_stop, start,
+                                           status, stop)
 from kint.chain.devchain.records import read_record
 
 _POWERS = frozenset({"deploy_test_smart_account", "dev_rpc", "fund", "send_as",
@@ -38,6 +39,6 @@ def __getattr__(name: str) -> Any:
 
 __all__ = ["ANVIL_VERSION", "CHAIN_ID", "INSTALL_HINT", "DevchainError", "DevchainSilent",
            "anvil_binary", "checkout_root", "deploy_test_smart_account", "dev_rpc", "fund",
-           "judged_start", "judged_status",
+           "judged_start", "judged_status", "judged_stop",
            "process_identity", "read_record", "recorded_anvil_runs", "send_as", "start",
            "status", "stop", "transfer_from_dev_account"]

@@ -27,8 +27,10 @@ class DevchainSilent(DevchainError):
 # What to do about a record whose devchain does not answer, true on the machine that
 # started it (its anvil stopped or died) and on one that copied its record (the first's
 # devchain stopped, or started again: a start takes a new port). One wording wherever that is
-# said: `kint devchain status`, `start` and `stop` over a silent copy, and `fund`
-# (powers.transfer_from_dev_account), where two said it in slightly different words.
+# said: `kint devchain status` and `start` over a silent copy, and `fund`
+# (powers.transfer_from_dev_account), where two said it in slightly different words. `stop`
+# has its own, nothing being stopped (commands/devchain.py, `_left_hint`), and so has `start`
+# over a silent copy whose anvil runs here (lifecycle._copy_in_force).
 STOPPED_HINT = ("on the machine that started it, `kint devchain status` says whether it "
                 "runs and `kint devchain start` starts it again; a machine with a copy of its "
                 "record then copies the new KINT_HOME/devchain/devchain.json (a start takes a "

@@ -22,7 +22,7 @@ or reached through a forward: its pid means nothing here, so none of them remove
 user copies it again): `status` and `start` judge it by whether its endpoint answers, and
 `stop` leaves it, asking nothing (`kint devchain stop` then says whether it answers). A copy
 is told by the record's facts, then by the id of the KINT_HOME that started its anvil, which
-each record carries (whose.copied): its state path alone is the same on a second host whose
+each record carries (whose.judged): its state path alone is the same on a second host whose
 KINT_HOME has the same path. A start records the chain's genesis block too, so an endpoint
 is taken for the record's devchain only when it answers with that chain.
 
@@ -42,7 +42,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import orjson
 
@@ -53,7 +53,7 @@ from kint.chain.devchain.errors import STOPPED_HINT, DevchainError
 from kint.chain.devchain.identity import process_identity, recorded_anvil_runs
 from kint.chain.devchain.records import (anchor_file, forget, locked, own_home_id,
                                          previous_anchor, read_record, state_path)
-from kint.chain.devchain.whose import (adopt_id, answers, copied, judged, record_answers,
+from kint.chain.devchain.whose import (Whose, adopt_id, answers, judged, record_answers,
                                        whose_copy)
 from kint.paths import atomic_write, devchain_dir
 from kint.pid_file_lock import FOREIGN_FILE_HINT, NotOwnFile, open_own_file
@@ -74,7 +74,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _running(home: Path) -> tuple[dict[str, Any] | None, dict[str, Any] | None, str | None]:
+def _running(home: Path) -> tuple[dict[str, Any] | None, dict[str, Any] | None, Whose | None]:
     """`judged_status`'s answer. A record of this home's anvil that is gone (exited, or its
     pid now someone else's) is removed; a copied one (another home's anvil, whose pid says
     nothing here) is kept, and counts as running when its endpoint answers. Call with the
@@ -95,7 +95,7 @@ def _running(home: Path) -> tuple[dict[str, Any] | None, dict[str, Any] | None, 
 
 
 def judged_status(home: Path) -> tuple[dict[str, Any] | None, dict[str, Any] | None,
-                                       str | None]:
+                                       Whose | None]:
     """The running devchain's record (None when none runs), the record kept here (that one,
     or a copy's whose endpoint does not answer), and whose a copy is (whose.ANOTHER or
     whose.UNSURE; None for this home's own): one judgement, each endpoint asked once, so
@@ -156,12 +156,19 @@ def _copy_in_force(home: Path, record: dict[str, Any], answered: bool | None) ->
     url = str(record.get("rpc_url"))
     if record_answers(record) if answered is None else answered:
         return record
+    hint = (f"{STOPPED_HINT}; or, for a devchain of this KINT_HOME's own, remove "
+            f"{devchain_record(home)} first")
+    if recorded_anvil_runs(record):
+        # Not "remove the record": its anvil runs here, on this home's state file maybe (this
+        # home's own, its home.id removed), and a start after the removal began a second
+        # anvil on that file beside it.
+        hint = (f"its anvil runs on this machine (pid {record.get('pid')}) without answering: "
+                f"`kint devchain stop` says what stops it; remove {devchain_record(home)} only "
+                f"once it is stopped, or a start here begins a second anvil beside it")
     raise DevchainError(f"the devchain recorded here by another KINT_HOME, or by this one "
                         f"before its devchain/home.id was removed (state "
                         f"{record.get('state')}), does not answer at {redact_url(url)}; "
-                        f"nothing was started",
-                        hint=f"{STOPPED_HINT}; or, for a devchain of this KINT_HOME's own, "
-                             f"remove {devchain_record(home)} first")
+                        f"nothing was started", hint=hint)
 
 
 def start(home: Path) -> dict[str, Any]:
@@ -169,7 +176,7 @@ def start(home: Path) -> dict[str, Any]:
     return judged_start(home)[0]
 
 
-def judged_start(home: Path) -> tuple[dict[str, Any], str | None]:
+def judged_start(home: Path) -> tuple[dict[str, Any], Whose | None]:
     """`start`'s record, and whose a copy's it is (another KINT_HOME's devchain, in force
     here, as `judged_status` says it; None for this home's own): one judgement, a copy's
     endpoint asked once, as `judged_status` does, so `kint devchain start`'s line says what
@@ -256,23 +263,46 @@ def judged_start(home: Path) -> tuple[dict[str, Any], str | None]:
         return record, None
 
 
+class Left(NamedTuple):
+    """A copied record `stop` left, as it judged it under the lock: whose copy it is
+    (whose.ANOTHER or whose.UNSURE), whether its endpoint answered when that was asked to
+    judge it (None: not asked), and whether its anvil runs on this machine (under the
+    recorded pid, as it was started), which decides what `kint devchain stop` may advise:
+    never removing a record whose anvil runs here."""
+
+    record: dict[str, Any]
+    whose: Whose
+    answered: bool | None
+    runs_here: bool
+
+
 def stop(home: Path, timeout_s: float = STOP_TIMEOUT_S) -> str:
     """Stop this KINT_HOME's anvil (it dumps its state on the way out) and remove its
     record. Returns "stopped"; "not running" when no anvil of this home runs (a stale record
     of this home is removed); or "elsewhere" when the record is a copy naming another
     KINT_HOME's anvil, which is left alone (and so is the record, running or not: whether
     that anvil runs is for its own home to say)."""
+    return judged_stop(home, timeout_s)[0]
+
+
+def judged_stop(home: Path, timeout_s: float = STOP_TIMEOUT_S) -> tuple[str, Left | None]:
+    """`stop`'s outcome, and for "elsewhere" the copy it left (`Left`): one judgement under
+    the lock, which `kint devchain stop` words as it is, where it read the record again
+    after the stop and asked nothing of whose it is."""
     if read_record(home) is None:
-        return "not running"
+        return "not running", None
     with locked(home):
         record = read_record(home)
         if record is None:
-            return "not running"
-        if copied(record, home):
-            return "elsewhere"
+            return "not running", None
+        judgement = judged(record, home)
+        whose = whose_copy(judgement)
+        if whose is not None:
+            return "elsewhere", Left(record, whose, judgement.answered,
+                                     recorded_anvil_runs(record))
         if not recorded_anvil_runs(record):
             forget(home, record)
-            return "not running"
+            return "not running", None
         adopt_id(record, home)
         pid = int(record["pid"])
         os.kill(pid, signal.SIGTERM)
@@ -288,4 +318,4 @@ def stop(home: Path, timeout_s: float = STOP_TIMEOUT_S) -> str:
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)
         forget(home, record)
-        return "stopped"
+        return "stopped", None

@@ -30,7 +30,7 @@ def state_path(home: Path) -> Path:
 
 def started_here(record: dict[str, Any], home: Path) -> bool:
     """The record's anvil keeps its state under this KINT_HOME's path (which a copy from
-    another machine whose KINT_HOME has the same path also names: whose.copied asks more)."""
+    another machine whose KINT_HOME has the same path also names: whose.judged asks more)."""
     state = record.get("state")
     return isinstance(state, str) and os.path.realpath(state) == os.path.realpath(state_path(home))
 
@@ -41,7 +41,7 @@ def home_id_path(home: Path) -> Path:
 
 def home_id(home: Path) -> str | None:
     """This KINT_HOME's id (`home_id_path`), or None when no start here has made one (or it
-    cannot be read: a record naming an id is then judged by its facts, whose.copied)."""
+    cannot be read: a record naming an id is then judged by its facts, whose.judged)."""
     try:
         found = home_id_path(home).read_text().strip()
     except (OSError, UnicodeDecodeError):

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import requests
 
@@ -95,13 +95,15 @@ def writes_here(record: dict[str, Any], home: Path) -> bool | None:
 
 
 # Whose a record judged a copy is, as `kint devchain start` and `status` word its running
-# line: another KINT_HOME's, or not known to be (`Judgement.unsure`).
-ANOTHER = "another"
-UNSURE = "unsure"
+# line: another KINT_HOME's, or not known to be (`Judgement.unsure`). A Literal, so a type
+# checker catches a misspelt comparison with one.
+Whose = Literal["another", "unsure"]
+ANOTHER: Whose = "another"
+UNSURE: Whose = "unsure"
 
 
 class Judgement(NamedTuple):
-    """What `judged` found of a record: whether it is a copy (`copied`); whether its
+    """What `judged` found of a record: whether it is a copy (`copy`); whether its
     endpoint answered for its chain, when that was asked to decide (None when it was not);
     and (`unsure`) whether a copy is one only by the id this home no longer keeps, which its
     endpoint answering would not settle: another KINT_HOME's record, or this one's own
@@ -113,7 +115,7 @@ class Judgement(NamedTuple):
 
 
 def judged(record: dict[str, Any], home: Path) -> Judgement:
-    """Whether the record is a copy (`copied`), and whether its endpoint answered for its
+    """Whether the record is a copy (`copy`), and whether its endpoint answered for its
     chain when that was asked to decide: a caller that needs both asks the endpoint once,
     and cannot get two answers that disagree. A copy by the id alone, with no home.id kept
     here, is `unsure` when the answer the caller then asks would not say whose it is: an
@@ -121,7 +123,9 @@ def judged(record: dict[str, Any], home: Path) -> Judgement:
     not, and a record with no genesis (a kint before it was recorded) is answered by any
     chain 31337 on its port (another anvil's, on the port of this home's own gone). One
     naming a genesis its endpoint answers with is that devchain running, and not under the
-    pid this home's start recorded: another KINT_HOME's."""
+    pid this home's start recorded: another KINT_HOME's. A record naming no state file
+    (older still than the id) is not a copy: its pid is told by its identity, as for this
+    home's own."""
     if "state" in record and not started_here(record, home):
         return Judgement(True, None)
     kept = home_id(home)
@@ -138,19 +142,11 @@ def judged(record: dict[str, Any], home: Path) -> Judgement:
     return Judgement(answered, answered)
 
 
-def whose_copy(judgement: Judgement) -> str | None:
+def whose_copy(judgement: Judgement) -> Whose | None:
     """None for this home's own record, else whose the copy is: ANOTHER or UNSURE."""
     if not judgement.copy:
         return None
     return UNSURE if judgement.unsure else ANOTHER
-
-
-def copied(record: dict[str, Any], home: Path) -> bool:
-    """The record is a copy of another KINT_HOME's: its anvil was not started here and its
-    pid means nothing here (the module's docstring has the order of the facts). A record
-    naming no state file (older still than the id) is not judged a copy: its pid is told by
-    its identity, as for this home's own."""
-    return judged(record, home)[0]
 
 
 def adopt_id(record: dict[str, Any], home: Path) -> None:
