@@ -4,10 +4,10 @@ is busy or on its way out (kint/supervisor/room.py): the real supervisor under a
 session.
 
 - X, started for a first request that outlasts a beat (its store held locked by another
-  process, so its `status` waits out SQLite's busy timeout): its beats say `has_work`
-  every second meanwhile, and a space asking for room was refused BUSY at once, though X,
-  its answer given, was idle a moment later. It now waits for X's beat after its work,
-  and is served.
+  process, so its `status` waits in SQLite's busy wait until the test lets the lock go,
+  HELD_S): its beats say `has_work` every second meanwhile, and a space asking for room
+  was refused BUSY at once, though X, its answer given, was idle a moment later. It now
+  waits for X's beat after its work, and is served.
 - X answering forever (a request always in flight): the space waited its whole deadline
   for X and was answered TIMEOUT, where it was refused BUSY at once before. The wait now
   has its own bound (room.SETTLE_S) and ends in the BUSY naming the limit.
@@ -189,8 +189,7 @@ def test_a_space_waits_for_a_worker_already_stopping_as_idle(tmp_path):
         sb.wait_for(lambda: sb.row(x)["state"] == "stopping", timeout=20,
                     what="X stopped as idle")
         with held_connections(sb, 2):
-            a_thread, a_said = in_thread(lambda: sb.call("status", space_a,
-                                                         timeout_s=2 * HELD_S))
+            a_thread, a_said = in_thread(lambda: sb.call("status", space_a, timeout_s=30))
             sb.wait_for(lambda: _queued(sb, space_a, a_said), timeout=20,
                         what="A's request answered or waiting for room")
             # Once refused BUSY here, though X's exit (within its stop grace) frees room.
