@@ -7,12 +7,13 @@ multiprocess' forkserver skips it without a word."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
 from pathlib import Path
 
-from conftest import make_sandbox, pid_alive, support_first, wait_until
+from conftest import make_sandbox, pid_alive, support_first, wait_until, write_store
 from kint.supervisor.pidlock import running_pid
 
 SUPPORT = Path(__file__).parent / "support"
@@ -101,6 +102,55 @@ def test_a_sandboxes_first_request_for_a_space_waits_for_the_forkserver(tmp_path
         asked.join(60)
         # Sent once it was ready, the first worker's start a fork within the default bound.
         assert answer.get("worker", {}).get("pid"), answer
+        assert sb.fresh is False
+    finally:
+        hold.touch()
+        sb.shutdown()
+
+
+def _kint_children() -> list[int]:
+    """This process's children running the `kint` command (a `Sandbox.kint`)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text()
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except (OSError, ValueError):
+            continue  # not a process, or gone
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == os.getpid() and any(arg.endswith(b"/kint") for arg in argv[:2]):
+            found.append(int(entry.name))
+    return found
+
+
+def test_a_sandboxes_first_kint_command_on_a_space_waits_for_the_forkserver(tmp_path):
+    """The same wait for a first `kint` command on a space (Sandbox.kint, `status` here):
+    the command is started only once the forkserver is ready, so that its first request
+    never carries the warm-up, which a loaded box took past the command's start bound
+    (flake39). A command on no space (`supervisor status`) does not wait."""
+    sb = make_sandbox(tmp_path / "machine")
+    write_store(sb.sibyl_db)
+    hold = tmp_path / "let-the-preload-go"
+    sb.env["KINT_TEST_PRELOAD_HOLD"] = str(hold)
+    done: dict = {}
+    try:
+        _importing(sb, hold)
+        sb.fresh = True  # as a start leaves it
+        shown = sb.kint("supervisor", "status")
+        assert shown.returncode == 0 and sb.fresh is True, shown.stderr
+        asked = threading.Thread(target=lambda: done.update(
+            out=sb.kint("status", "--json")), daemon=True)
+        asked.start()
+        # Held, the forkserver cannot be ready: a command that did not wait for it was
+        # started at once (a fork), and runs on, its space waiting for a worker.
+        asked.join(2)
+        assert asked.is_alive() and not done and not _kint_children(), done
+        assert sb.sup_status()["spaces"] == []
+        hold.touch()
+        asked.join(90)
+        out = done["out"]
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert json.loads(out.stdout)["worker"]["pid"], out.stdout
         assert sb.fresh is False
     finally:
         hold.touch()

@@ -4,10 +4,10 @@ is busy or on its way out (kint/supervisor/room.py): the real supervisor under a
 session.
 
 - X, started for a first request that outlasts a beat (its store held locked by another
-  process, so its `status` waits out SQLite's busy timeout): its beats say `has_work`
-  every second meanwhile, and a space asking for room was refused BUSY at once, though X,
-  its answer given, was idle a moment later. It now waits for X's beat after its work,
-  and is served.
+  process, so its `status` waits in SQLite's busy wait until the test lets the lock go,
+  HELD_S): its beats say `has_work` every second meanwhile, and a space asking for room
+  was refused BUSY at once, though X, its answer given, was idle a moment later. It now
+  waits for X's beat after its work, and is served.
 - X answering forever (a request always in flight): the space waited its whole deadline
   for X and was answered TIMEOUT, where it was refused BUSY at once before. The wait now
   has its own bound (room.SETTLE_S) and ends in the BUSY naming the limit.
@@ -47,6 +47,14 @@ SPACES = 6
 IDLE_S = 8
 HEARTBEAT_S = 60
 X_GONE_IDLE_S = 1
+# The first test's premise is that A waits for X's beat after its answer and is then
+# served: X's status in flight as long as the test holds its store locked (the busy wait
+# lengthened past it, KINT_TEST_STORE_BUSY_WAIT_S), and A's wait for it as long as that
+# takes (room.SETTLE_S lengthened, KINT_TEST_SETTLE_S), both let go by the lock's release
+# once A waits. With the defaults, X's status ended its 2 s busy wait on its own, and X's
+# beats had to be read in flight and its answer land within SETTLE_S (3 s) of A's request:
+# windows a loaded box could miss. The bound itself is the second test's, at its default.
+HELD_S = 60
 # A status that runs on the worker's pool, counted in flight by its beats (a plain one runs
 # on the thread that beats): its read of the locked store fails first, BUSY, chain unasked.
 ON_POOL = {"chain": True}
@@ -58,15 +66,16 @@ def _queued(sb: Sandbox, db: Path, said: dict) -> bool:
                              for r in sb.sup_status()["spaces"])
 
 
-def _box(tmp_path: Path, spare: int, idle_s: int = IDLE_S, **env: str
+def _box(tmp_path: Path, spare: int, idle_s: int = IDLE_S, timed: bool = False, **env: str
          ) -> tuple[Sandbox, list[Path], Path]:
     """The machine at its limit: the stores served (X first, its session ended) and the
     next one (A), which has no worker. `spare`: the clients connected at once when A asks,
     but one (A's own: fill_with_sessions); `idle_s`: the workers' idle exit; `env`: more
-    of the machine's settings."""
+    of the machine's settings; `timed`: the test supervisor, which KINT_TEST_* timings
+    in `env` reach (start_limited)."""
     sb = make_sandbox(tmp_path / "machine", KINT_WORKER_IDLE_SECONDS=str(idle_s), **env)
     dbs = profile_stores(sb, list(range(SPACES)))
-    start_limited(sb, LIMIT)
+    start_limited(sb, LIMIT, timed=timed)
     served = fill_with_sessions(sb, dbs, spare=spare)
     return sb, served, dbs[len(served)]
 
@@ -85,19 +94,33 @@ def _x_gone(sb: Sandbox, served: list[Path]) -> Path:
 
 
 def test_a_space_waits_for_a_worker_whose_first_answer_outlasts_a_beat(tmp_path):
-    sb, served, space_a = _box(tmp_path, spare=2, idle_s=X_GONE_IDLE_S)  # X's request and one more
+    hold = tmp_path / "hold-dispatch"
+    sb, served, space_a = _box(tmp_path, spare=2, idle_s=X_GONE_IDLE_S,  # X's request, 1 more
+                               timed=True, KINT_TEST_HOLD_DISPATCH=str(hold),
+                               KINT_TEST_STORE_BUSY_WAIT_S=str(HELD_S),
+                               KINT_TEST_SETTLE_S=str(HELD_S))
     try:
         x = _x_gone(sb, served)
-        with held_connections(sb, 1), locked(x):
-            # X's worker starts for a status that waits on the lock (SQLite's busy wait).
-            x_thread, x_said = in_thread(lambda: sb.call("status", x, timeout_s=30, args=ON_POOL))
-            sb.wait_for(lambda: sb.row(x)["ops_running"] >= 1, timeout=20,
-                        what="a beat of X with its status in flight (has_work)")
-            a_thread, a_said = in_thread(lambda: sb.call("status", space_a, timeout_s=30))
-            sb.wait_for(lambda: _queued(sb, space_a, a_said), timeout=20,
-                        what="A's request answered or waiting for room")
-            # Once refused BUSY at once here: "no room to start the worker".
-            assert "error" not in a_said, a_said
+        with held_connections(sb, 1):
+            # X's worker starts for a status, held as it reads it (KINT_TEST_HOLD_DISPATCH)
+            # until the store is locked: its start's own reads of the store would wait on
+            # the lock as long as the status does.
+            hold.touch()
+            x_thread, x_said = in_thread(lambda: sb.call("status", x, timeout_s=2 * HELD_S,
+                                                         args=ON_POOL))
+            sb.wait_for(lambda: Path(f"{hold}.reached").exists(), timeout=60,
+                        what="X's worker started, its status read")
+            with locked(x):
+                hold.unlink()
+                # X's status waits on the lock (SQLite's busy wait) until the block's end.
+                sb.wait_for(lambda: sb.row(x)["ops_running"] >= 1, timeout=20,
+                            what="a beat of X with its status in flight (has_work)")
+                a_thread, a_said = in_thread(lambda: sb.call("status", space_a,
+                                                             timeout_s=2 * HELD_S))
+                sb.wait_for(lambda: _queued(sb, space_a, a_said), timeout=20,
+                            what="A's request answered or waiting for room")
+                # Once refused BUSY at once here: "no room to start the worker".
+                assert "error" not in a_said, a_said
         for thread in (x_thread, a_thread):
             thread.join(60)
         assert x_said, "X's status was never answered"
@@ -134,7 +157,7 @@ def test_a_space_is_refused_once_a_worker_that_answers_on_and_on_has_had_its_bea
                        for _ in range(2)]  # one always in flight while the other turns
             for caller in callers:
                 caller.start()
-            sb.wait_for(lambda: sb.row(x)["ops_running"] >= 1, timeout=20,
+            sb.wait_for(lambda: print(sb.row(x)) or sb.row(x)["ops_running"] >= 1, timeout=20,
                         what="a beat of X with a status in flight")
             try:
                 sb.call("status", space_a, timeout_s=4 * SETTLE_S + 8)

@@ -19,9 +19,11 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
+import zmq
 
 from conftest import SUPPORT, make_sandbox, pid_alive
 from kint.client import KintError
@@ -129,24 +131,64 @@ def test_a_request_on_a_socket_connected_as_the_door_closed_is_served(tmp_path):
         folder = socket_dir(sb.kint_home)
         with sb.client() as client:
             connect = client._connect
+            check_serving = client._check_serving
+            looked = threading.Event()
 
             def connect_then_the_door_closes():
-                sock = connect()
-                time.sleep(0.3)  # ZeroMQ connects in its own thread
+                sock = _connected(connect, client)
                 os.kill(pid, signal.SIGSTOP)
                 now = time.time()
                 close_by_hand(folder, FrontClosed(pid, 30, 1024, 1, now, now - 5, True))
                 return sock
 
+            def check_serving_looked(serving, op):
+                try:
+                    return check_serving(serving, op)
+                finally:
+                    looked.set()
+
             client._connect = connect_then_the_door_closes  # type: ignore[method-assign]
+            client._check_serving = check_serving_looked  # type: ignore[method-assign]
             caller, result = in_thread(lambda: client.call("sup.ping", timeout_s=30))
-            time.sleep(2.0)  # past the call's first liveness look (a second)
+            # The call's first liveness look made (a second on), the door still closed: the
+            # look that refused it; waited for (or the call's end: refused before it sent),
+            # where a 2 s sleep stood for it.
+            sb.wait_for(lambda: looked.is_set() or not caller.is_alive(), timeout=60,
+                        what="the call's first look whether its supervisor serves")
             open_by_hand(folder)
             os.kill(pid, signal.SIGCONT)
             caller.join(timeout=60)
             assert result.get("answer", {}).get("pid") == pid, result
     finally:
         sb.shutdown()
+
+
+def _connected(connect, client) -> zmq.Socket:
+    """`connect()`'s socket once ZeroMQ, in its own thread, has connected it (its monitor
+    told, attached as the client's context made the socket), where a 0.3 s sleep stood
+    for that."""
+    ctx = client._zctx
+    make = ctx.socket
+    monitors: list[zmq.Socket] = []
+
+    def socket(kind: int) -> zmq.Socket:
+        sock = make(kind)
+        if kind == zmq.DEALER:  # the client's, not the monitor's own PAIR
+            monitors.append(sock.get_monitor_socket(zmq.EVENT_CONNECTED))
+        return sock
+
+    ctx.socket = socket
+    try:
+        sock = connect()
+    finally:
+        ctx.socket = make
+    (monitor,) = monitors
+    try:
+        assert monitor.poll(60_000), "the client's socket never connected"
+    finally:
+        sock.disable_monitor()
+        monitor.close(linger=0)
+    return sock
 
 
 def _pending_signals(pid: int) -> int:

@@ -49,6 +49,11 @@ def _stopped(first: list[int], then: list[int], seconds: float) -> None:
     process would otherwise leave the workers stopped past the timeout itself)."""
     _signal(first + then, signal.SIGSTOP)
     try:
+        # Sleeps that are the premise, not waits for a state: the stop must last past the
+        # heartbeat timeout (a time, which a loaded box only lengthens), and the workers
+        # stay stopped a moment after the supervisor. No state of the supervisor says it
+        # is back without asking it, and a request's round trip there (seconds on a loaded
+        # box) would leave the workers silent past the timeout: a hung verdict then right.
         time.sleep(seconds)
     finally:
         _signal(first, signal.SIGCONT)

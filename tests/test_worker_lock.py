@@ -30,6 +30,7 @@ import pytest
 from conftest import let_go_on, make_sandbox, pid_alive, wait_until, write_store
 from lock_holders import end as _end, holding
 from support.lifecycle_host import LifecycleHost
+from support.limited_box import in_thread
 from kint.paths import worker_lock_path
 from kint import open_files as open_files_module
 from kint.open_files import SYSTEM_FILES_HINT, WORKER_ROOM_HINT
@@ -613,7 +614,15 @@ def test_a_request_timed_out_while_the_worker_waits_for_the_lock_names_the_holde
     sb.start()
     path = worker_lock_path(sb.kint_home, space_id(sb.label(sb.sibyl_db))[:16])
     holder = _holder(path, "{pid} 4243\n")
+    started = None
     try:
+        # The worker started by a first request, the one with the short deadline is sent
+        # once the worker waits for the lock (its row names the holder, for WAIT_S): sent
+        # first, a loaded box's start (a fork, the worker's own setup before the lock) could
+        # eat its 2 s, and its TIMEOUT said "the worker is starting", rightly, naming nobody.
+        started, _ = in_thread(lambda: sb.call("status", sb.sibyl_db, timeout_s=60))
+        sb.wait_for(lambda: any(row["waits_for"] for row in sb.sup_status()["spaces"]),
+                    timeout=30, what="the new worker waiting for the lock")
         with pytest.raises(KintError) as err:
             sb.call("status", sb.sibyl_db, timeout_s=2)
         assert err.value.code == "TIMEOUT", err.value
@@ -637,6 +646,8 @@ def test_a_request_timed_out_while_the_worker_waits_for_the_lock_names_the_holde
         assert row["restarts"] == 0 and row["waits_for"] is None, row
     finally:
         _end(holder)
+        if started is not None:
+            started.join(60)
         sb.shutdown()
 
 

@@ -106,6 +106,11 @@ the worker forkserver by the test supervisor (run_supervisor.py), which also cal
   test whose premise must fit in a stopping worker's grace gives it room there on a slow
   box, where 10 s could run out before the step it waits for. It leaves stop_grace's
   ORPHAN_EXIT_S (bound at import from the 10 s) as it is.
+- `KINT_TEST_SETTLE_S` (set only by tests): how long a space waits for a running worker
+  answering, or owing its beat after work, before it is refused BUSY for want of room
+  (`kint.supervisor.room.SETTLE_S`, 3 s), in the supervisor, so that a test whose premise
+  is that the space waits for that beat, and is served after it, does not also need the
+  worker's answer to land within 3 s of the space's request on a loaded box.
 
 Unset, nothing changes; kint's own code reads none of this.
 """
@@ -137,6 +142,7 @@ DOCTOR_CALL_ENV = "KINT_TEST_DOCTOR_CALL_S"
 STOP_GRACE_ENV = "KINT_TEST_STOP_GRACE_S"
 EXIT_BOUND_ENV = "KINT_TEST_EXIT_BOUND_S"
 EPOCH_ROOM_ENV = "KINT_TEST_EXIT_EPOCH_ROOM_S"
+SETTLE_ENV = "KINT_TEST_SETTLE_S"
 # What the supervisor's stop grace is given over the worker's (15 s over 10 s by default).
 SUPERVISOR_STOP_GRACE_OVER_S = 5.0
 
@@ -207,8 +213,9 @@ def _lengthen_supervisor_stop_grace() -> None:
 def install_supervisor() -> None:
     """The supervisor's side of KINT_TEST_QUIET_SECONDS (its own process, not a worker's),
     KINT_TEST_HOUSEKEEPING_S, KINT_TEST_POLL_MINIMUM_S, KINT_TEST_LAST_REPLY_GRACE_S,
-    KINT_TEST_REASON_GRACE_S and KINT_TEST_STOP_GRACE_S."""
+    KINT_TEST_REASON_GRACE_S, KINT_TEST_STOP_GRACE_S and KINT_TEST_SETTLE_S."""
     _lengthen_supervisor_stop_grace()
+    _set_from_env(SETTLE_ENV, "kint.supervisor.room", "SETTLE_S")
     _set_from_env(QUIET_ENV, "kint.supervisor.lifecycle", "QUIET_SECONDS")
     _set_from_env(LAST_REPLY_GRACE_ENV, "kint.supervisor.last_words", "LAST_REPLY_GRACE_S")
     _set_from_env(REASON_GRACE_ENV, "kint.supervisor.exit_hold", "REASON_GRACE_S")

@@ -8,13 +8,14 @@ from __future__ import annotations
 import resource
 import shutil
 import subprocess
+import sys
 import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from conftest import KINT, Sandbox, write_store
+from conftest import KINT, SUPPORT, Sandbox, support_first, write_store
 from kint.client import KintError
 
 
@@ -29,18 +30,32 @@ def profile_stores(sb: Sandbox, numbers: list[int]) -> list[Path]:
     return dbs
 
 
-def start_limited(sb: Sandbox, limit: int, warm: bool = True) -> None:
+def start_limited(sb: Sandbox, limit: int, warm: bool = True, timed: bool = False) -> None:
     """`kint supervisor start` under RLIMIT_NOFILE `limit`, soft and hard, as `ulimit -n`
     sets them: the daemon, its forkserver and its workers inherit it from the command.
     With `warm`, returns once the worker forkserver is ready too (Sandbox.warm_up), not at
     the first request for a space as Sandbox.start does: the tests here count on the
     margin of a supervisor that warmed up (while the warm-up runs, the front door holds
-    back room for the descriptors it may yet open), and nearly all start workers."""
-    out = subprocess.run(
-        [KINT, "supervisor", "start"], env=sb.env, text=True, capture_output=True,
-        timeout=90, stdin=subprocess.DEVNULL,
-        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit)))
-    assert out.returncode == 0, out.stderr
+    back room for the descriptors it may yet open), and nearly all start workers. With
+    `timed`, the test supervisor (support/run_supervisor.py) under that limit instead, so
+    that the KINT_TEST_* timings in `sb.env` reach it (support/kint_test_timings.py)."""
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+
+    if timed:
+        sb.env["PYTHONPATH"] = support_first(sb.env.get("PYTHONPATH", ""))
+        sb.kint_home.mkdir(mode=0o700, exist_ok=True)
+        with open(sb.root / "test-supervisor.err", "ab") as log:
+            subprocess.Popen([sys.executable, str(SUPPORT / "run_supervisor.py"), "--home",
+                              str(sb.kint_home)], env=sb.env, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL, stderr=log, start_new_session=True,
+                             preexec_fn=limited)
+        sb.wait_for(lambda: sb.client().ping(0.5), interval=0.02, what="the test supervisor")
+    else:
+        out = subprocess.run([KINT, "supervisor", "start"], env=sb.env, text=True,
+                             capture_output=True, timeout=90, stdin=subprocess.DEVNULL,
+                             preexec_fn=limited)
+        assert out.returncode == 0, out.stderr
     if warm:
         sb.warm_up()
 

@@ -43,3 +43,16 @@ def let_go_on(pid: int | None) -> None:
     ended it), so that nothing is left stopped past the test."""
     if pid is not None and pid_alive(pid):
         os.kill(pid, signal.SIGCONT)
+
+
+def signal_pending(pid: int, sig: signal.Signals) -> bool:
+    """Whether `sig`, sent to the process `pid`, waits there untaken (as it does while the
+    process is stopped): its shared pending set, /proc/<pid>/status's ShdPnd."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("ShdPnd:"):
+                    return bool(int(line.split()[1], 16) & (1 << (sig - 1)))
+    except (FileNotFoundError, ProcessLookupError):
+        pass  # gone
+    return False

@@ -57,6 +57,25 @@ WARM_UP_LOOK_S = 0.05
 WARM_UP_LOOK_BOUND_S = 10.0
 
 
+# The commands that go to a space's worker (`kint --help`'s list; `doctor` asks a running
+# one), and the global options that take a value, which come before the command.
+SPACE_COMMANDS = frozenset({"status", "verify", "history", "connect", "join", "push",
+                            "compact", "pull", "rekey", "recovery-code", "config", "doctor"})
+_VALUED_OPTIONS = frozenset({"--tenant", "--db"})
+
+
+def on_a_space(argv: tuple[str, ...]) -> bool:
+    """Whether `kint *argv` is a command on a space: its first word past the global options
+    names one (`supervisor status` is none, `status` is)."""
+    words = iter(argv)
+    for word in words:
+        if word in _VALUED_OPTIONS:
+            next(words, None)
+        elif not word.startswith("-"):
+            return word in SPACE_COMMANDS
+    return False
+
+
 def support_first(pythonpath: str) -> str:
     """`pythonpath` with tests/support first: the worker forkserver imports its preload by
     name and ignores sys.path changes. A folder already there (the tree under test: a lane's
@@ -108,7 +127,11 @@ class Sandbox:
     def kint(self, *args: str, timeout: float = 90, env: dict[str, str] | None = None,
              input: str | None = None) -> subprocess.CompletedProcess[str]:
         """Run `kint`; `input` goes to its stdin (a signature, a passphrase, a code), and
-        without it stdin is closed, as in a script."""
+        without it stdin is closed, as in a script. A command on a space (`on_a_space`) to a
+        supervisor this started waits for its worker forkserver first, as `call` does
+        (`warmed`): a first `kint status` carried the warm-up past its bounds too."""
+        if on_a_space(args):
+            self.warmed()
         return subprocess.run([KINT, *args], env={**self.env, **(env or {})}, text=True,
                               capture_output=True, timeout=timeout, input=input,
                               stdin=None if input is not None else subprocess.DEVNULL)
