@@ -98,7 +98,9 @@ def test_a_space_waits_for_a_worker_whose_first_answer_outlasts_a_beat(tmp_path)
     sb, served, space_a = _box(tmp_path, spare=2, idle_s=X_GONE_IDLE_S,  # X's request, 1 more
                                timed=True, KINT_TEST_HOLD_DISPATCH=str(hold),
                                KINT_TEST_STORE_BUSY_WAIT_S=str(HELD_S),
-                               KINT_TEST_SETTLE_S=str(HELD_S))
+                               KINT_TEST_SETTLE_S=str(HELD_S),
+                               # The dispatch hold stops X's beats: not judged hung meanwhile.
+                               KINT_WORKER_HEARTBEAT_TIMEOUT=str(HEARTBEAT_S))
     try:
         x = _x_gone(sb, served)
         with held_connections(sb, 1):
@@ -157,7 +159,7 @@ def test_a_space_is_refused_once_a_worker_that_answers_on_and_on_has_had_its_bea
                        for _ in range(2)]  # one always in flight while the other turns
             for caller in callers:
                 caller.start()
-            sb.wait_for(lambda: print(sb.row(x)) or sb.row(x)["ops_running"] >= 1, timeout=20,
+            sb.wait_for(lambda: sb.row(x)["ops_running"] >= 1, timeout=20,
                         what="a beat of X with a status in flight")
             try:
                 sb.call("status", space_a, timeout_s=4 * SETTLE_S + 8)

@@ -58,9 +58,11 @@ WARM_UP_LOOK_BOUND_S = 10.0
 
 
 # The commands that go to a space's worker (`kint --help`'s list; `doctor` asks a running
-# one), and the global options that take a value, which come before the command.
+# one; `authorize` and `session-key show` read a connected space's chain from it), and the
+# global options that take a value, which come before the command.
 SPACE_COMMANDS = frozenset({"status", "verify", "history", "connect", "join", "push",
-                            "compact", "pull", "rekey", "recovery-code", "config", "doctor"})
+                            "compact", "pull", "rekey", "recovery-code", "config", "doctor",
+                            "authorize", "session-key"})
 _VALUED_OPTIONS = frozenset({"--tenant", "--db"})
 
 
