@@ -13,6 +13,7 @@ and still holds the home costs no look at all (`_front_of`).
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import zmq
@@ -171,17 +172,27 @@ class ClientConnection(LivenessChecks):
         a look at the pid file this client keeps open."""
         return self._holder.pid()
 
-    def close(self, linger_ms: int = 0) -> None:
+    def close(self, linger_ms: int = 0) -> bool:
         """Close the socket and the pid file; `linger_ms` lets queued casts leave first. A
         context of its own (`own_context`) is ended here, which waits for them up to the
-        linger (kint/client_context.py); on the shared one it holds while the process does."""
+        linger (kint/client_context.py); on the shared one it holds while the process does.
+        Whether what was queued has left (written to the supervisor's connection): known
+        only of a context of its own, and only by the time its end took. libzmq ends a
+        closed socket as soon as its queue is written, or drops the queue once the linger
+        runs out, and returns alike, saying neither; its linger counts from the close,
+        which comes after `began`, so an end sooner than the linger from `began` wrote
+        everything. Later, it may have dropped some (or a loaded box ran the end late):
+        False, as on the shared context, whose queue nobody waits for."""
+        began = time.monotonic()
         if self._sock is not None:
             self._sock.close(linger=linger_ms)
             self._sock = None
         self._connected = self._front = None
         self._holder.close()
-        if self._own_context:  # last: a stop signal that raises in its wait finds all closed
-            end_context(self._zctx)
+        if not self._own_context:
+            return False
+        end_context(self._zctx)  # last: a stop signal that raises in its wait finds all closed
+        return time.monotonic() - began < linger_ms / 1000
 
     def socket_exists(self, serving: int | None = None) -> bool:
         """Whether the front socket is there, in a private folder. `serving` is the pid of
