@@ -173,11 +173,32 @@ def main() -> None:
         # skipped the exit below: the server stayed. (Its context's end is waited for by a
         # thread that blocks them, so a noted one lets it go on: kint/client_context.py.)
         only_note()
-        session.close()  # first: the worker's goodbye must leave before a SIGTERM lands
+        # First: the worker's goodbye must leave before a SIGTERM lands.
+        left = session.close()
         lines.close()
-        log.info("kint-server exits; the exit push is the worker's now")
+        _say_goodbye_left(left, session.wrote)
         if stopped_by:
             _exit_now(128 + stopped_by[0])
+
+
+def _say_goodbye_left(left: bool, wrote: bool) -> None:
+    """kint-server's last line: what became of its goodbye, as far as its close knows
+    (AgentSession.close). Left, the worker has it (an exit push when the session wrote).
+    Else it may not have left: not queued (the warning before says why), or not written
+    within the close's linger, which ZeroMQ ends by dropping what is queued without
+    saying what; without it the worker runs no exit push and forgets the session after
+    SESSION_TTL_S (kint/tenant_worker/sessions.py)."""
+    from kint.agent_server.session import GOODBYE_LINGER_MS
+    from kint.tenant_worker.config import SESSION_TTL_S
+
+    goodbye = "its exit push" if wrote else "its detach (nothing written: no exit push)"
+    if left:
+        log.info("kint-server exits; %s left for the worker", goodbye)
+        return
+    log.warning("kint-server exits; %s may not have left for the worker (not written to "
+                "the supervisor's connection within %g s); without it the worker runs no "
+                "exit push and forgets this session after %g s", goodbye,
+                GOODBYE_LINGER_MS / 1000, SESSION_TTL_S)
 
 
 def _exit_now(code: int) -> NoReturn:

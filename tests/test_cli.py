@@ -138,9 +138,10 @@ STATUS_KINT_MODULES = frozenset({
     "kint.front_closed",
     # The client's own parts, split out of kint.client (the same code, in modules of a few
     # hundred lines): the call's deadline, the request's frame, the looks at the
-    # supervisor while it waits, the end of a context of its own (signal and threading).
+    # supervisor while it waits, the end of a context of its own (signal and threading),
+    # the socket and the supervisor it reaches.
     "kint.client_bound", "kint.client_request", "kint.client_liveness",
-    "kint.client_context",
+    "kint.client_context", "kint.client_connection",
     # Where the sockets are, split out of kint.paths (the same code).
     "kint.socket_paths",
 })

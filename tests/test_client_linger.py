@@ -1,7 +1,7 @@
 """A cast left queued at a client's close (`Client.close(linger_ms)`) is delivered before the
 process that closed it exits, within the linger: kint-server's goodbye (its `exit_push` or
 `detach`, kint/agent_server/session.py) is the last thing it sends, and it then exits,
-its log saying the push is the worker's now.
+its log saying whether that goodbye left (the last test: the close measures it).
 
 ZeroMQ keeps a closed socket's queue for its linger only while its context lives, and a
 process's shared context (`zmq.Context.instance()`) is never ended: at the exit, pyzmq
@@ -42,6 +42,8 @@ from typing import Iterator
 import pytest
 
 from conftest import make_sandbox, wait_until, write_store
+from kint.client import Client
+from kint.socket_paths import FRONT_SOCKET, socket_dir
 
 SESSION = "agent-going"
 # The client of a process that says goodbye and exits: its cast, then its close with a
@@ -50,6 +52,7 @@ _GOODBYE = """
 import sys
 from pathlib import Path
 from kint.client import Client
+from kint.socket_paths import FRONT_SOCKET, socket_dir
 
 home, tenant, db, space, session = sys.argv[1:6]
 client = Client(Path(home), autostart=False, own_context=True)
@@ -64,6 +67,7 @@ _NOTED_GOODBYE = """
 import signal, sys
 from pathlib import Path
 from kint.client import Client
+from kint.socket_paths import FRONT_SOCKET, socket_dir
 
 noted = []
 for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
@@ -82,6 +86,7 @@ _INTERRUPTED_GOODBYE = """
 import os, signal, sys
 from pathlib import Path
 from kint.client import Client
+from kint.socket_paths import FRONT_SOCKET, socket_dir
 
 signal.signal(signal.SIGINT, signal.default_int_handler)
 home, tenant, db, space, session, note = sys.argv[1:7]
@@ -240,3 +245,29 @@ def test_a_ctrl_c_that_raises_during_the_close_leaves_the_mask_and_the_cast_sent
         out, err = child.communicate(timeout=60)
         assert (child.returncode, out) == (0, ""), err
         _assert_goodbye_taken(sb)
+
+
+def test_a_close_says_whether_its_cast_left(tmp_path):
+    """`Client.close` says whether what it left queued was written to the supervisor's
+    connection before its linger ran out (kint-server's log says so of its goodbye,
+    kint/mcp_server.py): ZeroMQ's context end returns either way and tells neither, so the
+    close measures it. A served cast left (its linger a minute, far more than the write
+    takes); one whose connection cannot be made for the whole linger (the supervisor held
+    and its socket file moved aside, a state that lasts) did not. Before, the close said
+    nothing, and the log said the push was the worker's either way."""
+    with _attached(tmp_path) as (sb, pid, _children):
+        served = Client(sb.kint_home, autostart=False, own_context=True)
+        served.cast("detach", tenant=sb.tenant, db=str(sb.sibyl_db),
+                    space=sb.label(sb.sibyl_db), args={"session": "agent-never-attached"})
+        assert served.close(linger_ms=60_000) is True
+        front = socket_dir(sb.kint_home) / FRONT_SOCKET
+        aside = front.with_name("held-aside.sock")
+        with _held(pid):
+            os.rename(front, aside)
+            try:
+                held = Client(sb.kint_home, autostart=False, own_context=True)
+                held.cast("detach", tenant=sb.tenant, db=str(sb.sibyl_db),
+                          space=sb.label(sb.sibyl_db), args={"session": SESSION})
+                assert held.close(linger_ms=1000) is False
+            finally:
+                os.rename(aside, front)

@@ -2,7 +2,7 @@
 stop and start, and the times in its note: review27d's findings on door27.
 
 - a supervisor that steps down (its `run/` removed, another started there) leaves the
-  next one's socket file and note alone;
+  next one's socket file and note alone, one started there as its door closes too;
 - under `ulimit -n 50` the start is not refused by its own door while the worker
   forkserver warms up;
 - a request whose socket never connected to a stopping supervisor is refused at once,
@@ -31,13 +31,15 @@ from kint import render
 from kint.agent_server.results import agent_error
 from kint.client import KintError
 from kint.front_closed import CLOSED_SOCKET, NOTE, STOPPING_HINT, FrontClosed, boot_time
+from kint.paths import run_dir
 from kint.seconds_text import seconds_text
 from kint.socket_paths import FRONT_SOCKET, socket_dir
 from kint.supervisor.ownership import file_id
-from kint.supervisor.pidlock import running_pid
+from kint.supervisor.pidlock import PID_FILE, running_pid
 from kint.supervisor.settings import STOP_BOUND_S
 from support.closed_by_hand import closed_by_hand
 from support.limited_box import in_thread, start_limited
+from support.successor import start_successor
 
 LIMIT = 64
 
@@ -73,6 +75,45 @@ def test_a_supervisor_that_steps_down_leaves_the_next_ones_socket_alone(tmp_path
         assert "bound it again" not in _log(sb)
     finally:
         sb.shutdown()
+
+
+def test_a_door_closing_for_the_stop_leaves_a_socket_file_bound_after_its_look(tmp_path):
+    """Supervisor A steps down (its pid file removed), its door closing for the stop held
+    after its look at whose socket file is at the path and before its move (the note
+    written: KINT_TEST_HOLD_DOOR, tests/support/run_supervisor.py) while B takes the home
+    and binds its own file there. A, going on, leaves B's file where it is. Before, A
+    moved B's file aside: B's new clients found no socket until B's check bound it again
+    (front_door_stop.py `_move_aside`)."""
+    door = tmp_path / "hold-door"
+    reached = tmp_path / "hold-door.reached"
+    sb = make_sandbox(tmp_path / "machine", KINT_TEST_HOLD_DOOR=str(door))
+    pid_a = None
+    try:
+        sb.start_entitled()
+        pid_a = running_pid(sb.kint_home)
+        door.touch()
+        (run_dir(sb.kint_home) / PID_FILE).unlink()
+        sb.wait_for(reached.exists, what="A's door held after its look, its note written")
+        front = socket_dir(sb.kint_home) / FRONT_SOCKET
+        start_successor(sb, "KINT_TEST_HOLD_DOOR")  # B's own stop not held
+        sb.wait_for(lambda: running_pid(sb.kint_home) not in (None, pid_a)
+                    and sb.client().ping(0.5), what="B serving")
+        pid_b = running_pid(sb.kint_home)
+        socket_b = file_id(front)
+        assert pid_b != pid_a and socket_b is not None and pid_alive(pid_a)
+        door.unlink()
+        sb.wait_for(lambda: not pid_alive(pid_a), timeout=30, what="A's stop to end")
+        assert file_id(front) == socket_b
+        assert not (front.parent / CLOSED_SOCKET).exists()
+        assert "another supervisor's socket file now" in _log(sb)
+        assert "bound it again" not in _log(sb)
+        with sb.client() as client:
+            assert client.ping_answer(5.0)["pid"] == pid_b
+    finally:
+        door.unlink(missing_ok=True)
+        sb.shutdown()
+        if pid_a is not None and pid_alive(pid_a):
+            os.kill(pid_a, signal.SIGKILL)
 
 
 def test_a_start_under_ulimit_50_is_not_refused_by_its_own_door(tmp_path):

@@ -92,6 +92,10 @@ def _assert_exited(sb, server: int, rc: Path, err_log: Path, code: int, noter: s
     assert rc.read_text() == f"{code}\n"
     said = err_log.read_text()
     assert "Traceback" not in said and "kint-server exits" in said, said
+    # What became of the goodbye, as the close measured it (the detach left: the
+    # supervisor, continued, took it well within the close's linger).
+    assert ("kint-server exits; its detach (nothing written: no exit push) left for the "
+            "worker") in said, said
     sb.wait_for(lambda: sb.row(sb.sibyl_db)["sessions"] == 0, timeout=60,
                 what="the worker told the session ended")
 

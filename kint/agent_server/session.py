@@ -62,6 +62,9 @@ RETRY_FIRST_S = 2.0
 # the socket a tool call holds: short, since a harness may SIGTERM it soon after closing
 # stdin (the SDK's stdio client: 2 s).
 CLOSE_WAIT_S = 0.25
+# How long the exiting server's close waits for its goodbye (the exit push or detach) to
+# leave for the supervisor (Client.close's linger); past it, ZeroMQ drops what is left.
+GOODBYE_LINGER_MS = 2000
 
 
 class AgentSession:
@@ -173,12 +176,15 @@ class AgentSession:
         with self._lock:
             self._cast(self._client, op, args, timeout_s)
 
-    def _cast(self, client: Client, op: str, args: dict[str, Any], timeout_s: float) -> None:
+    def _cast(self, client: Client, op: str, args: dict[str, Any], timeout_s: float) -> bool:
+        """Queue the cast `op` on `client`; whether it was queued (else said in the log)."""
         try:
             client.cast(op, tenant=self.ref.tenant, db=self.ref.db, space=self.ref.label,
                         args=self._args(args), timeout_s=timeout_s)
         except KintError as err:
             log.warning("%s not sent: %s", op, err.message)
+            return False
+        return True
 
     def attach(self, timeout_s: float = 30) -> None:
         """Attach now, and start the keepalive whether or not that went through. The
@@ -241,9 +247,11 @@ class AgentSession:
             args["leaf"] = leaf
         self.cast("note_write", args, timeout_s=30)
 
-    def close(self) -> None:
+    def close(self) -> bool:
         """Ask the worker for one exit push when this session wrote, and let go: it
-        finishes after we are gone. Either way the worker learns the session ended."""
+        finishes after we are gone. Either way the worker learns the session ended, when
+        this goodbye leaves: whether it was queued and left within the close's linger
+        (Client.close), for kint-server's last line to say."""
         self._stop.set()
         deadline = time.monotonic() + CLOSE_WAIT_S  # one wait for both locks
         # An attach the keepalive is sending now leaves before the goodbye; none after it.
@@ -257,11 +265,10 @@ class AgentSession:
             # worker goes on with it): say goodbye on a socket of this thread's own.
             log.info("a tool call is still waiting on the worker; it goes on there")
             spare = Client(self._home, own_context=True)
-            self._cast(spare, op, {"session": self.id}, timeout_s)
-            spare.close(linger_ms=2000)
-            return
+            queued = self._cast(spare, op, {"session": self.id}, timeout_s)
+            return spare.close(linger_ms=GOODBYE_LINGER_MS) and queued
         try:
-            self._cast(self._client, op, {"session": self.id}, timeout_s)
-            self._client.close(linger_ms=2000)
+            queued = self._cast(self._client, op, {"session": self.id}, timeout_s)
+            return self._client.close(linger_ms=GOODBYE_LINGER_MS) and queued
         finally:
             self._lock.release()

@@ -9,8 +9,9 @@ touches a socket file there only while it is still the one it bound and no other
 supervisor holds the home (its pid file removed and nobody started since); once another
 holds it, the file and the note there are that one's. That test (`_nobody_else`) is the
 door's too: it asks it before it puts back the socket it moved aside for want of open
-files (`FrontDoor._moved_is_own`). A base of `FrontDoor`, which keeps the state these
-methods read.
+files (`FrontDoor._moved_is_own`). A look and a move are two steps, so the file moved is
+looked at again once moved (`_move_aside`). A base of `FrontDoor`, which keeps the state
+these methods read.
 """
 
 from __future__ import annotations
@@ -68,9 +69,7 @@ class FrontDoorStop:
         closed = self._note(open_files(), stopping=True)
         try:
             write_note(front_path.parent, closed)
-            if self.closed is None:
-                os.rename(front_path, front_path.parent / CLOSED_SOCKET)
-                self._moved = file_id(front_path.parent / CLOSED_SOCKET)
+            moved = self.closed is not None or self._move_aside(front_path)
         except OSError as err:  # the socket file gone, or a full disk: served as before
             if self.closed is None:
                 remove_own_note(front_path.parent, closed.pid, closed.started)
@@ -79,7 +78,34 @@ class FrontDoorStop:
             log.warning("could not close the front socket to new clients as the supervisor "
                         "stops: %s", err)
             return
+        if not moved:
+            remove_own_note(front_path.parent, closed.pid, closed.started)
+            log.warning("%s is another supervisor's socket file now (it took the home as "
+                        "this one's stop began): left to it", front_path)
+            return
         self.closed = closed
+
+    def _move_aside(self, front_path: Path) -> bool:
+        """Move the front socket's file aside (`CLOSED_SOCKET`), only while it is the one
+        this supervisor bound: whether it was. The look before (`_nobody_else`, the socket
+        file's identity) and a rename are two steps, and its pid file removed (it steps
+        down, `run/` cleaned), a successor can take the home and bind its own file at the
+        path between them (binding an ipc path replaces the file there): the rename would
+        move that one, its new clients finding no socket. So the file is looked at once
+        moved: its identity the one bound here (this supervisor's listener still holds
+        that inode, so no other file has its number), or else it goes back by a link that
+        replaces nothing (a file bound at the path since then stays)."""
+        aside = front_path.parent / CLOSED_SOCKET
+        os.rename(front_path, aside)
+        if self.ownership is None or self.ownership.socket_is_ours(front_path, at=aside):
+            self._moved = file_id(aside)
+            return True
+        try:
+            os.link(aside, front_path)
+        except FileExistsError:
+            pass  # bound again there since: that file is the one clients reach
+        aside.unlink(missing_ok=True)
+        return False
 
     def _note_stop_lost(self, front_path: Path) -> None:
         """Closed for want of files and its moved socket removed, not bound again yet

@@ -86,9 +86,12 @@ class Ownership:
     def forget(self, path: Path) -> None:
         self._sockets.pop(path, None)
 
-    def socket_is_ours(self, path: Path) -> bool:
+    def socket_is_ours(self, path: Path, at: Path | None = None) -> bool:
+        """Whether the file at `path` is the socket file this supervisor bound there; with
+        `at`, the file at `at` (moved there from `path`: kint/supervisor/front_door_stop.py
+        checks the file it moved aside)."""
         ident = self._sockets.get(path)
-        return ident is not None and file_id(path) == ident
+        return ident is not None and file_id(at if at is not None else path) == ident
 
     def release(self) -> list[Path]:
         """Unlink the socket files that are still this supervisor's, and only while it
