@@ -82,6 +82,19 @@ def _no_contract_hint(contract: str, endpoint: str) -> str:
             f"kint's EpochAnchor and an endpoint of chain 31337, where it is deployed")
 
 
+def test_an_endpoint_set_in_the_commands_environment_is_named_there(tmp_path, chain_home):
+    """KINT_RPC_URL and KINT_CONTRACT in the command's own environment (no space connected
+    here: the command reads the chain with them): the hint names both there. It named the
+    contract so and the endpoint as plain KINT_RPC_URL (review39b S2)."""
+    m = new_machine(tmp_path / "machine", chain_home)
+    owner = Account.create().address
+    out = m.kint("authorize", "payload", "--owner", owner,
+                 env={"KINT_RPC_URL": m.url, "KINT_CONTRACT": owner})
+    assert _hint(out, "RPC_UNAVAILABLE") == _no_contract_hint(
+        "KINT_CONTRACT in this command's environment",
+        "KINT_RPC_URL in this command's environment"), out.stderr
+
+
 def test_session_key_show_says_a_view_with_no_data_as_the_endpoints_answer(tmp_path, chain_home):
     """`session-key show` over a contract setting that names an account: the endpoint
     answered its canWrite with no data, and the warning says so with what to check, where
