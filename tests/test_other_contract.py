@@ -19,6 +19,7 @@ import json
 from dataclasses import replace
 
 import pytest
+from eth_account import Account
 
 from chain_machines import (connect_with_wallet, deploy_second_anchor, devchain_anchor, kjson,
                             ok, owner_account, recovery_code)
@@ -189,6 +190,40 @@ def test_a_command_that_checks_the_spaces_chain_names_the_supervisors_endpoint_s
                 f"(chain id 8453) [CONFIG_INVALID]")
         refused(machine.kint("pull"), 5, said, way_back)
         refused(machine.kint("session-key", "show"), 2, said, way_back)
+    finally:
+        machine.shutdown()
+        machine.start_entitled()
+
+
+def test_a_commands_chain_refusal_names_the_supervisors_endpoint_where_it_was_set(
+        machine, chain_home):
+    """The supervisor started with KINT_RPC_URL (the devchain's own endpoint) and a
+    KINT_CONTRACT that names an account: a command acting for another owner reads the chain
+    through the space's worker's settings, and the endpoint answers with no data. The hint
+    names the endpoint where it was set, as it names the contract; it said "the endpoint
+    (KINT_RPC_URL)", a setting that in the caller's shell changes nothing (review39b S2).
+    Nothing on chain is changed: both only read."""
+    url = devchain_anchor(chain_home).config.rpc_urls[0]
+    account = Account.create().address  # an account: no code at its address
+    machine.shutdown()
+    machine.env.update({"KINT_RPC_URL": url, "KINT_CONTRACT": account})
+    try:
+        machine.start_entitled()
+    finally:
+        del machine.env["KINT_RPC_URL"], machine.env["KINT_CONTRACT"]
+    hint = ("check the contract (KINT_CONTRACT in the supervisor's environment) and the "
+            "endpoint (KINT_RPC_URL in the supervisor's environment): they must name kint's "
+            "EpochAnchor and an endpoint of chain 31337, where it is deployed")
+    other = Account.create().address
+    try:
+        refused(machine.kint("authorize", "payload", "--owner", other), 2,
+                f"kint: error: authorize payload: reading the authorization nonce: {url} has "
+                f"no contract at {account} (its call returned no data) [RPC_UNAVAILABLE]",
+                f"hint: {hint}")
+        shown = machine.kint("session-key", "show", "--owner", other)
+        assert shown.returncode == 0, shown.stdout + shown.stderr
+        assert f"(its call returned no data); showing the local half only ({hint})" \
+            in shown.stderr, shown.stderr
     finally:
         machine.shutdown()
         machine.start_entitled()

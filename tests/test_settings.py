@@ -856,6 +856,41 @@ def test_on_macos_the_keychains_alchemy_key_names_the_primary_endpoint(macos_key
     assert load_chain_config(home).rpc_urls[0] == "https://mainnet.base.org"
 
 
+def test_the_keychains_endpoint_is_named_where_a_hint_sends_the_user(macos_keychain,
+                                                                    monkeypatch):
+    """An endpoint from the Keychain's Alchemy key: a hint that sends the user to check the
+    endpoint names the Keychain's item (and KINT_RPC_URL unset), and one that asks for
+    another endpoint names KINT_RPC_URL as what takes its place. Both said plain
+    "KINT_RPC_URL" (review39b S2), which is unset here. kint-server tells the agent to stop
+    and hand it to the human: the Keychain is no step of its own."""
+    from kint.chain import keychain_rpc
+    from kint.chain.config import load_chain_config
+    from kint.custody import local_secret
+
+    home, item = macos_keychain
+    item.write_text(ALCHEMY_KEY + "\n")
+    keychain_rpc.forget()
+    chain = load_chain_config(home)
+    # Back on this platform before what follows is imported (urllib's proxies on darwin).
+    monkeypatch.setattr(local_secret.sys, "platform", "linux")
+    from kint.agent_server.agent_hints import agent_error
+    from kint.chain.endpoint_source import other_endpoint
+    from kint.client_errors import KintError
+    from kint.tenant_worker.rpc_hint import endpoint_hint, stale_hint
+
+    keychain = ("the macOS Keychain's Alchemy key (item `dev.api.alchemy`, read while "
+                "KINT_RPC_URL is unset)")
+    assert endpoint_hint(chain) == (f"check {keychain} and KINT_RPC_URL_2 and the endpoint, "
+                                    f"then try again")
+    assert other_endpoint(chain) == ("KINT_RPC_URL, which takes the place of the macOS "
+                                     "Keychain's Alchemy key, or `kint connect --rpc-urls URL` "
+                                     "for this space alone")
+    stale = stale_hint(chain)
+    assert stale.startswith(f"check {keychain} and KINT_RPC_URL_2: "), stale
+    said = agent_error("memory_pull", KintError("STALE_RPC", "an old head", stale)).hint
+    assert said == f"stop and tell the human: {stale}", said
+
+
 def test_the_size_trigger_pushes_only_past_its_bytes_as_in_v030(tmp_path, monkeypatch):
     """v0.3.0 (10-configuration.md, "The watcher"): more than KINT_SIZE_TRIGGER_BYTES of
     estimated change, at 400 bytes a row, pushes without waiting for quiet (82 rows at the

@@ -181,6 +181,7 @@ def test_the_machine_that_made_the_vault_refuses_to_push_without_its_recovery_fi
         # "write it again", and the agent's words a KINT_HOME/RECOVERY-<space16>.txt).
         assert (f"hint: run `kint recovery-code` to write {recovery} again and copy it off "
                 f"the machine") in out.stderr, out.stderr
+        assert out.stderr.count(str(recovery)) == 1, out.stderr  # the hint's, not twice
         status = kjson(sb, *on(db, "status"))
         assert status["head"]["seq"] == head, status
         assert status["unanchored_changes"] == {"changed": 1, "deleted": 0}, status

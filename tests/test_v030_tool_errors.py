@@ -275,9 +275,11 @@ def test_a_journal_a_rotated_session_key_left_gives_the_agent_its_own_push():
 
 def test_the_vaults_maker_without_its_recovery_file_is_told_to_write_it_again_itself():
     """A push on the machine that created the vault refuses while its recovery code file is
-    missing (v0.3.0's rule). Writing it again is a step 14-agents.md gives the agent ("Write
-    the recovery-code file again on a connected machine: `kint recovery-code`. Tell the human
-    where it is. Do not open it"); the agent was told to stop and hand it to the human."""
+    missing (v0.3.0's rule), here as an older worker's hint said it (RECOVERY_FILE_HINT,
+    before the path was named: kint raises RECOVERY_FILE_AT now, the next test). Writing
+    it again is a step 14-agents.md gives the agent ("Write the recovery-code file again on
+    a connected machine: `kint recovery-code`. Tell the human where it is. Do not open
+    it"); the agent was told to stop and hand it to the human."""
     from kint.agent_server.results import watcher_failure_hint
     from kint.protocol.hints import RECOVERY_FILE_HINT
 
@@ -302,7 +304,7 @@ def test_the_recovery_files_hints_name_the_spaces_own_file_to_the_agent():
 
     path = f"/home/u/.kint/RECOVERY-{'ab' * 8}.txt"
     refusal = KintError("NOT_CONNECTED", "this machine created the vault but its recovery "
-                        f"code file {path} is missing or empty", RECOVERY_FILE_AT.format(file=path))
+                        "code file is missing or empty", RECOVERY_FILE_AT.format(file=path))
     mapped = agent_error("memory_push", push_error(refusal, lambda: True))
     assert mapped.hint == (f"run `kint recovery-code` to write the file again (do not open "
                            f"it), then tell the human where it is ({path}) so they copy it off "

@@ -103,11 +103,13 @@ PASSED_ON = {
 
 def _chains() -> list[SimpleNamespace]:
     """A chain's settings as the hints built from them read them: set by the devchain's
-    record, a space's own endpoints, a config file, the environment; the machine's own
-    KINT_RPC_URL (which chooses the chain) unset, set in the file, in the environment, or
-    in the supervisor's environment."""
+    record, a space's own endpoints, a config file, the environment, the supervisor's
+    environment, the macOS Keychain (named where they were set: endpoint_source's
+    rpc_setting); the machine's own KINT_RPC_URL (which chooses the chain) unset, set in
+    the file, in the environment, or in the supervisor's environment."""
     from kint import settings
     from kint.chain.config import DEVCHAIN_SOURCE, SPACE_URLS_SOURCE
+    from kint.chain.keychain_rpc import SERVICE, SOURCE as KEYCHAIN
 
     return [SimpleNamespace(rpc_source=source, rpc_where=where, chain_id=8453, devchain=dev,
                             rpc_urls=["http://127.0.0.1:1/", "http://127.0.0.1:2/"],
@@ -118,7 +120,9 @@ def _chains() -> list[SimpleNamespace]:
                 (DEVCHAIN_SOURCE, None, True, settings.DEFAULT),
                 (SPACE_URLS_SOURCE, None, False, settings.DAEMON_ENV),
                 (settings.FILE, "/home/u/.kint/config.toml", False, settings.FILE),
-                ("env", None, False, "env"))]
+                ("env", None, False, "env"),
+                (settings.DAEMON_ENV, None, False, settings.DAEMON_ENV),
+                (KEYCHAIN, SERVICE, False, settings.DEFAULT))]
 
 
 def _built_at_run_time() -> dict[tuple[str, str], Callable[[], Iterator[tuple[str, str]]]]:
@@ -447,7 +451,7 @@ HUMAN_WORDS = re.compile(r"send ETH|MCP configuration|environment file|`kill |`c
                          r"|point kint at|free some space|config\.toml"
                          r"|\b(?:check|correct|point|set|unset|change) KINT_|\bKINT_\w+="
                          r"|config file|\bin (?:this command's|the supervisor's|the service's) "
-                         r"environment")
+                         r"environment|macOS Keychain")
 
 
 # Any KINT_ setting named before the hint hands anything over, broader than the translator's
@@ -947,7 +951,7 @@ def test_the_place_an_endpoint_hint_names_reaches_the_agent_as_said():
     config.toml" or KINT_RPC_URL the worker raised them with; its own call first where the
     pull may heal it. Each of the four places, each hint."""
     from kint.chain.config import DEVCHAIN_SOURCE
-    from kint.chain.endpoint_source import other_endpoint
+    from kint.chain.endpoint_source import other_endpoint, rpc_setting
     from kint.protocol.hints import DEVCHAIN_TRANSPORT
     from kint.tenant_worker import rpc_hint
 
@@ -982,6 +986,9 @@ def test_the_place_an_endpoint_hint_names_reaches_the_agent_as_said():
                 assert "change the RPC" not in said and said.startswith("call "), said
             assert not _terminal_steps(said) and not _human_steps(said), said
             if chain.rpc_source != "env":
-                assert "KINT_RPC_URL" not in said, said
+                # Named where it was set, if at all: never plain KINT_RPC_URL.
+                assert "KINT_RPC_URL" not in said or any(
+                    rpc_setting(chain, another=another) in said for another in (False, True)) \
+                    and rpc_setting(chain) != "KINT_RPC_URL", said
             if chain.rpc_source != "file":
                 assert "config.toml)" not in said or "[spaces." in said, said

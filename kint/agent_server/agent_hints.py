@@ -151,7 +151,8 @@ _AGENT_HINTS = {
     # The vault's maker without its recovery code file: writing it again is the agent's own
     # step (14-agents.md: run it, tell the human where it is, do not open it); copying it off
     # the machine is the human's. Where the hint names the file, agent_hint_templates' words
-    # name it too; here it is the path `kint recovery-code` prints.
+    # name it too; this is an older worker's hint (before the path was named), which names
+    # none: the path is the one `kint recovery-code` prints.
     RECOVERY_FILE_HINT: "run `kint recovery-code` to write the file again (do not open it), "
                         "then tell the human where it is (the path it prints) so they copy "
                         "it off this machine; after that, call {tool} again",

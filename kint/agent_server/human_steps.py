@@ -14,13 +14,15 @@ import re
 # Words of a step that is the human's though it names no command of kint's: a setting
 # (the config file, or a KINT_ one to set, unset, check, correct or point: in the
 # environment kint-server or the supervisor was started with, which the agent cannot
-# change), ETH to send, a process to signal, a file's mode, space on the disk. kint-server
-# has no tool for any, and a hint passed on as it was gave them to the agent as its own
+# change; the macOS Keychain's item that gives the endpoint while none is set), ETH to
+# send, a process to signal, a file's mode, space on the disk. kint-server has no tool
+# for any, and a hint passed on as it was gave them to the agent as its own
 # next step (tests/test_worker_hints_for_agents.py holds every hint to them). A KINT_ name
 # alone is no step: `KINT_HOME` as a place, a setting named as what sets a bound, in a hint
 # whose step is a retry, stopped the agent where the retry was its own.
 HUMAN_ONLY_WORDS = ("send ETH", "MCP configuration", "environment file", "`kill ", "`chmod ",
-                    "point kint at", "free some space", "config.toml", "config file")
+                    "point kint at", "free some space", "config.toml", "config file",
+                    "macOS Keychain")
 HUMAN_SETTING = re.compile(r"\b(?:check|correct|point|set|unset|change) KINT_|\bKINT_\w+=")
 
 

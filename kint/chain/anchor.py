@@ -52,7 +52,17 @@ class CalldataRefused(Exception):
 class NoContractThere(RpcUnavailable):
     """A view returned no data: no contract at the address on the endpoint's chain (most
     often another network than the space's, which the message names). The endpoint
-    answered, so this is not an unresponsive one, and verify says which it was."""
+    answered, so this is not an unresponsive one, and verify says which it was.
+
+    What happened (`happened`) and what to do (`step`) are kept apart: a refusal with a
+    hint of its own (kint.commands.onchain.chain_errors) says `happened` as its message,
+    where the message and the hint gave the same step twice; verify's line and a worker's
+    message say both (`str`). `step` is the whole next step where the endpoint answers for
+    another chain than the space's (`other_chain`)."""
+
+    def __init__(self, happened: str, step: str, other_chain: bool = False) -> None:
+        super().__init__(f"{happened}; {step}")
+        self.happened, self.step, self.other_chain = happened, step, other_chain
 
 
 class TransactionNotServed(CalldataRefused):
@@ -150,12 +160,13 @@ class Anchor(AnchorWrites):
         if answered is not None and answered != expected:
             return NoContractThere(
                 f"{what}: {redact_url(self.url)} answers for chain {answered}, not {expected}, "
-                f"the chain this space is on; point the space's endpoint at chain {expected} "
-                f"({other_endpoint(self.config, label=self.label)})")
+                f"the chain this space is on",
+                f"point the space's endpoint at chain {expected} "
+                f"({other_endpoint(self.config, label=self.label)})", other_chain=True)
         return NoContractThere(
             f"{what}: {redact_url(self.url)} has no contract at {self.address} (its call "
-            f"returned no data); check the contract setting and that the endpoint serves "
-            f"chain {expected}")
+            f"returned no data)",
+            f"check the contract setting and that the endpoint serves chain {expected}")
 
     def balance(self, address: str) -> int:
         """Wei held by `address` at the latest block."""

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from kint import settings
 from kint.chain.config import DEVCHAIN_SOURCE, SPACE_URLS_SOURCE, ChainConfig
+from kint.chain.keychain_rpc import SERVICE as KEYCHAIN_ITEM
+from kint.chain.keychain_rpc import SOURCE as KEYCHAIN_SOURCE
 from kint.settings.loader import space_label
 
 # A space's own endpoints given by a connect; it replaces those an earlier connect kept.
@@ -37,6 +39,31 @@ def space_table(label: str | None = None) -> str:
     return SPACE_TABLE.format(label=label or space_label() or "<label>")
 
 
+# The machine's primary endpoint setting where `by_where`'s `otherwise` is in force, named
+# where it was set (`rpc_setting`), as enrolled_chain.contract_source names KINT_CONTRACT: a
+# plain "KINT_RPC_URL" beside "KINT_CONTRACT in the supervisor's environment" sent the user
+# to a setting that, in their own shell, changes nothing. The Keychain's endpoint is the
+# one v0.3.0 reads while KINT_RPC_URL is unset (kint.chain.keychain_rpc): it is what to
+# check, and KINT_RPC_URL, which takes its place, is where another endpoint is given.
+RPC_SETTING = {
+    settings.DAEMON_ENV: "KINT_RPC_URL in the supervisor's environment",
+    settings.THIS_CALL: "KINT_RPC_URL in this command's environment",
+    KEYCHAIN_SOURCE: (f"the macOS Keychain's Alchemy key (item `{KEYCHAIN_ITEM}`, read while "
+                      f"KINT_RPC_URL is unset)"),
+}
+KEYCHAIN_REPLACED = "KINT_RPC_URL, which takes the place of the macOS Keychain's Alchemy key"
+
+
+def rpc_setting(chain: ChainConfig, *, another: bool = False) -> str:
+    """The setting that gave `chain` its endpoints where the machine's settings did (the
+    supervisor's environment, this command's, the Keychain; else plain KINT_RPC_URL: the
+    default, or a source no wording names). `another`: where the user gives another
+    endpoint, which for the Keychain's is KINT_RPC_URL."""
+    if another and chain.rpc_source == KEYCHAIN_SOURCE:
+        return KEYCHAIN_REPLACED
+    return RPC_SETTING.get(chain.rpc_source, "KINT_RPC_URL")
+
+
 def kept_endpoints(chain: ChainConfig) -> bool:
     """Whether `chain`'s endpoints are the ones the space's enrolment keeps from `kint
     connect --rpc-urls` (the one place that decides it, for every wording)."""
@@ -44,19 +71,19 @@ def kept_endpoints(chain: ChainConfig) -> bool:
 
 
 def by_where(chain: ChainConfig, *, devchain: str, space: str, file: str,
-             otherwise: str) -> str:
+             otherwise: str, another: bool = False) -> str:
     """The text of these four for where `chain`'s endpoints were set: the devchain's record,
     the space's kept endpoints, a settings file (`file` names it: its `{where}`), or else
-    the environment or the default. One order of asking serves every endpoint wording
-    (this module's and kint.tenant_worker.rpc_hint's), so that they never send the user to
-    different places."""
+    the environment, the Keychain or the default (`otherwise`: its `{rpc}` names which,
+    `rpc_setting`). One order of asking serves every endpoint wording (this module's and
+    kint.tenant_worker.rpc_hint's), so that they never send the user to different places."""
     if chain.rpc_source == DEVCHAIN_SOURCE:
         return devchain
     if kept_endpoints(chain):
         return space
     if chain.rpc_source == settings.FILE and chain.rpc_where:
         return file.format(where=chain.rpc_where)
-    return otherwise
+    return otherwise.replace("{rpc}", rpc_setting(chain, another=another))
 
 
 def other_endpoint(chain: ChainConfig, *, keyless: bool = False,
@@ -65,7 +92,8 @@ def other_endpoint(chain: ChainConfig, *, keyless: bool = False,
     set: a connect's kept endpoints are replaced by a connect again (or the space's table,
     which beats them); a config file's by its rpc_url; the devchain's record's by the
     space's own (the machine's KINT_RPC_URL there would take every space off the devchain);
-    the machine's settings by KINT_RPC_URL, or the space's own. `keyless`: the endpoint
+    the machine's settings by KINT_RPC_URL where it was set (`rpc_setting`), or the
+    space's own. `keyless`: the endpoint
     asked for is most often a provider's keyed URL (an archive one), which a connect
     refuses on its command line: the connect is named for one with no key in it. `label`:
     the space's, where this process is no worker of it (`space_table`)."""
@@ -75,5 +103,5 @@ def other_endpoint(chain: ChainConfig, *, keyless: bool = False,
         space=(f"{CONNECT_RPC_URLS} again{keys}, which replaces the endpoints the last one "
                f"kept for this space, or {table}"),
         file="rpc_url in {where}, where the endpoints in force are set",
-        otherwise=f"KINT_RPC_URL, or {CONNECT_RPC_URLS} for this space alone"
-                  + (f",{keys}" if keys else ""))
+        otherwise=f"{{rpc}}, or {CONNECT_RPC_URLS} for this space alone"
+                  + (f",{keys}" if keys else ""), another=True)

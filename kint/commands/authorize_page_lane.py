@@ -87,7 +87,8 @@ def page_cmd(ctx: click.Context, owner: str | None, days: int | None) -> None:
                "run kint authorize page again, and approve the transaction in the wallet")
     click.echo(f"the wallet reported transaction {result.tx}; checking canWrite({owner_addr}, "
                f"{key}) every {interval:g} s, up to {count} times", err=True)
-    authorized, last_error = _poll_can_write(anchor, owner_addr, key, interval, count)
+    with chain_errors("authorize page", anchor):  # a view that returned no data ends it
+        authorized, last_error = _poll_can_write(anchor, owner_addr, key, interval, count)
     if not authorized:
         why = f" (last error: {last_error})" if last_error else ""
         refuse(ErrorCode.TIMEOUT,
@@ -135,7 +136,13 @@ def _open_page_line(owner: str, account_kind: str | None) -> str:
 def _poll_can_write(anchor: Anchor, owner: str, key: str, interval: float,
                     count: int) -> tuple[bool, str | None]:
     """canWrite(owner, key) up to `count` times, `interval` apart. A check the chain does
-    not answer counts as a miss, not as the end: the transaction may land meanwhile."""
+    not answer counts as a miss, not as the end: the transaction may land meanwhile. A
+    check the endpoint answered with no data (NoContractThere: no EpochAnchor at the
+    address on its chain) is the end: no wait makes canWrite true there, and it was said
+    as a TIMEOUT of a canWrite "still false" after every check, with the chain's words of
+    a failed call; it reaches the caller, which refuses it as `authorize` refuses it
+    (onchain.chain_errors)."""
+    from kint.chain.anchor import NoContractThere
     from kint.chain.rpc import RpcUnavailable
     from kint.commands.onchain import said
 
@@ -144,6 +151,8 @@ def _poll_can_write(anchor: Anchor, owner: str, key: str, interval: float,
         try:
             if anchor.can_write(owner, key):
                 return True, None
+        except NoContractThere:
+            raise
         except RpcUnavailable as err:
             last_error = said(err, anchor)
         if attempt + 1 < count:

@@ -150,13 +150,14 @@ def chain_errors(what: str, anchor: Anchor | None = None) -> Iterator[None]:
     calls through an Anchor an earlier block opened, else the one opened in this block. The
     hints name where that chain's endpoint and contract were set. A view that returned no
     data (NoContractThere) is no endpoint that did not answer: its hint is the contract's
-    and the endpoint's, where it said that the devchain's endpoint did not answer."""
+    and the endpoint's, where it said that the devchain's endpoint did not answer; its
+    message says what happened, the hint what to do (the message's own step said it twice)."""
     token = _opened.set(None)
     try:
         yield
     except NoContractThere as err:  # the endpoint answered: no EpochAnchor at the address
-        refuse(ErrorCode.RPC_UNAVAILABLE, f"{what}: {err}",
-               not_epoch_anchor_hint(_chain_of(anchor)))
+        refuse(ErrorCode.RPC_UNAVAILABLE, f"{what}: {err.happened}",
+               no_contract_hint(err, _chain_of(anchor)))
     except RpcUnavailable as err:
         refuse(ErrorCode.RPC_UNAVAILABLE,
                f"{what}: the chain did not answer ({said(err, anchor)})",
@@ -191,6 +192,13 @@ def unanswered_hint(chain: ChainConfig | None) -> str:
     from kint.tenant_worker.rpc_hint import endpoint_hint  # the worker's phrasing
 
     return endpoint_hint(chain)
+
+
+def no_contract_hint(err: NoContractThere, chain: ChainConfig | None) -> str:
+    """What to do about a view that returned no data (`err`) through `chain`: point the
+    endpoint at the space's chain where it answers for another (`err.step`, which names
+    where), else check the contract and the endpoint, each where it was set."""
+    return err.step if err.other_chain else not_epoch_anchor_hint(chain)
 
 
 def not_epoch_anchor_hint(chain: ChainConfig | None) -> str:

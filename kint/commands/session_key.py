@@ -155,13 +155,18 @@ def _from_chain(obj: Ctx, home: Path, address: str, owner: str | None,
     caller's space is connected here, else the machine's; before `connect`, or with
     KINT_RPC_URL alone, that is Base), then balance and, for an owner, authorization: what the chain
     says, or nothing more when it does not answer or answers for another chain than the
-    one this machine signs for (the local half of `show` still prints). The connected
-    owner's authorization on another contract than the space's is refused (exit 2): it
-    says nothing of the key's right to push to the space (open_anchor)."""
+    one this machine signs for (the local half of `show` still prints). A view that
+    returned no data (no EpochAnchor at the contract on the endpoint's chain) is said as
+    the endpoint's answer with what to check, as `authorize` refuses it, where it said the
+    chain did not answer. The connected owner's authorization on another contract than the
+    space's is refused (exit 2): it says nothing of the key's right to push to the space
+    (open_anchor)."""
+    from kint.chain.anchor import NoContractThere
     from kint.chain.calls import ChainRefused
     from kint.chain.key_facts import read_key_facts
     from kint.chain.rpc import RpcUnavailable
-    from kint.commands.onchain import chain_shown, endpoint_on_other_chain, open_anchor, said
+    from kint.commands.onchain import (chain_shown, endpoint_on_other_chain, no_contract_hint,
+                                       open_anchor, said)
 
     anchor = open_anchor(obj, home, owner_given)
     shown = {"chain": chain_shown(anchor)}
@@ -172,6 +177,10 @@ def _from_chain(obj: Ctx, home: Path, address: str, owner: str | None,
                        err=True)
             return shown
         return {**shown, **read_key_facts(anchor, address, owner).as_json()}
+    except NoContractThere as err:  # the endpoint answered: no EpochAnchor at the address
+        click.echo(f"kint: warning: {err.happened}; showing the local half only "
+                   f"({no_contract_hint(err, anchor.config)})", err=True)
+        return shown
     except (RpcUnavailable, ChainRefused) as err:
         words = said(err, anchor) if isinstance(err, RpcUnavailable) else str(err)
         click.echo(f"kint: warning: the chain did not answer ({words}); showing the local "

@@ -65,8 +65,10 @@ class ErrorCode(str, Enum):
 # endpoints a space was given when it connected, the devchain's record. The worker names
 # the one in force (kint.tenant_worker.rpc_hint) in RPC_UNAVAILABLE's hint and in
 # UNSETTLED_HINT alike: a hint that sends the user to a setting not in force is a wrong
-# next step.
-RPC_CHECK = "check KINT_RPC_URL and KINT_RPC_URL_2 and the endpoint"
+# next step. `{rpc}`: KINT_RPC_URL, named where it was set where the machine's settings
+# set the endpoint (the supervisor's environment, the Keychain: kint.chain.endpoint_source).
+RPC_CHECK_AT = "check {rpc} and KINT_RPC_URL_2 and the endpoint"
+RPC_CHECK = RPC_CHECK_AT.format(rpc="KINT_RPC_URL")
 SPACE_RPC_CHECK = ("check the endpoints this space was given by `kint connect --rpc-urls` "
                    "and that they answer")
 DEVCHAIN_RPC_CHECK = ("check that the devchain runs (`kint devchain status`; `kint devchain "
@@ -79,6 +81,8 @@ FILE_RPC_CHECK = "check the endpoints set in {where} and that they answer"
 # STALE_RPC's reason, after the check of the endpoints in force (the generic settings, a
 # space's kept ones, a config file's, the devchain's: kint.tenant_worker.rpc_hint).
 STALE_HEAD = ": the endpoint answered with an old or different head"
+# STALE_RPC's own check, `{rpc}` as RPC_CHECK_AT's.
+STALE_CHECK_AT = "check {rpc} and KINT_RPC_URL_2"
 
 # CHAIN_UNREADABLE's own hint, a template as kint.protocol.hints' `_AT`s are: {endpoint}
 # names where the space's endpoints in force are set (rpc_hint.name_the_endpoint).
@@ -98,7 +102,7 @@ DEFAULT_HINTS: dict[ErrorCode, str] = {
     ErrorCode.HELD: NOTHING_ANCHORED_OR_DROPPED,
     ErrorCode.CHAIN_MOVED: "run `kint pull` first",
     ErrorCode.FORK: "run `kint pull --discard-local` to restore the anchored state",
-    ErrorCode.STALE_RPC: "check KINT_RPC_URL and KINT_RPC_URL_2" + STALE_HEAD,
+    ErrorCode.STALE_RPC: STALE_CHECK_AT.format(rpc="KINT_RPC_URL") + STALE_HEAD,
     ErrorCode.GAP: "run `kint pull` again",
     ErrorCode.NOT_CONNECTED: "run `kint connect` first",
     ErrorCode.NO_DATA_KEY: NOTHING_DROPPED,

@@ -106,8 +106,9 @@ ROTATED_KEY_PUSH_HINT = ("run `kint push` again: it anchors them with this machi
 # (kint.tenant_worker.push_refusals): writing it again is a step an agent may take itself
 # (14-agents.md, "What you can do for the user"), keeping it off the machine the human's.
 # `{file}`: the file's path, which push names, so that kint-server tells an agent where it
-# is (the agent has no other way to the path); RECOVERY_FILE_HINT says "it", the file the
-# message before it names.
+# is (the agent has no other way to the path). RECOVERY_FILE_HINT, "it", is an older
+# worker's hint (before the path was named), which kint no longer raises: kept so that
+# kint-server still gives the agent its words for that worker's reply (agent_hints).
 RECOVERY_FILE_AT = "run `kint recovery-code` to write {file} again and copy it off the machine"
 RECOVERY_FILE_HINT = RECOVERY_FILE_AT.format(file="it")
 # A space with no enrolment here (push, pull, verify, history and rekey refuse with it), and

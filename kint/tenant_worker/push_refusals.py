@@ -47,13 +47,15 @@ def key_and_wraps(ctx: SpaceContext,
     """The data key and the wraps every epoch's header carries, refused before anything
     is read from the store: a machine that created the vault must still hold its recovery
     code file (else the code that opens it may exist nowhere), and this machine's wraps
-    must hold the cached key (else it was rotated elsewhere and the wraps are stale)."""
+    must hold the cached key (else it was rotated elsewhere and the wraps are stale). The
+    file's path is the hint's (RECOVERY_FILE_AT, which kint-server carries to an agent),
+    not the message's too: it was said twice in one refusal."""
     cfg, state = ctx.config, ctx.state
     if vault_created and not recovery_file_present(cfg.home, cfg.space_id):
         raise ProtocolError(
             ErrorCode.NOT_CONNECTED,
-            f"this machine created the vault but its recovery code file "
-            f"{state.files['recovery']} is missing or empty; {NOTHING_DROPPED}",
+            f"this machine created the vault but its recovery code file is missing or empty; "
+            f"{NOTHING_DROPPED}",
             RECOVERY_FILE_AT.format(file=state.files['recovery']))
     key = current_data_key(ctx)
     local = read_wraps(cfg.home, cfg.space_id)

@@ -38,8 +38,9 @@ from kint.chain.config import DEVCHAIN_SOURCE, ChainConfig
 from kint.chain.endpoint_source import by_where, other_endpoint
 from kint.protocol.errors import (CHAIN_UNREADABLE_AT, DEFAULT_HINTS, DEVCHAIN_RPC_CHECK,
                                   DEVCHAIN_RPC_HINT, DEVCHAIN_STALE_HINT, FILE_RPC_CHECK,
-                                  FILE_STALE_CHECK, RETRY_THEN, RPC_CHECK, SPACE_RPC_CHECK,
-                                  SPACE_STALE_HINT, STALE_HEAD, UNSETTLED_HINT, UNSETTLED_THEN,
+                                  FILE_STALE_CHECK, RETRY_THEN, RPC_CHECK_AT, SPACE_RPC_CHECK,
+                                  SPACE_STALE_HINT, STALE_CHECK_AT, STALE_HEAD, UNSETTLED_HINT,
+                                  UNSETTLED_THEN,
                                   ErrorCode, ProtocolError, hint_with_notices,
                                   split_notices)
 from kint.protocol.hints import (ARCHIVE_AT, ARCHIVE_HINT, CHAIN_UNREADABLE_DEVCHAIN,
@@ -91,17 +92,18 @@ def readable_named(hint: str, check: str) -> str | None:
 
 
 def endpoint_check(chain: ChainConfig) -> str:
-    """What to check of `chain`'s endpoints, by where they were set."""
+    """What to check of `chain`'s endpoints, by where they were set (the machine's
+    KINT_RPC_URL named where it was: kint.chain.endpoint_source.rpc_setting)."""
     return by_where(chain, devchain=DEVCHAIN_RPC_CHECK, space=SPACE_RPC_CHECK,
-                     file=FILE_RPC_CHECK, otherwise=RPC_CHECK)
+                     file=FILE_RPC_CHECK, otherwise=RPC_CHECK_AT)
 
 
 def stale_hint(chain: ChainConfig) -> str:
     """STALE_RPC's hint for a head older than this machine saw, by where `chain`'s endpoints
     were set: the code's own (KINT_RPC_URL and KINT_RPC_URL_2) only where those are in
-    force."""
+    force, and named where they are set (the supervisor's environment, the Keychain)."""
     return by_where(chain, devchain=DEVCHAIN_STALE_HINT, space=SPACE_STALE_HINT,
-                     file=FILE_STALE_CHECK, otherwise=STALE_GENERIC)
+                     file=FILE_STALE_CHECK, otherwise=STALE_CHECK_AT + STALE_HEAD)
 
 
 def stale_journal_hint(chain: ChainConfig) -> str:
@@ -117,7 +119,7 @@ def sent_through(chain: ChainConfig) -> str:
     named two places (KINT_RPC_URL, a connect's endpoints), at most one of them in force."""
     return by_where(chain, devchain="the devchain's, which `kint devchain status` names",
                     space="one of those this space was given by `kint connect --rpc-urls`",
-                    file="set in {where}", otherwise="KINT_RPC_URL")
+                    file="set in {where}", otherwise="{rpc}")
 
 
 def named_hint(chain: ChainConfig, hint: str) -> str | None:
