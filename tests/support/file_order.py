@@ -23,26 +23,57 @@ from pathlib import Path
 
 import pytest
 
-# Seconds each file took run alone (`pytest -p no:xdist`, pytest's own figure without its
-# start, or its tests' set-ups, calls and tear-downs summed) on the two-core box beside other
-# work, session 38: the files of ten tests or fewer among CI's slowest, and the files of one
-# or two tests (the end of xdist's order) of about 20 s or more. The figures only rank them.
+# Seconds each file's tests took in session 39's whole-suite runs (`-n 4 --dist loadfile`,
+# the box shared with other lanes' work at load 10-15; pytest's windows from a file's first
+# test to the next file's, the second run's figure scaled by its load to the first's and
+# averaged with it): the files of ten tests or fewer of about 35 s or more, the files of one
+# or two tests (the end of xdist's order) of about 20 s or more, and session 38's. Taken
+# late, a file of a few long tests ended a run with the other workers idle; the figures only
+# rank them.
 LONG_FILES: dict[str, float] = {
-    "test_exit_push_deadline.py": 79,
-    "test_watcher_uncounted.py": 78,
-    "test_hermes_agent.py": 72,
-    "test_exit_push_bound.py": 60,
-    "test_exit_push_settlement_cut.py": 46,
-    "test_supervisor_status_unanchored.py": 44,
-    "test_watcher_push_settings_shown.py": 43,
-    "test_watcher_backoff.py": 34,
-    "test_setup_clients.py": 30,
-    "test_no_watcher_timings.py": 29,
-    "test_doctor_call_cap.py": 26,
-    "test_client_reply_at_deadline.py": 26,
-    "test_salted_vault.py": 23,
-    "test_cold_start.py": 20,
-    "test_leaked_header_discard.py": 20,
+    "test_pending_rotated_elsewhere.py": 120,
+    "test_chain_e2e.py": 105,
+    "test_wheel.py": 103,
+    "test_chain_settings_refused.py": 94,
+    "test_reanchor_resume.py": 90,
+    "test_exit_push_deadline.py": 73,
+    "test_archive_locked.py": 71,
+    "test_session_keepalive.py": 66,
+    "test_mcp_restore.py": 64,
+    "test_setup_clients.py": 60,
+    "test_mcp_faults.py": 59,
+    "test_devchain_home_id.py": 55,
+    "test_call_switches.py": 53,
+    "test_dogfood20.py": 49,
+    "test_pull_disk_full.py": 49,
+    "test_settings_chain.py": 49,
+    "test_authorize_other_contract.py": 48,
+    "test_typo_binding.py": 48,
+    "test_join_as_new_user.py": 45,
+    "test_parked_requests.py": 45,
+    "test_secrets_stay_secret.py": 44,
+    "test_setup_clients_broken.py": 44,
+    "test_watcher_look_wake.py": 43,
+    "test_exit_push_bound.py": 42,
+    "test_upgrade.py": 41,
+    "test_many_clients.py": 39,
+    "test_dogfood21.py": 38,
+    "test_room_settling.py": 38,
+    "test_start_beside_silent.py": 38,
+    "test_previous_layout_other_contract.py": 36,
+    "test_exit_push_settlement_cut.py": 34,
+    "test_watcher_uncounted.py": 34,
+    "test_salted_vault.py": 29,
+    "test_supervisor_status_unanchored.py": 29,
+    "test_watcher_push_settings_shown.py": 29,
+    "test_doctor_call_cap.py": 28,
+    "test_hermes_agent.py": 24,
+    "test_watcher_backoff.py": 24,
+    "test_session_key_rotation.py": 23,
+    "test_cold_start.py": 22,
+    "test_no_watcher_timings.py": 21,
+    "test_client_reply_at_deadline.py": 19,
+    "test_leaked_header_discard.py": 15,
 }
 
 
