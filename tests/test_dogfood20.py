@@ -140,8 +140,12 @@ def test_the_endpoint_hint_names_where_the_endpoint_was_set():
     assert endpoint_hint(chain(SPACE_URLS_SOURCE)) == SPACE_RPC_HINT  # kint connect --rpc-urls
     assert "kint connect --rpc-urls" in SPACE_RPC_HINT
     assert "/k/config.toml [spaces" in endpoint_hint(chain("file", '/k/config.toml [spaces."t"]'))
-    for source in ("default", "daemon environment", "this call"):
-        assert endpoint_hint(chain(source)) == DEFAULT_HINTS[ErrorCode.RPC_UNAVAILABLE]
+    assert endpoint_hint(chain("default")) == DEFAULT_HINTS[ErrorCode.RPC_UNAVAILABLE]
+    # Named where it was set (fix39b): a KINT_RPC_URL the supervisor was started with is not
+    # the one a user's shell sets, nor is a command's own.
+    for source, where in (("daemon environment", "in the supervisor's environment"),
+                          ("this call", "in this command's environment")):
+        assert endpoint_hint(chain(source)).startswith(f"check KINT_RPC_URL {where} and ")
 
 
 def test_kint_server_tells_the_agent_to_stop_for_a_devchain_or_a_stopped_supervisor():
