@@ -12,7 +12,8 @@ is the real supervisor, but for one hold and one fault:
 
 And one fault: `KINT_TEST_FAIL_LINK` set, the stop's door's `os.link` (its link back of
 a successor's socket file it moved aside, kint.supervisor.front_door_stop) fails as on a
-full disk (ENOSPC), which a test cannot have for real without mounting a filesystem.
+full disk (ENOSPC), which a test cannot have for real without mounting a filesystem; set
+to `rename` too, so does its rename of that file back from its aside name.
 """
 
 import errno
@@ -24,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import kint_test_timings  # noqa: E402
-from kint.front_closed import FrontClosed  # noqa: E402
+from kint.front_closed import CLOSED_SOCKET, FrontClosed  # noqa: E402
 from kint.supervisor import front_door_stop  # noqa: E402
 from kint.supervisor.autostart import run_foreground  # noqa: E402
 
@@ -49,7 +50,11 @@ def hold_door(hold: str) -> None:
 
 
 class _LinkFails:
-    """The `os` front_door_stop sees, its `link` failing as on a full disk."""
+    """The `os` front_door_stop sees, its `link` (and, `rename` in `fails`, its rename
+    back from the aside name) failing as on a full disk."""
+
+    def __init__(self, fails: str) -> None:
+        self.fails = fails
 
     def __getattr__(self, name: str):
         return getattr(os, name)
@@ -58,6 +63,11 @@ class _LinkFails:
     def link(src, dst, **_kw) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(dst))
 
+    def rename(self, src, dst, **kw) -> None:
+        if "rename" in self.fails and str(src).endswith(CLOSED_SOCKET):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(dst))
+        os.rename(src, dst, **kw)
+
 
 if __name__ == "__main__":
     home = Path(sys.argv[sys.argv.index("--home") + 1]).absolute()
@@ -65,6 +75,6 @@ if __name__ == "__main__":
     if os.environ.get(HOLD_DOOR_ENV):
         hold_door(os.environ[HOLD_DOOR_ENV])
     if os.environ.get(FAIL_LINK_ENV):
-        front_door_stop.os = _LinkFails()  # type: ignore[assignment]
+        front_door_stop.os = _LinkFails(os.environ[FAIL_LINK_ENV])  # type: ignore[assignment]
     sys.exit(run_foreground(home, extra_preload=("kint_test_gate", "kint_test_faults",
                                                  "kint_test_timings", "kint_test_trace")))
