@@ -176,20 +176,26 @@ class ClientConnection(LivenessChecks):
         """Close the socket and the pid file; `linger_ms` lets queued casts leave first. A
         context of its own (`own_context`) is ended here, which waits for them up to the
         linger (kint/client_context.py); on the shared one it holds while the process does.
-        Whether what was queued has left (written to the supervisor's connection): known
-        only of a context of its own, and only by the time its end took. libzmq ends a
-        closed socket as soon as its queue is written, or drops the queue once the linger
-        runs out, and returns alike, saying neither; its linger counts from the close,
-        which comes after `began`, so an end sooner than the linger from `began` wrote
-        everything. Later, it may have dropped some (or a loaded box ran the end late):
-        False, as on the shared context, whose queue nobody waits for."""
+        Whether what was queued has left this process (written to the supervisor's
+        connection: in its socket's buffer, not yet read by it, which a supervisor killed
+        before it reads loses): known only of a context of its own, and only by the time
+        its end took. libzmq ends a closed socket as soon as its queue is written, or drops
+        the queue once the linger runs out, and returns alike, saying neither; its linger
+        counts from the close, which comes after `began`, so an end sooner than the linger
+        from `began` means the linger did not run out: nothing was dropped for want of
+        time. (What libzmq drops at once, unsaid, on a peer that fails its handshake, a
+        listener at the path that is no supervisor, it cannot tell.) Later, it may have
+        dropped some (or a loaded box ran the end late): False, as on the shared context,
+        whose queue nobody waits for, and as on a second close, whose end waits for
+        nothing."""
         began = time.monotonic()
+        ended = self._zctx.closed
         if self._sock is not None:
             self._sock.close(linger=linger_ms)
             self._sock = None
         self._connected = self._front = None
         self._holder.close()
-        if not self._own_context:
+        if not self._own_context or ended:
             return False
         end_context(self._zctx)  # last: a stop signal that raises in its wait finds all closed
         return time.monotonic() - began < linger_ms / 1000

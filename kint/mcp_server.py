@@ -18,10 +18,13 @@ import signal
 import sys
 import threading
 import time
-from typing import Any, Callable, NoReturn
+from typing import TYPE_CHECKING, Any, Callable, NoReturn
 
 from kint.logs import SERVER_LOG, setup_file_logging
 from kint.paths import home_refusal, kint_home
+
+if TYPE_CHECKING:
+    from kint.agent_server.session import Goodbye
 
 log = logging.getLogger("kint.server")
 
@@ -174,31 +177,35 @@ def main() -> None:
         # thread that blocks them, so a noted one lets it go on: kint/client_context.py.)
         only_note()
         # First: the worker's goodbye must leave before a SIGTERM lands.
-        left = session.close()
+        goodbye = session.close()
         lines.close()
-        _say_goodbye_left(left, session.wrote)
+        _say_goodbye(goodbye, session.wrote)
         if stopped_by:
             _exit_now(128 + stopped_by[0])
 
 
-def _say_goodbye_left(left: bool, wrote: bool) -> None:
+def _say_goodbye(goodbye: Goodbye, wrote: bool) -> None:
     """kint-server's last line: what became of its goodbye, as far as its close knows
-    (AgentSession.close). Left, the worker has it (an exit push when the session wrote).
-    Else it may not have left: not queued (the warning before says why), or not written
-    within the close's linger, which ZeroMQ ends by dropping what is queued without
-    saying what; without it the worker runs no exit push and forgets the session after
-    SESSION_TTL_S (kint/tenant_worker/sessions.py)."""
+    (AgentSession.close), and no further. Left: written to the supervisor's connection,
+    on its way to the worker (an exit push when the session wrote); a supervisor killed
+    before it reads it still loses it. Else it did not leave, or may not have: never
+    queued (the warning before says why), or not written within the close's linger,
+    which ZeroMQ ends by dropping what is queued without saying what. Without it the
+    worker runs no exit push and forgets the session within SESSION_TTL_S of the last
+    keepalive it had (kint/tenant_worker/sessions.py)."""
     from kint.agent_server.session import GOODBYE_LINGER_MS
     from kint.tenant_worker.config import SESSION_TTL_S
 
-    goodbye = "its exit push" if wrote else "its detach (nothing written: no exit push)"
-    if left:
-        log.info("kint-server exits; %s left for the worker", goodbye)
+    what = "its exit push" if wrote else "its detach (nothing written: no exit push)"
+    if goodbye == "left":
+        log.info("kint-server exits; %s was written to the supervisor's connection, on its "
+                 "way to the worker", what)
         return
-    log.warning("kint-server exits; %s may not have left for the worker (not written to "
-                "the supervisor's connection within %g s); without it the worker runs no "
-                "exit push and forgets this session after %g s", goodbye,
-                GOODBYE_LINGER_MS / 1000, SESSION_TTL_S)
+    fate = ("was not sent (the warning above says why)" if goodbye == "unsent" else
+            "may not have left (not written to the supervisor's connection within "
+            f"{GOODBYE_LINGER_MS / 1000:g} s, and dropped then)")
+    log.warning("kint-server exits; %s %s; without it the worker runs no exit push and "
+                "forgets this session within %g s", what, fate, SESSION_TTL_S)
 
 
 def _exit_now(code: int) -> NoReturn:

@@ -52,7 +52,6 @@ _GOODBYE = """
 import sys
 from pathlib import Path
 from kint.client import Client
-from kint.socket_paths import FRONT_SOCKET, socket_dir
 
 home, tenant, db, space, session = sys.argv[1:6]
 client = Client(Path(home), autostart=False, own_context=True)
@@ -67,7 +66,6 @@ _NOTED_GOODBYE = """
 import signal, sys
 from pathlib import Path
 from kint.client import Client
-from kint.socket_paths import FRONT_SOCKET, socket_dir
 
 noted = []
 for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
@@ -86,7 +84,6 @@ _INTERRUPTED_GOODBYE = """
 import os, signal, sys
 from pathlib import Path
 from kint.client import Client
-from kint.socket_paths import FRONT_SOCKET, socket_dir
 
 signal.signal(signal.SIGINT, signal.default_int_handler)
 home, tenant, db, space, session, note = sys.argv[1:7]
@@ -254,12 +251,16 @@ def test_a_close_says_whether_its_cast_left(tmp_path):
     close measures it. A served cast left (its linger a minute, far more than the write
     takes); one whose connection cannot be made for the whole linger (the supervisor held
     and its socket file moved aside, a state that lasts) did not. Before, the close said
-    nothing, and the log said the push was the worker's either way."""
+    nothing, and the log said the push was the worker's either way. "Left" is this
+    process's side only: written to the supervisor's connection, not yet read by it."""
     with _attached(tmp_path) as (sb, pid, _children):
         served = Client(sb.kint_home, autostart=False, own_context=True)
         served.cast("detach", tenant=sb.tenant, db=str(sb.sibyl_db),
                     space=sb.label(sb.sibyl_db), args={"session": "agent-never-attached"})
         assert served.close(linger_ms=60_000) is True
+        # A second close has nothing to wait for, its context ended: nothing left by it.
+        # (Before, it ended at once and said "left".)
+        assert served.close(linger_ms=60_000) is False
         front = socket_dir(sb.kint_home) / FRONT_SOCKET
         aside = front.with_name("held-aside.sock")
         with _held(pid):

@@ -43,7 +43,7 @@ import logging
 import os
 import threading
 import time
-from typing import Any
+from typing import Any, Literal
 
 from kint import settings
 from kint.client import Client, KintError
@@ -65,6 +65,10 @@ CLOSE_WAIT_S = 0.25
 # How long the exiting server's close waits for its goodbye (the exit push or detach) to
 # leave for the supervisor (Client.close's linger); past it, ZeroMQ drops what is left.
 GOODBYE_LINGER_MS = 2000
+# What became of the goodbye, as its close knows it (kint-server's last line says which):
+# written to the supervisor's connection within the linger, never queued (a refusal the
+# log gave), or queued and not written within the linger (ZeroMQ then drops it, unsaid).
+Goodbye = Literal["left", "unsent", "unwritten"]
 
 
 class AgentSession:
@@ -247,11 +251,12 @@ class AgentSession:
             args["leaf"] = leaf
         self.cast("note_write", args, timeout_s=30)
 
-    def close(self) -> bool:
+    def close(self) -> Goodbye:
         """Ask the worker for one exit push when this session wrote, and let go: it
         finishes after we are gone. Either way the worker learns the session ended, when
-        this goodbye leaves: whether it was queued and left within the close's linger
-        (Client.close), for kint-server's last line to say."""
+        this goodbye leaves: whether it was queued, and if so whether it left this
+        process within the close's linger (Client.close), for kint-server's last line to
+        say."""
         self._stop.set()
         deadline = time.monotonic() + CLOSE_WAIT_S  # one wait for both locks
         # An attach the keepalive is sending now leaves before the goodbye; none after it.
@@ -266,9 +271,15 @@ class AgentSession:
             log.info("a tool call is still waiting on the worker; it goes on there")
             spare = Client(self._home, own_context=True)
             queued = self._cast(spare, op, {"session": self.id}, timeout_s)
-            return spare.close(linger_ms=GOODBYE_LINGER_MS) and queued
+            return _goodbye(queued, spare.close(linger_ms=GOODBYE_LINGER_MS))
         try:
             queued = self._cast(self._client, op, {"session": self.id}, timeout_s)
-            return self._client.close(linger_ms=GOODBYE_LINGER_MS) and queued
+            return _goodbye(queued, self._client.close(linger_ms=GOODBYE_LINGER_MS))
         finally:
             self._lock.release()
+
+
+def _goodbye(queued: bool, written: bool) -> Goodbye:
+    """The goodbye's fate from its cast (`queued`) and its close (`written`): a close with
+    nothing of it queued measures nothing of it."""
+    return "unsent" if not queued else "left" if written else "unwritten"

@@ -16,6 +16,7 @@ these methods read.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from pathlib import Path
@@ -94,7 +95,12 @@ class FrontDoorStop:
         move that one, its new clients finding no socket. So the file is looked at once
         moved: its identity the one bound here (this supervisor's listener still holds
         that inode, so no other file has its number), or else it goes back by a link that
-        replaces nothing (a file bound at the path since then stays)."""
+        replaces nothing (a file bound at the path since then stays), or, the link refused
+        (a full disk), as `_put_back` can. The aside name is then unlinked: a successor
+        whose door closed for want of files in the microseconds between the link and the
+        unlink would lose its own moved file there, and take it as any lost one
+        (front_door.py's `lost`); not guarded, as a look before the unlink would only be
+        one more step with its own gap (review39d N3)."""
         aside = front_path.parent / CLOSED_SOCKET
         os.rename(front_path, aside)
         if self.ownership is None or self.ownership.socket_is_ours(front_path, at=aside):
@@ -104,6 +110,9 @@ class FrontDoorStop:
             os.link(aside, front_path)
         except FileExistsError:
             pass  # bound again there since: that file is the one clients reach
+        except OSError as err:
+            _put_back(aside, front_path, err)
+            return False
         aside.unlink(missing_ok=True)
         return False
 
@@ -158,3 +167,26 @@ class FrontDoorStop:
         """Whether no other supervisor holds the home (ownership.py): the files there are
         still this one's to write and remove, its pid file removed or not."""
         return self.ownership is None or self.ownership.nobody_else_holds()
+
+
+def _put_back(aside: Path, front_path: Path, err: OSError) -> None:
+    """Another supervisor's socket file, moved aside by `_move_aside`, whose link back
+    failed (`err`: a full disk, or the aside name gone): put back by a rename while
+    nothing is at the path (a rename replaces what is there, so a file bound in the
+    moment after the look would go: a narrower gap than the one it mends, and only on
+    this rare path). Else the aside name is removed, for no stray `CLOSED_SOCKET` to be
+    taken for a door's, and, the rename failing, the log says that supervisor's new
+    clients find no socket until its check binds it again (housekeeping.py)."""
+    if not os.path.exists(front_path):
+        try:
+            os.rename(aside, front_path)
+            log.warning("%s, moved aside as this supervisor stopped, could not be linked "
+                        "back (%s): put back by a rename", front_path, err)
+            return
+        except OSError as again:
+            log.warning("%s, another supervisor's socket file, was moved aside as this "
+                        "supervisor stopped and could not be put back (%s, then %s): "
+                        "that supervisor's new clients find no socket until its check "
+                        "binds it again", front_path, err, again)
+    with contextlib.suppress(OSError):  # a folder that refuses it keeps it: nothing more
+        aside.unlink(missing_ok=True)
