@@ -61,6 +61,10 @@ Modes (`RpcProxy.set_mode`):
   refused (an endpoint gone between two calls: a request that never left the client);
   `reopen()` listens again on the same port, forwarding.
 
+- `no_data` (`selector=0x...`, `count=K`): the next K eth_calls of that function are
+  answered with no data (`"0x"`), as a load-balanced endpoint's node that lags behind, or
+  holds no state for its "latest" yet, answers a view; the rest is forwarded.
+
 Any mode also takes `chain_id=N`: eth_chainId is answered N, as an endpoint of chain N
 would answer (the rest as the mode says).
 
@@ -94,7 +98,8 @@ CIPHERTEXT_OFFSET = 4 + 5 * 32
 LOG_PREV_OFFSET = 32
 MODES = ("forward", "hang", "hang_methods", "delay", "delay_methods", "stale_head",
          "same_seq_other_digest", "bad_calldata", "tampered_ciphertext", "broken_prev",
-         "unmined", "error_methods", "pruned", "rate_limited", "other_chain", "close_after")
+         "unmined", "error_methods", "pruned", "rate_limited", "other_chain", "close_after",
+         "no_data")
 THREAD_PREFIX = "kint-test-rpc-proxy"
 _ALL: list["RpcProxy"] = []
 
@@ -528,6 +533,15 @@ class RpcProxy:
             self.lies.append(f"429 for {[i.get('method') for i in items if isinstance(i, dict)]}")
             return True
 
+    def _take_no_data(self, params: dict[str, Any]) -> bool:
+        """Whether this call is one `no_data` empties: one of the first `count` since the
+        mode was set (counted as `stale_head`'s reads are)."""
+        with self._lock:
+            if self._stale_reads >= int(params["count"]):
+                return False
+            self._stale_reads += 1
+            return True
+
     def _lie(self, what: str) -> None:
         with self._lock:
             self.lies.append(what)
@@ -571,6 +585,11 @@ class RpcProxy:
         if method == "eth_chainId" and params.get("chain_id") is not None:
             self._lie(f"eth_chainId: {params['chain_id']}")
             return {"jsonrpc": "2.0", "id": item.get("id"), "result": hex(params["chain_id"])}
+        if (mode == "no_data" and method == "eth_call"
+                and _call_data(item.get("params")).startswith(params["selector"])
+                and self._take_no_data(params)):
+            self._lie(f"eth_call {params['selector']}: no data")
+            return {"jsonrpc": "2.0", "id": item.get("id"), "result": "0x"}
         if mode == "unmined" and method == "eth_getTransactionReceipt":
             return {"jsonrpc": "2.0", "id": item.get("id"), "result": None}
         answer = json.loads(self.upstream(json.dumps(item).encode()))

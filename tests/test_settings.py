@@ -860,9 +860,11 @@ def test_the_keychains_endpoint_is_named_where_a_hint_sends_the_user(macos_keych
                                                                     monkeypatch):
     """An endpoint from the Keychain's Alchemy key: a hint that sends the user to check the
     endpoint names the Keychain's item (and KINT_RPC_URL unset), and one that asks for
-    another endpoint names KINT_RPC_URL as what takes its place. Both said plain
-    "KINT_RPC_URL" (review39b S2), which is unset here. kint-server tells the agent to stop
-    and hand it to the human: the Keychain is no step of its own."""
+    another endpoint (a stale head among them) names KINT_RPC_URL as what takes its place,
+    and where the process that read the Keychain sees it. Both said plain "KINT_RPC_URL"
+    (review39b S2), which is unset here. kint-server tells the agent to stop and hand it to
+    the human: the Keychain is no step of its own. The Keychain is a stand-in (the fixture):
+    no CLI on this platform reads it, so the hints are built in this process."""
     from kint.chain import keychain_rpc
     from kint.chain.config import load_chain_config
     from kint.custody import local_secret
@@ -876,19 +878,33 @@ def test_the_keychains_endpoint_is_named_where_a_hint_sends_the_user(macos_keych
     from kint.agent_server.agent_hints import agent_error
     from kint.chain.endpoint_source import other_endpoint
     from kint.client_errors import KintError
-    from kint.tenant_worker.rpc_hint import endpoint_hint, stale_hint
+    from kint.settings import loader as settings_loader
+    from kint.tenant_worker.rpc_hint import endpoint_hint, stale_hint, stale_journal_hint
 
     keychain = ("the macOS Keychain's Alchemy key (item `dev.api.alchemy`, read while "
                 "KINT_RPC_URL is unset)")
     assert endpoint_hint(chain) == (f"check {keychain} and KINT_RPC_URL_2 and the endpoint, "
                                     f"then try again")
-    assert other_endpoint(chain) == ("KINT_RPC_URL, which takes the place of the macOS "
-                                     "Keychain's Alchemy key, or `kint connect --rpc-urls URL` "
-                                     "for this space alone")
+    # A command's own read: config.toml, which it and a connected space's worker both read.
+    assert other_endpoint(chain) == ("KINT_RPC_URL (`rpc_url` in config.toml), which takes "
+                                     "the place of the macOS Keychain's Alchemy key, or `kint "
+                                     "connect --rpc-urls URL` for this space alone")
+    # A worker's (the supervisor's processes): where the running supervisor sees it, where
+    # it named no place, and one the user's own shell is not (review39e S2).
+    replaced = ("KINT_RPC_URL (`rpc_url` in config.toml, or the supervisor's environment), "
+                "which takes the place of the macOS Keychain's Alchemy key")
+    monkeypatch.setattr(settings_loader._process, "daemon", True)
+    assert other_endpoint(chain).startswith(replaced + ", or `kint connect"), \
+        other_endpoint(chain)
+    # A stale head: another endpoint, not the key, which reaches one fixed URL whose lag no
+    # key mends; it said "check the macOS Keychain's Alchemy key" (review39e S1).
     stale = stale_hint(chain)
-    assert stale.startswith(f"check {keychain} and KINT_RPC_URL_2: "), stale
+    assert stale == (f"check KINT_RPC_URL_2, or set {replaced}: the endpoint answered with an "
+                     f"old or different head"), stale
     said = agent_error("memory_pull", KintError("STALE_RPC", "an old head", stale)).hint
     assert said == f"stop and tell the human: {stale}", said
+    journal = stale_journal_hint(chain)
+    assert journal == f"check KINT_RPC_URL_2, or set {replaced}, then run `kint pull`", journal
 
 
 def test_the_size_trigger_pushes_only_past_its_bytes_as_in_v030(tmp_path, monkeypatch):

@@ -944,16 +944,21 @@ def test_a_call_that_may_not_have_reached_a_stepping_down_supervisor_is_the_agen
     assert "stop and tell the human" not in hint
 
 
-def test_the_place_an_endpoint_hint_names_reaches_the_agent_as_said():
+def test_the_place_an_endpoint_hint_names_reaches_the_agent_as_said(monkeypatch):
     """The hints that send the user to another endpoint, or to check the endpoints, name
     where the space's are set (rpc_hint.named_hint): an agent is told that place, the
     same words, in the human's part of its step, never the machine-wide "rpc_url in
     config.toml" or KINT_RPC_URL the worker raised them with; its own call first where the
-    pull may heal it. Each of the four places, each hint."""
+    pull may heal it. Each of the four places, each hint. Built as a worker builds them (a
+    process of the supervisor's): an agent's hints are a worker's, and the Keychain's
+    KINT_RPC_URL is named where the supervisor sees it (endpoint_source.keychain_replaced)."""
     from kint.chain.config import DEVCHAIN_SOURCE
     from kint.chain.endpoint_source import other_endpoint, rpc_setting
     from kint.protocol.hints import DEVCHAIN_TRANSPORT
+    from kint.settings import loader
     from kint.tenant_worker import rpc_hint
+
+    monkeypatch.setattr(loader._process, "daemon", True)
 
     for chain in _chains():
         for code, hint in _NAMED_ON_THE_WAY_OUT:
@@ -987,8 +992,8 @@ def test_the_place_an_endpoint_hint_names_reaches_the_agent_as_said():
             assert not _terminal_steps(said) and not _human_steps(said), said
             if chain.rpc_source != "env":
                 # Named where it was set, if at all: never plain KINT_RPC_URL.
-                assert "KINT_RPC_URL" not in said or any(
-                    rpc_setting(chain, another=another) in said for another in (False, True)) \
-                    and rpc_setting(chain) != "KINT_RPC_URL", said
+                assert "KINT_RPC_URL" not in said or (
+                    any(rpc_setting(chain, another=another) in said for another in (False, True))
+                    and rpc_setting(chain) != "KINT_RPC_URL"), said
             if chain.rpc_source != "file":
                 assert "config.toml)" not in said or "[spaces." in said, said

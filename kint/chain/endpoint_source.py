@@ -18,7 +18,7 @@ from kint import settings
 from kint.chain.config import DEVCHAIN_SOURCE, SPACE_URLS_SOURCE, ChainConfig
 from kint.chain.keychain_rpc import SERVICE as KEYCHAIN_ITEM
 from kint.chain.keychain_rpc import SOURCE as KEYCHAIN_SOURCE
-from kint.settings.loader import space_label
+from kint.settings.loader import env_source, space_label
 
 # A space's own endpoints given by a connect; it replaces those an earlier connect kept.
 CONNECT_RPC_URLS = "`kint connect --rpc-urls URL`"
@@ -51,7 +51,25 @@ RPC_SETTING = {
     KEYCHAIN_SOURCE: (f"the macOS Keychain's Alchemy key (item `{KEYCHAIN_ITEM}`, read while "
                       f"KINT_RPC_URL is unset)"),
 }
-KEYCHAIN_REPLACED = "KINT_RPC_URL, which takes the place of the macOS Keychain's Alchemy key"
+# Where the Keychain's endpoint is replaced, named where the process that read the Keychain
+# sees it (`{where}`: keychain_replaced): set in the user's own shell, KINT_RPC_URL changed
+# nothing for a running supervisor's workers, as the comment above says of its environment.
+KEYCHAIN_REPLACED = ("KINT_RPC_URL ({where}), which takes the place of the macOS Keychain's "
+                     "Alchemy key")
+# Read by every process of this machine, a running worker's included (kint.settings.loader).
+CONFIG_RPC_URL = "`rpc_url` in config.toml"
+
+
+def keychain_replaced() -> str:
+    """KEYCHAIN_REPLACED for this process: in the supervisor's and its workers' (the
+    processes whose hints a worker raises), config.toml or the supervisor's environment;
+    in a command's, config.toml alone, which both a command reading the chain itself and
+    a connected space's worker read, where "this command's environment" is no place the
+    worker whose endpoint it is looks."""
+    if env_source() == settings.DAEMON_ENV:
+        return KEYCHAIN_REPLACED.format(where=f"{CONFIG_RPC_URL}, or the supervisor's "
+                                              f"environment")
+    return KEYCHAIN_REPLACED.format(where=CONFIG_RPC_URL)
 
 
 def rpc_setting(chain: ChainConfig, *, another: bool = False) -> str:
@@ -60,7 +78,7 @@ def rpc_setting(chain: ChainConfig, *, another: bool = False) -> str:
     default, or a source no wording names). `another`: where the user gives another
     endpoint, which for the Keychain's is KINT_RPC_URL."""
     if another and chain.rpc_source == KEYCHAIN_SOURCE:
-        return KEYCHAIN_REPLACED
+        return keychain_replaced()
     return RPC_SETTING.get(chain.rpc_source, "KINT_RPC_URL")
 
 

@@ -60,6 +60,10 @@ def page_cmd(ctx: click.Context, owner: str | None, days: int | None) -> None:
         anchor = space_anchor(ctx, owner)
         # The wallet sends on the chain kint names; canWrite is read through this endpoint.
         refuse_other_chain(anchor)
+        # One view before the page opens: a contract setting with no EpochAnchor behind it
+        # (a view answered with no data) is refused here, before the human pays gas for a
+        # transaction to it; the poll's no-data answer cannot tell that from a lagging node.
+        anchor.can_write(owner_addr, key)
         expiry = chain_now(anchor) + days_n * 86400
         request = PageRequest(owner=owner_addr, key=key, expiry=expiry,
                               chain_id=anchor.config.chain_id, anchor=anchor.address,
@@ -87,7 +91,7 @@ def page_cmd(ctx: click.Context, owner: str | None, days: int | None) -> None:
                "run kint authorize page again, and approve the transaction in the wallet")
     click.echo(f"the wallet reported transaction {result.tx}; checking canWrite({owner_addr}, "
                f"{key}) every {interval:g} s, up to {count} times", err=True)
-    with chain_errors("authorize page", anchor):  # a view that returned no data ends it
+    with chain_errors("authorize page", anchor):  # what is no miss: refused as `authorize`
         authorized, last_error = _poll_can_write(anchor, owner_addr, key, interval, count)
     if not authorized:
         why = f" (last error: {last_error})" if last_error else ""
@@ -136,13 +140,13 @@ def _open_page_line(owner: str, account_kind: str | None) -> str:
 def _poll_can_write(anchor: Anchor, owner: str, key: str, interval: float,
                     count: int) -> tuple[bool, str | None]:
     """canWrite(owner, key) up to `count` times, `interval` apart. A check the chain does
-    not answer counts as a miss, not as the end: the transaction may land meanwhile. A
-    check the endpoint answered with no data (NoContractThere: no EpochAnchor at the
-    address on its chain) is the end: no wait makes canWrite true there, and it was said
-    as a TIMEOUT of a canWrite "still false" after every check, with the chain's words of
-    a failed call; it reaches the caller, which refuses it as `authorize` refuses it
-    (onchain.chain_errors)."""
-    from kint.chain.anchor import NoContractThere
+    not answer counts as a miss, not as the end: the transaction may land meanwhile. So
+    does one the endpoint answered with no data (NoContractThere): the contract was read
+    before the page opened (page_cmd), so it is most often a load-balanced endpoint's node
+    that lags behind the others, which answers a view "0x" while the wallet's transaction
+    lands; ended there, the user was sent to check settings that are right and to pay gas
+    for the transaction again. Its words are kept as the last error, so a lasting one is
+    said in the TIMEOUT's message, whose hint looks the transaction up."""
     from kint.chain.rpc import RpcUnavailable
     from kint.commands.onchain import said
 
@@ -151,9 +155,7 @@ def _poll_can_write(anchor: Anchor, owner: str, key: str, interval: float,
         try:
             if anchor.can_write(owner, key):
                 return True, None
-        except NoContractThere:
-            raise
-        except RpcUnavailable as err:
+        except RpcUnavailable as err:  # NoContractThere among them: its own words
             last_error = said(err, anchor)
         if attempt + 1 < count:
             time.sleep(interval)

@@ -36,6 +36,7 @@ from kint import settings
 from kint.chain.calls import RPC_TIMEOUT_WORDS
 from kint.chain.config import DEVCHAIN_SOURCE, ChainConfig
 from kint.chain.endpoint_source import by_where, other_endpoint
+from kint.chain.keychain_rpc import SOURCE as KEYCHAIN_SOURCE
 from kint.protocol.errors import (CHAIN_UNREADABLE_AT, DEFAULT_HINTS, DEVCHAIN_RPC_CHECK,
                                   DEVCHAIN_RPC_HINT, DEVCHAIN_STALE_HINT, FILE_RPC_CHECK,
                                   FILE_STALE_CHECK, RETRY_THEN, RPC_CHECK_AT, SPACE_RPC_CHECK,
@@ -57,6 +58,10 @@ from kint.settings.wire import source_text
 from kint.tenant_worker.space import SpaceContext
 
 GENERIC = DEFAULT_HINTS[ErrorCode.RPC_UNAVAILABLE]
+# A stale head from the Keychain's endpoint: its second opinion to check, or another primary
+# (`{rpc}`: KINT_RPC_URL where it is set, endpoint_source.keychain_replaced). Begins with
+# "check ", as STALE_CHECK_AT does: stale_journal_hint takes the check from it.
+STALE_KEYCHAIN_AT = "check KINT_RPC_URL_2, or set {rpc}"
 STALE_GENERIC = DEFAULT_HINTS[ErrorCode.STALE_RPC]
 # The hints raised in machine-wide words that send the user to another endpoint, each with
 # its template ({endpoint}: kint.chain.endpoint_source.other_endpoint): a pull's walk that
@@ -101,9 +106,15 @@ def endpoint_check(chain: ChainConfig) -> str:
 def stale_hint(chain: ChainConfig) -> str:
     """STALE_RPC's hint for a head older than this machine saw, by where `chain`'s endpoints
     were set: the code's own (KINT_RPC_URL and KINT_RPC_URL_2) only where those are in
-    force, and named where they are set (the supervisor's environment, the Keychain)."""
+    force, and named where they are set (the supervisor's environment). The Keychain's
+    Alchemy key is no check of a stale head (it reaches one fixed URL, whose lag no key
+    mends): KINT_RPC_URL, which takes its place, is the way to another endpoint
+    (STALE_KEYCHAIN_AT)."""
+    keychain = chain.rpc_source == KEYCHAIN_SOURCE
     return by_where(chain, devchain=DEVCHAIN_STALE_HINT, space=SPACE_STALE_HINT,
-                     file=FILE_STALE_CHECK, otherwise=STALE_CHECK_AT + STALE_HEAD)
+                     file=FILE_STALE_CHECK,
+                     otherwise=(STALE_KEYCHAIN_AT if keychain else STALE_CHECK_AT) + STALE_HEAD,
+                     another=keychain)
 
 
 def stale_journal_hint(chain: ChainConfig) -> str:
