@@ -74,6 +74,17 @@ def asked_in_thread(sb, db, asked_s: float) -> dict:
     return answered
 
 
+def settled_from_its_journal(sb, db) -> None:
+    """Wait until epoch 1 of a journal an exit push left is recorded as the space's head by
+    a later pull, the journal gone and the settlement's line in the supervisor's log."""
+    sb.wait_for(lambda: (sb.row(db)["head"] or {}).get("seq") == 1,
+                what="epoch 1, settled from its journal, the head", **WAIT)
+    assert not list(sb.kint_home.glob("pending-*.json"))
+    log_path = sb.kint_home / "supervisor.log"
+    sb.wait_for(lambda: "a push killed mid-way had landed; recorded epoch 1"
+                in log_path.read_text(), what="the settlement's line", **WAIT)
+
+
 def test_the_exit_push_starts_no_epoch_after_the_supervisor_answered_it_timeout(
         tmp_path, chain_home):
     """An exit push whose first epoch is held at its send until the supervisor has answered
@@ -118,14 +129,9 @@ def test_the_exit_push_starts_no_epoch_after_the_supervisor_answered_it_timeout(
         assert not (sb.row(db)["head"] or {}).get("seq"), sb.row(db)  # none recorded yet
         pulled = sb.kint("pull")
         assert pulled.returncode == 0, pulled.stdout + pulled.stderr
-        sb.wait_for(lambda: (sb.row(db)["head"] or {}).get("seq") == 1,
-                    what="epoch 1, settled from its journal, the head", **WAIT)
-        assert not list(sb.kint_home.glob("pending-*.json"))
         # Recorded from the chain (pending._record_head), not sent again: the one send is
         # still the exit push's.
-        log_path = sb.kint_home / "supervisor.log"
-        sb.wait_for(lambda: "a push killed mid-way had landed; recorded epoch 1"
-                    in log_path.read_text(), what="the settlement's line", **WAIT)
+        settled_from_its_journal(sb, db)
         assert proxy.calls[seen:].count("eth_sendRawTransaction") == 1, proxy.calls[seen:]
         assert "epoch 2 anchored" not in exit_push_said(sb, **WAIT), text[-3000:]
 

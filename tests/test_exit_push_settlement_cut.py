@@ -34,7 +34,7 @@ from kint.chain.config import devchain_record
 from kint.client_errors import KintError
 from kint.custody.session_key import rotate_session_key, session_address
 from mcp_session import exit_push_said
-from test_exit_push_deadline import WAIT, asked_in_thread
+from test_exit_push_deadline import WAIT, asked_in_thread, settled_from_its_journal
 
 # The exit push's request's bound as its client asks it: well under the re-send's own 60 s
 # receipt wait, and long enough that a loaded box brings the push to its settlement's
@@ -137,12 +137,7 @@ def _cut_then_pulled(tmp_path: Path, chain_home: Path,
             assert pulled.returncode == 0, pulled.stdout + pulled.stderr
         finally:
             hold.unlink(missing_ok=True)
-        sb.wait_for(lambda: (sb.row(db)["head"] or {}).get("seq") == 1,
-                    what="epoch 1, settled from its journal, the head", **WAIT)
-        assert not list(sb.kint_home.glob("pending-*.json"))
-        log_path = sb.kint_home / "supervisor.log"
-        sb.wait_for(lambda: "a push killed mid-way had landed; recorded epoch 1"
-                    in log_path.read_text(), what="the settlement's line", **WAIT)
+        settled_from_its_journal(sb, db)
         assert proxy.calls.count("eth_sendRawTransaction") == sends, proxy.calls[seen:]
         space16 = journals[0].name.removeprefix("pending-").removesuffix(".json")
         meta = sb.kint_home / "epochs" / space16 / "00000001.meta.json"
