@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 import requests
 from eth_account import Account
@@ -38,6 +39,17 @@ def _hint(out, code: str) -> str:
     return hint.removeprefix("hint: ")
 
 
+def _account_as_contract(tmp_path, chain_home) -> tuple[Machine, str, Path]:
+    """A machine whose config.toml names an account (no code there) as kint's contract:
+    the machine, the account's address and the config file."""
+    m = new_machine(tmp_path / "machine", chain_home)
+    owner = Account.create().address
+    config = m.sb.kint_home / "config.toml"
+    config.write_text(f'contract = "{owner}"\n')
+    config.chmod(0o600)
+    return m, owner, config
+
+
 def test_a_commands_chain_refusals_name_where_its_endpoint_and_contract_were_set(
         tmp_path, chain_home):
     """`authorize payload` refused three ways, each hint naming what set the setting at
@@ -45,11 +57,7 @@ def test_a_commands_chain_refusals_name_where_its_endpoint_and_contract_were_set
     answers its call with no data, where the hint said the devchain's endpoint did not
     answer), an `rpc_url` in config.toml that does not answer, and the devchain's record
     naming an endpoint where no devchain runs."""
-    m = new_machine(tmp_path / "machine", chain_home)
-    owner = Account.create().address
-    config = m.sb.kint_home / "config.toml"
-    config.write_text(f'contract = "{owner}"\n')
-    config.chmod(0o600)
+    m, owner, config = _account_as_contract(tmp_path, chain_home)
     out = m.kint("authorize", "payload", "--owner", owner)
     hint = _hint(out, "RPC_UNAVAILABLE")
     # The endpoint answered (with no data): not "the chain did not answer". The message
@@ -100,11 +108,7 @@ def test_session_key_show_says_a_view_with_no_data_as_the_endpoints_answer(tmp_p
     """`session-key show` over a contract setting that names an account: the endpoint
     answered its canWrite with no data, and the warning says so with what to check, where
     it said "the chain did not answer" (review39b S1). The local half still prints."""
-    m = new_machine(tmp_path / "machine", chain_home)
-    owner = Account.create().address
-    config = m.sb.kint_home / "config.toml"
-    config.write_text(f'contract = "{owner}"\n')
-    config.chmod(0o600)
+    m, owner, config = _account_as_contract(tmp_path, chain_home)
     out = m.kint("session-key", "show", "--owner", owner)
     assert out.returncode == 0, out.stdout + out.stderr
     assert json.loads(out.stdout)["address"] == m.key, out.stdout
@@ -123,11 +127,7 @@ def test_a_contract_with_no_epoch_anchor_is_refused_before_the_page_opens(tmp_pa
     `authorize payload` refuses it, with no page: the human was sent to the wallet and paid
     gas for a transaction to an address with no EpochAnchor, and only then told
     (review39e M1). The page's wait is cut short, so that a page opened ends soon."""
-    m = new_machine(tmp_path / "machine", chain_home)
-    owner = Account.create().address
-    config = m.sb.kint_home / "config.toml"
-    config.write_text(f'contract = "{owner}"\n')
-    config.chmod(0o600)
+    m, owner, config = _account_as_contract(tmp_path, chain_home)
     out = m.kint("authorize", "page", "--owner", owner,
                  env={"KINT_AUTHORIZE_PAGE_TIMEOUT": "3"})
     assert _hint(out, "RPC_UNAVAILABLE") == _no_contract_hint(
