@@ -11,7 +11,10 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from conftest import make_sandbox, pid_alive, support_first, wait_until, write_store
 from kint.supervisor.pidlock import running_pid
@@ -44,16 +47,27 @@ def _importing(sb, hold: Path) -> tuple[int, int]:
     return forkserver, supervisor
 
 
+@contextmanager
+def _preload_held(tmp_path: Path) -> Iterator[tuple[Any, Path]]:
+    """A sandbox whose supervisor's forkserver will hold its preload until the yielded
+    file exists; on the way out the preload is let go and the sandbox shut down."""
+    sb = make_sandbox(tmp_path / "machine")
+    hold = tmp_path / "let-the-preload-go"
+    sb.env["KINT_TEST_PRELOAD_HOLD"] = str(hold)
+    try:
+        yield sb, hold
+    finally:
+        hold.touch()
+        sb.shutdown()
+
+
 def _forkserver(sb) -> dict:
     return sb.sup_status()["supervisor"]["forkserver"]
 
 
 def test_the_supervisor_answers_while_its_forkserver_imports_and_starts_a_worker_after(
         tmp_path):
-    sb = make_sandbox(tmp_path / "machine")
-    hold = tmp_path / "let-the-preload-go"
-    sb.env["KINT_TEST_PRELOAD_HOLD"] = str(hold)
-    try:
+    with _preload_held(tmp_path) as (sb, hold):
         _start(sb, "held_preload")
         # Answering with the preload held: it was bound before the forkserver was ready.
         assert _forkserver(sb) == {"ready": False, "missing_preload": []}
@@ -71,9 +85,6 @@ def test_the_supervisor_answers_while_its_forkserver_imports_and_starts_a_worker
         assert answer.get("worker", {}).get("pid"), answer
         assert _forkserver(sb) == {"ready": True, "missing_preload": []}
         assert sb.row(sb.sibyl_db)["pid"] == answer["worker"]["pid"]
-    finally:
-        hold.touch()
-        sb.shutdown()
 
 
 def test_a_sandboxes_first_request_for_a_space_waits_for_the_forkserver(tmp_path):
@@ -81,11 +92,8 @@ def test_a_sandboxes_first_request_for_a_space_waits_for_the_forkserver(tmp_path
     test's first request for a space only once its forkserver is ready (Sandbox.warmed), so
     that request never carries the warm-up: a loaded box's warm-up took such requests past
     their 10 s bound (session 38). The wait is the test's, the supervisor is not asked."""
-    sb = make_sandbox(tmp_path / "machine")
-    hold = tmp_path / "let-the-preload-go"
-    sb.env["KINT_TEST_PRELOAD_HOLD"] = str(hold)
     answer: dict = {}
-    try:
+    with _preload_held(tmp_path) as (sb, hold):
         _importing(sb, hold)
         sb.fresh = True  # as a start leaves it
         asked = threading.Thread(target=lambda: answer.update(
@@ -103,9 +111,6 @@ def test_a_sandboxes_first_request_for_a_space_waits_for_the_forkserver(tmp_path
         # Sent once it was ready, the first worker's start a fork within the default bound.
         assert answer.get("worker", {}).get("pid"), answer
         assert sb.fresh is False
-    finally:
-        hold.touch()
-        sb.shutdown()
 
 
 def _kint_children() -> list[int]:
@@ -128,12 +133,9 @@ def test_a_sandboxes_first_kint_command_on_a_space_waits_for_the_forkserver(tmp_
     the command is started only once the forkserver is ready, so that its first request
     never carries the warm-up, which a loaded box took past the command's start bound
     (flake39). A command on no space (`supervisor status`) does not wait."""
-    sb = make_sandbox(tmp_path / "machine")
-    write_store(sb.sibyl_db)
-    hold = tmp_path / "let-the-preload-go"
-    sb.env["KINT_TEST_PRELOAD_HOLD"] = str(hold)
     done: dict = {}
-    try:
+    with _preload_held(tmp_path) as (sb, hold):
+        write_store(sb.sibyl_db)
         _importing(sb, hold)
         sb.fresh = True  # as a start leaves it
         shown = sb.kint("supervisor", "status")
@@ -152,9 +154,6 @@ def test_a_sandboxes_first_kint_command_on_a_space_waits_for_the_forkserver(tmp_
         assert out.returncode == 0, out.stdout + out.stderr
         assert json.loads(out.stdout)["worker"]["pid"], out.stdout
         assert sb.fresh is False
-    finally:
-        hold.touch()
-        sb.shutdown()
 
 
 def test_a_preload_module_the_forkserver_cannot_import_is_named(tmp_path):
