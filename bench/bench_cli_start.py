@@ -42,8 +42,8 @@ import common
 TARGET_MS = 100.0
 # Modules `kint supervisor status` has no use for; the imports probe reports any it sees.
 UNUSED_BY_STATUS = ("kint.spaces", "kint.settings.loader", "kint.supervisor.autostart",
-                    "kint.logs", "logging", "tomllib", "eth_hash", "subprocess", "tempfile",
-                    "click", "orjson", "dataclasses", "inspect")
+                    "kint.logs", "logging", "tomllib", "eth_hash", "Crypto", "subprocess",
+                    "tempfile", "click", "orjson", "dataclasses", "inspect")
 
 
 def _rounds(timed: dict[str, tuple[list[str], str]], env: dict[str, str],

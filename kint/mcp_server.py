@@ -20,6 +20,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, NoReturn
 
+from kint import crypto_backend
 from kint.logs import SERVER_LOG, setup_file_logging
 from kint.paths import home_refusal, kint_home
 
@@ -103,6 +104,7 @@ def _bootstrap(session: Any, deadline: float) -> None:
 
 
 def main() -> None:
+    crypto_backend.claim()  # kint's own process: pycryptodome through ctypes, once it loads
     if sys.argv[1:]:
         # It takes none (09-cli.md); said at once, rather than serving MCP on the terminal.
         print("kint-server takes no arguments: it is the MCP stdio server a harness starts "

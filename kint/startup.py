@@ -19,11 +19,16 @@ import gc
 from contextlib import contextmanager
 from typing import Iterator
 
+from kint import crypto_backend
+
 
 @contextmanager
 def imports_frozen() -> Iterator[None]:
     """Run the entry's imports inside: the collector is off while they load, and whatever
-    they made is frozen at the end (also when an import fails, before the error goes on)."""
+    they made is frozen at the end (also when an import fails, before the error goes on).
+    The process is claimed as kint's own first (kint.crypto_backend): pycryptodome, if
+    it loads, then runs through ctypes."""
+    crypto_backend.claim()
     gc.disable()
     try:
         yield

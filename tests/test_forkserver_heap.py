@@ -34,3 +34,7 @@ def test_a_forked_worker_keeps_the_forkserver_heap_shared(tmp_path):
     assert found["full_collection_kb"] < FULL_COLLECTION_LIMIT_KB, found
     # The chain ops' modules come built from the forkserver, not imported per worker.
     assert all(found["loaded"].values()), found
+    # The forkserver is kint's own process (kint.supervisor.forkserver_start): its workers
+    # reach pycryptodome's C code through ctypes, and nothing imported cffi's parser.
+    assert found["pycryptodome"] == "ctypes", found
+    assert found["cffi_imported"] is False, found

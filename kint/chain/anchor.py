@@ -26,7 +26,6 @@ from typing import Any
 from eth_abi import decode as abi_decode
 from eth_abi import encode as abi_encode
 from eth_abi.exceptions import DecodingError
-from eth_hash.auto import keccak
 from web3 import Web3
 from web3.exceptions import TransactionNotFound
 
@@ -39,6 +38,7 @@ from kint.chain.calls import answer_int, bounded, endpoint_text
 from kint.chain.config import ChainConfig
 from kint.chain.endpoint_source import other_endpoint
 from kint.chain.rpc import RpcTracker, RpcUnavailable, TrackedHTTPProvider, connect
+from kint.keccak import keccak
 from kint.settings.urls import redact_url
 
 ZERO_DIGEST = "00" * 32

@@ -16,10 +16,10 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from eth_hash.auto import keccak
 from web3 import Web3
 
 from kint.chain.artifact import epoch_anchor_artifact
+from kint.keccak import keccak
 
 PUSH_SELECTOR = keccak(b"push(address,bytes32,bytes32,bytes)")[:4]  # 0xa2483825
 EPOCH_TOPIC = keccak(b"Epoch(address,bytes32,address,uint64,bytes32,bytes32,uint64)")

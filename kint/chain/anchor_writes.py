@@ -20,7 +20,6 @@ import requests
 from eth_abi import decode as abi_decode
 from eth_abi.exceptions import DecodingError
 from eth_account.signers.local import LocalAccount
-from eth_hash.auto import keccak
 from web3 import Web3
 from web3.exceptions import (ContractCustomError, ContractLogicError, Web3Exception,
                              Web3RPCError)
@@ -30,6 +29,7 @@ from kint.chain.calls import (AlreadyHeld, ChainRefused, bounded, refused_send,
                               transport_words)
 from kint.chain.config import ChainConfig
 from kint.chain.rpc import ReceiptTimedOut, RpcUnavailable, WaitCut
+from kint.keccak import keccak
 from kint.seconds_text import seconds_text
 
 RECEIPT_TIMEOUT_S = 60.0

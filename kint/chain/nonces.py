@@ -37,10 +37,10 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import orjson
-from eth_hash.auto import keccak
 
 from kint import settings
 from kint.envsettings import pid_alive
+from kint.keccak import keccak
 from kint.paths import atomic_write, ensure_private_dir, remove_file
 from kint.pid_file_lock import open_own_file
 

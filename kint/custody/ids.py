@@ -5,7 +5,7 @@ file all need the same bytes from the same inputs, and a caller may hold either 
 checksummed string from the CLI, a lowercase one from a file, raw bytes from a header).
 Normalising in one place keeps a different spelling from ever giving a different key.
 
-The EIP-55 checksum is computed here from keccak (eth_hash, which the rows' hashing loads
+The EIP-55 checksum is computed here from keccak (kint.keccak, which the rows' hashing loads
 anyway) rather than through eth_utils: its import (pydantic and the rest, ~0.1 s of CPU)
 was most of what `kint canonical-payload`, `kint connect` and the `--owner` checks of the
 chain commands loaded, where nothing else of it runs.
@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import re
 
-from eth_hash.auto import keccak
-
 from kint.custody.errors import BadOwner, BadSpace
+from kint.keccak import keccak
 
 _ADDRESS = re.compile(r"(?:0[xX])?[0-9a-fA-F]{40}")
 _SPACE_HEX = re.compile(r"(?:0[xX])?[0-9a-fA-F]{64}")

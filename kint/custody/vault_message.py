@@ -22,10 +22,9 @@ import json
 import re
 from typing import Any
 
-from eth_hash.auto import keccak
-
 from kint.custody.errors import BadDeriveSignature, WrongSigner
 from kint.custody.ids import owner_address, owner_bytes
+from kint.keccak import keccak
 
 CHAIN_ID = 8453
 DOMAIN_NAME = "kint"

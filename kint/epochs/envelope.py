@@ -27,7 +27,6 @@ from typing import Sequence
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from eth_abi import encode as abi_encode
-from eth_hash.auto import keccak
 
 from kint.custody.data_key import DEK_ID_LEN, check_data_key, dek_id
 from kint.custody.wraps import WRAP_LEN, Wrap
@@ -42,6 +41,7 @@ from kint.epochs.errors import (
     WrongDataKey,
 )
 from kint.epochs.plaintext import Plaintext, parse_plaintext
+from kint.keccak import keccak
 
 __all__ = ["CHAIN_ID", "FLAG_SALTED", "FLAG_SNAPSHOT", "GCM_TAG_LEN", "HEADER_LEN", "Header",
            "MalformedHeader", "Opened", "SNAPSHOT_DISAGREES", "VERSION", "aad",

@@ -14,7 +14,7 @@ import struct
 from dataclasses import dataclass
 from typing import Iterable, Literal, get_args
 
-from eth_hash.auto import keccak
+from kint.keccak import keccak
 
 Tier = Literal["entity", "state", "reference", "journal"]
 TIERS: tuple[Tier, ...] = ("entity", "state", "reference", "journal")

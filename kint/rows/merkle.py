@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from eth_hash.auto import keccak
+from kint.keccak import keccak
 
 EMPTY_ROOT = keccak(b"kint-empty-v1")
 

@@ -37,7 +37,9 @@ from kint.tenant_worker.config import WorkerConfig
 
 log = logging.getLogger("kint.supervisor")
 
+# The forkserver imports these in order; the first sets the process up (see that module).
 PRELOAD = [
+    "kint.supervisor.forkserver_start",
     "kint.tenant_worker.worker_start",
     "sibyl_memory_client",
     "eth_account",

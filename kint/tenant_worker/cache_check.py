@@ -20,11 +20,10 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
-from eth_hash.auto import keccak
-
 from kint.epochs.envelope import rebuild
 from kint.epochs.errors import EpochError
 from kint.epochs.plaintext import Plaintext
+from kint.keccak import keccak
 from kint.tenant_worker.epoch_cache import META_SUFFIX, PAYLOAD_SUFFIX
 from kint.tenant_worker.statefiles import CorruptStateFile, SpaceState
 

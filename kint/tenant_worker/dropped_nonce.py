@@ -16,12 +16,12 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from eth_hash.auto import keccak
 from web3.exceptions import TransactionNotFound
 
 from kint.chain.anchor import Anchor
 from kint.chain.calls import ChainRefused, bounded
 from kint.chain.rpc import RpcUnavailable
+from kint.keccak import keccak
 from kint.tenant_worker.former_key import FormerKey
 from kint.tenant_worker.overtaken import REPLACED, WAITS_TO_REVERT, not_replaced
 from kint.tenant_worker.pending_journal import PendingEpoch

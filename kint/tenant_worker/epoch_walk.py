@@ -25,12 +25,11 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from eth_hash.auto import keccak
-
 from kint.chain.anchor import Anchor, CalldataRefused, EpochLog, Head, TransactionNotServed
 from kint.chain.rpc import RpcUnavailable
 from kint.epochs.envelope import Header, Opened, open_epoch, parse_header
 from kint.epochs.errors import Disagreement, HeaderError, Malformed, Unopenable
+from kint.keccak import keccak
 from kint.protocol import ErrorCode, ProtocolError
 from kint.tenant_worker.cache_check import rebuilt_envelope
 from kint.tenant_worker.cold_start import stale

@@ -36,7 +36,6 @@ import logging
 from dataclasses import replace
 from typing import Any
 
-from eth_hash.auto import keccak
 from web3.exceptions import TransactionNotFound
 
 from kint.chain.anchor import Anchor, Head
@@ -44,6 +43,7 @@ from kint.chain.calls import ChainRefused, bounded
 from kint.chain.rpc import RpcUnavailable, WaitCut
 from kint.chain.units import receipt_cost
 from kint.epochs.plaintext import parse_plaintext
+from kint.keccak import keccak
 from kint.paths import remove_file
 from kint.protocol import ErrorCode, ProtocolError
 from kint.tenant_worker.epoch_send import RESEND_WORDS, endpoint_failed

@@ -11,8 +11,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import orjson
-from eth_hash.auto import keccak
 
+from kint.keccak import keccak
 from kint.paths import atomic_write
 from kint.protocol import ErrorCode, ProtocolError
 from kint.protocol.hints import CORRUPT_JOURNAL_HINT

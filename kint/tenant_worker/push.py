@@ -29,8 +29,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from eth_hash.auto import keccak
-
 from kint.chain.anchor import Anchor, Head
 from kint.chain.rpc import RpcUnavailable, WaitCut
 from kint.custody import errors as custody_errors
@@ -39,6 +37,7 @@ from kint.epochs.errors import EpochTooLarge
 from kint.epochs.plaintext import make_plaintext, wire_rows
 from kint.epochs.split import (Chunk, MerkleState, SnapshotTooLarge, plan_snapshot,
                                split_diff)
+from kint.keccak import keccak
 from kint.outcomes import NOTHING_DROPPED
 from kint.paths import remove_file
 from kint.protocol import ErrorCode, ProtocolError

@@ -36,7 +36,6 @@ import logging
 from dataclasses import replace
 from typing import Any
 
-from eth_hash.auto import keccak
 from web3.exceptions import TransactionNotFound
 
 from kint.chain.anchor import Anchor, Head
@@ -45,6 +44,7 @@ from kint.chain.config import ChainConfig
 from kint.chain.endpoint_source import other_endpoint
 from kint.chain.units import receipt_cost
 from kint.custody.data_key import dek_id
+from kint.keccak import keccak
 from kint.outcomes import NOTHING_DROPPED
 from kint.protocol import ErrorCode, ProtocolError
 from kint.protocol.hints import REREAD_HINT

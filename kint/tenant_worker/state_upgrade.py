@@ -31,12 +31,12 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from eth_hash.auto import keccak
 
 from kint.epochs.buckets import gzip_bytes
 from kint.epochs.envelope import parse_header
 from kint.epochs.errors import EpochError, PlaintextError
 from kint.epochs.plaintext import parse_plaintext
+from kint.keccak import keccak
 from kint.paths import apply_journal_path, atomic_write, remove_file
 from kint.rows.canon import TIERS, Row
 from kint.tenant_worker.epoch_cache import META_SUFFIX, PAYLOAD_SUFFIX, parse_meta

@@ -24,12 +24,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 import orjson
-from eth_hash.auto import keccak
 
 from kint.epochs.buckets import gzip_bytes
 from kint.epochs.envelope import parse_header
 from kint.epochs.errors import EpochError
 from kint.epochs.plaintext import Plaintext
+from kint.keccak import keccak
 from kint.paths import FileSignature, atomic_write, file_signature, space_files
 from kint.rows.canon import canonical_id
 from kint.tenant_worker import state_upgrade

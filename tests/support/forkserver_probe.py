@@ -28,8 +28,11 @@ def report(conn) -> None:  # noqa: ANN001 - a multiprocess Connection
     frozen = gc.get_freeze_count()
     before = _private_dirty_kb()
     gc.collect()
+    bridge = sys.modules.get("Crypto.Util._raw_api")
     conn.send({"frozen": frozen, "loaded": loaded,
-               "full_collection_kb": _private_dirty_kb() - before})
+               "full_collection_kb": _private_dirty_kb() - before,
+               "pycryptodome": getattr(bridge, "backend", None),
+               "cffi_imported": "cffi" in sys.modules})
     conn.close()
 
 
