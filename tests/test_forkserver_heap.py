@@ -38,3 +38,5 @@ def test_a_forked_worker_keeps_the_forkserver_heap_shared(tmp_path):
     # reach pycryptodome's C code through ctypes, and nothing imported cffi's parser.
     assert found["pycryptodome"] == "ctypes", found
     assert found["cffi_imported"] is False, found
+    # The collector, paused for the preload's imports, runs again in every child.
+    assert found["collecting"] is True, found

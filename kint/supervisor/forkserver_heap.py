@@ -15,15 +15,14 @@ every page it writes to becomes its own.
   machinery as well; imported here, it is built once and shared by every worker.
 
 Importing this module freezes the importing process's heap, which only a forkserver
-wants: nothing else imports it.
+wants: nothing else imports it. The collector, paused since the preload's first module
+(kint.supervisor.forkserver_start), runs again from here, also when an import here fails.
 """
 
 from __future__ import annotations
 
 import gc
 import importlib
-
-from kint.proc_name import FORKSERVER, set_process_name
 
 # What the worker's ops import on first use (kint.tenant_worker.handlers, .status): the chain
 # ops and the modules behind them, and pycryptodome's CTR mode, which it loads on first use.
@@ -46,8 +45,13 @@ WORKER_MODULES = (
     "kint.supervisor.spawner",  # holds the spawn target every worker starts in
 )
 
-for _name in WORKER_MODULES:
-    importlib.import_module(_name)
-# Only the forkserver imports this module: the place to name it (kint.proc_name).
-set_process_name(FORKSERVER)
-gc.freeze()
+try:
+    from kint.proc_name import FORKSERVER, set_process_name
+
+    for _name in WORKER_MODULES:
+        importlib.import_module(_name)
+    # Only the forkserver imports this module: the place to name it (kint.proc_name).
+    set_process_name(FORKSERVER)
+finally:
+    gc.freeze()
+    gc.enable()

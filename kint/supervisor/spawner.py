@@ -85,7 +85,13 @@ def _run_worker(config: WorkerConfig, token: bytes) -> None:
     where the forkserver's preload has it already. Named directly, it would be imported in
     the supervisor to be pickled by reference: web3, eth_account and Sibyl loaded into a
     process that never runs them (~28 -> ~80 MiB resident), and its loop stalled for the
-    import (~0.5 s, seconds on a loaded box) at its first spawn."""
+    import (~0.5 s, seconds on a loaded box) at its first spawn. The collector runs in
+    every worker, whatever its forkserver's preload did (it pauses it while importing:
+    kint.supervisor.forkserver_start; a forkserver that could not import forkserver_heap
+    never ran it again)."""
+    import gc
+
+    gc.enable()
     from kint.tenant_worker.worker_start import run_worker
 
     run_worker(config, token)

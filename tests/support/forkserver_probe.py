@@ -32,7 +32,7 @@ def report(conn) -> None:  # noqa: ANN001 - a multiprocess Connection
     conn.send({"frozen": frozen, "loaded": loaded,
                "full_collection_kb": _private_dirty_kb() - before,
                "pycryptodome": getattr(bridge, "backend", None),
-               "cffi_imported": "cffi" in sys.modules})
+               "cffi_imported": "cffi" in sys.modules, "collecting": gc.isenabled()})
     conn.close()
 
 
