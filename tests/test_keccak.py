@@ -5,6 +5,7 @@ picks its way once per process."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -57,7 +58,9 @@ def test_kints_own_process_reaches_pycryptodome_through_ctypes():
 
 
 def test_a_program_importing_kint_keeps_pycryptodomes_own_choice():
-    # cffi is installed beside kint (cryptography asks for it): pycryptodome takes it.
+    # cffi is installed beside kint (cryptography asks for it), and pycryptodome takes it
+    # where it imports: nothing of kint's hid it.
+    assert importlib.util.find_spec("cffi") is not None
     found = _probe("host")
     assert found == {"digest": ABC, "backend": "cffi", "cffi": True, "cffi_importable": True}
 

@@ -41,6 +41,8 @@ answering whatever one space is doing.
 - `code_watch`: kint upgraded or edited in place under a running supervisor.
 - `succession`: what a supervisor exiting for an upgrade leaves the next one.
 - `tighten`: kint's own files under KINT_HOME made private again at start.
+- `forkserver_start`: the forkserver's first preload module: kint's own process, its
+  collector paused while the preload imports.
 - `forkserver_heap`: the forkserver's heap, imported and frozen to be shared.
 - `__main__`: the daemon process (`python -m kint.supervisor --home PATH`).
 """
