@@ -4,7 +4,7 @@ pycryptodome calls its compiled code through cffi when cffi imports (cryptograph
 it beside kint), else through ctypes: both are its own supported ways. Through cffi, its
 first import parses every C declaration it uses with pycparser, which ctypes never does.
 Measured on the two-core box (bench/RESULTS.md, session 40): ~45 ms more CPU for the
-first hash of a fresh `kint push` or `kint connect`, and ~80 ms more for each worker
+first hash of a fresh `kint push` or `kint connect`, and 0.1-0.2 s more for each worker
 forkserver's preload; a hash itself costs the same within a few percent either way.
 
 Only kint's own processes choose (`claim`, called by each entry as it starts: the `kint`
