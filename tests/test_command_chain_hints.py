@@ -1,6 +1,6 @@
 """A command's own chain call (kint.commands.onchain: `authorize`, `session-key show`) that
 fails names where the settings it went through were set, as a worker's refusal names them
-(kint.tenant_worker.rpc_hint, kint.tenant_worker.enrolled_chain.contract_source).
+(kint.tenant_worker.rpc_hint, kint.chain.contract_source).
 
 Its hints said "check KINT_RPC_URL (or the devchain: kint devchain status)" and "check
 KINT_CONTRACT and KINT_RPC_URL" whatever set the endpoint and the contract: of a contract
@@ -192,10 +192,11 @@ def test_the_authorize_pages_poll_counts_a_view_with_no_data_as_a_miss(tmp_path,
         out = run.report(owner.address, "0x" + "ab" * 32)
         assert _hint(out, "TIMEOUT") == ("look up the transaction in the wallet, then kint "
                                          "session-key show"), out.stderr
+        check = _no_contract_hint(f"the devchain's, from its record {record}",
+                                  "the devchain's, which `kint devchain status` names")
         assert (f"kint: error: canWrite({owner.address}, {m.key}) is still false after 3 "
                 f"checks (last error: checking write rights: {proxy.url} has no contract at "
-                f"{m.anchor.address} (its call returned no data); check the contract setting "
-                f"and that the endpoint serves chain 31337) [TIMEOUT]"
+                f"{m.anchor.address} (its call returned no data); {check}) [TIMEOUT]"
                 in out.stderr.splitlines()), out.stderr
 
         # The wallet's transaction landed; the poll's first canWrite is answered with no data.

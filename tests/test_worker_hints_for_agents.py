@@ -188,6 +188,24 @@ def _built_at_run_time() -> dict[tuple[str, str], Callable[[], Iterator[tuple[st
                                enrolled_chain._other_contract(enrolment, chain, seen))
                     yield refused.code.value, refused.hint
 
+    def no_contract() -> Iterator[tuple[str, str]]:
+        # A view with no data (chain_refusal.py): its own step, another chain's endpoint
+        # to change or the contract and the endpoint to check (kint.chain.anchor).
+        from kint.chain.anchor import no_contract_there
+
+        for chain in _chains():
+            for answered in (None, 1):
+                yield "RPC_UNAVAILABLE", no_contract_there(
+                    chain, "reading the head", "http://127.0.0.1:1/", ADDRESS, answered).step
+
+    def unanswered() -> Iterator[tuple[str, str]]:
+        # The hints chain_refusal's callers give an endpoint that did not answer: the
+        # code's own, named on the way out (`endpoints`), a header read's, join's.
+        from kint.protocol.hints import HEADER_TRANSPORT_HINT
+
+        yield "RPC_UNAVAILABLE", HEADER_TRANSPORT_HINT
+        yield from endpoints()
+
     def wrong_chain() -> Iterator[tuple[str, str]]:
         for chain in _chains():
             for endpoints in (1, 2):
@@ -295,7 +313,8 @@ def _built_at_run_time() -> dict[tuple[str, str], Callable[[], Iterator[tuple[st
         ("client_closed_door.py", "said.hint"): closed_doors,
         ("tenant_worker/push_refusals.py", "gap_hint(mirror)"): gaps,
         ("tenant_worker/unauthorized_journal.py", "self.hint(again)"): unauthorized,
-        ("tenant_worker/join_chain.py", "endpoint_hint(anchor.config)"): endpoints,
+        ("tenant_worker/chain_refusal.py", "err.step"): no_contract,
+        ("tenant_worker/chain_refusal.py", "hint"): unanswered,
         ("tenant_worker/overtaken.py", "self.hint(again)"): lambda: (
             ("CHAIN_MOVED", Overtaken(3, 5, False, moved_to=moved).refusal(again).hint)
             for again in ("kint push", "kint rekey") for moved in (None, "/s/moved.db")),
@@ -953,7 +972,7 @@ def test_the_place_an_endpoint_hint_names_reaches_the_agent_as_said(monkeypatch)
     process of the supervisor's): an agent's hints are a worker's, and the Keychain's
     KINT_RPC_URL is named where the supervisor sees it (endpoint_source.keychain_replaced)."""
     from kint.chain.config import DEVCHAIN_SOURCE
-    from kint.chain.endpoint_source import other_endpoint, rpc_setting
+    from kint.chain.endpoint_source import endpoint_in_force, other_endpoint, rpc_setting
     from kint.protocol.hints import DEVCHAIN_TRANSPORT
     from kint.settings import loader
     from kint.tenant_worker import rpc_hint
@@ -965,7 +984,7 @@ def test_the_place_an_endpoint_hint_names_reaches_the_agent_as_said(monkeypatch)
             named = rpc_hint.named_hint(chain, hint)
             assert named is not None and named != hint or chain.rpc_source == "env", named
             transport = rpc_hint.ANOTHER_ENDPOINT.get(hint) in rpc_hint.TRANSPORT
-            place = ({rpc_hint.SEND_REFUSED_HINT: rpc_hint.sent_through(chain),
+            place = ({rpc_hint.SEND_REFUSED_HINT: endpoint_in_force(chain),
                       rpc_hint.STALE_JOURNAL_HINT: named.removeprefix("check ").removesuffix(
                           ", then run `kint pull`")}.get(hint)
                      or (DEVCHAIN_TRANSPORT if transport and chain.rpc_source == DEVCHAIN_SOURCE

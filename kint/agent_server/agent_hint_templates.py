@@ -10,7 +10,8 @@ from __future__ import annotations
 from kint.protocol.errors import CHAIN_UNREADABLE_AT
 from kint.protocol.hints import (ARCHIVE_AT, CHAIN_UNREADABLE_DEVCHAIN, CONNECT_OFFLINE_DAEMON,
                                  CONNECT_OFFLINE_FILE, CONNECT_UNSET_OFFLINE,
-                                 CONNECT_WHEN_READABLE_AT, DEVCHAIN_TRANSPORT, FILL_AGAIN_HINT,
+                                 CONNECT_WHEN_READABLE_AT, CONTRACT_CHECK, DEVCHAIN_TRANSPORT,
+                                 FILL_AGAIN_HINT,
                                  FORMER_KEY_DEVCHAIN_FUND, FORMER_KEY_ELSEWHERE,
                                  FORMER_KEY_FUND, FORMER_KEY_UNFILLABLE, FUND_DEVCHAIN_KEY_HINT,
                                  FUND_SESSION_KEY_HINT, HEADER_TRANSPORT_AT,
@@ -49,6 +50,9 @@ AGENT_TEMPLATES: tuple[tuple[str, str], ...] = (
     # A chain that lost epochs, or an endpoint that says so: another endpoint's word first
     # ({endpoint}: where the space's endpoints in force are set), all the human's.
     (REORG_HINT, f"stop and tell the human: {REORG_HINT}"),
+    # No EpochAnchor at the contract's address through the space's settings: no call of the
+    # agent's mends a setting, and no retry makes code appear there.
+    (CONTRACT_CHECK, f"stop and tell the human: {CONTRACT_CHECK}"),
     # The endpoints named where the space's are set ({endpoint}, {endpoints}: rpc_hint's
     # named_hint), in the worker's words and the agent's alike. A pull's walk that met no
     # old history: a pull is what heals it, whichever tool met it.

@@ -36,6 +36,7 @@ from kint.chain.anchor_writes import AnchorWrites
 from kint.chain.artifact import epoch_anchor_artifact
 from kint.chain.calls import answer_int, bounded, endpoint_text
 from kint.chain.config import ChainConfig
+from kint.chain.contract_source import contract_check
 from kint.chain.endpoint_source import other_endpoint
 from kint.chain.rpc import RpcTracker, RpcUnavailable, TrackedHTTPProvider, connect
 from kint.keccak import keccak
@@ -57,12 +58,37 @@ class NoContractThere(RpcUnavailable):
     What happened (`happened`) and what to do (`step`) are kept apart: a refusal with a
     hint of its own (kint.commands.onchain.chain_errors) says `happened` as its message,
     where the message and the hint gave the same step twice; verify's line and a worker's
-    message say both (`str`). `step` is the whole next step where the endpoint answers for
-    another chain than the space's (`other_chain`)."""
+    message say both (`str`). `step` is the whole next step, named where the settings it
+    sends the user to were set: the space's endpoint where it answers for another chain
+    than the space's (`other_chain`), else the contract and the endpoint
+    (kint.chain.contract_source). A worker refuses it as it is (tenant_worker.chain_refusal),
+    never under the hint of an endpoint that did not answer."""
 
     def __init__(self, happened: str, step: str, other_chain: bool = False) -> None:
         super().__init__(f"{happened}; {step}")
         self.happened, self.step, self.other_chain = happened, step, other_chain
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Its own fields, not the one joined message: an exception is rebuilt from its
+        # args, and NoContractThere(message) lacked the step.
+        return type(self), (self.happened, self.step, self.other_chain)
+
+
+def no_contract_there(config: ChainConfig, what: str, url: str, address: str,
+                      answered: int | None, label: str | None = None) -> NoContractThere:
+    """The failure of view `what` that returned no data from `url` (redacted) at `address`,
+    the endpoint's chain id `answered` (None: not read): another chain than the space's,
+    whose endpoint is to change, or no EpochAnchor at the address on the space's chain.
+    `label`: the space's, for its table's name where this process is no worker of it."""
+    expected = config.chain_id
+    if answered is not None and answered != expected:
+        return NoContractThere(
+            f"{what}: {url} answers for chain {answered}, not {expected}, the chain this "
+            f"space is on",
+            f"point the space's endpoint at chain {expected} "
+            f"({other_endpoint(config, label=label)})", other_chain=True)
+    return NoContractThere(f"{what}: {url} has no contract at {address} (its call returned "
+                           f"no data)", contract_check(config))
 
 
 class TransactionNotServed(CalldataRefused):
@@ -152,21 +178,12 @@ class Anchor(AnchorWrites):
         chain. Most often the endpoint now serves another network (a URL changed under a
         running worker, a provider's default network), which one eth_chainId read says;
         "does not decode (Tried to read 32 bytes)" said neither."""
-        expected = self.config.chain_id
         try:
             answered: int | None = self.chain_id()
         except RpcUnavailable:
             answered = None
-        if answered is not None and answered != expected:
-            return NoContractThere(
-                f"{what}: {redact_url(self.url)} answers for chain {answered}, not {expected}, "
-                f"the chain this space is on",
-                f"point the space's endpoint at chain {expected} "
-                f"({other_endpoint(self.config, label=self.label)})", other_chain=True)
-        return NoContractThere(
-            f"{what}: {redact_url(self.url)} has no contract at {self.address} (its call "
-            f"returned no data)",
-            f"check the contract setting and that the endpoint serves chain {expected}")
+        return no_contract_there(self.config, what, redact_url(self.url), self.address,
+                                 answered, label=self.label)
 
     def balance(self, address: str) -> int:
         """Wei held by `address` at the latest block."""

@@ -40,7 +40,7 @@ def space_table(label: str | None = None) -> str:
 
 
 # The machine's primary endpoint setting where `by_where`'s `otherwise` is in force, named
-# where it was set (`rpc_setting`), as enrolled_chain.contract_source names KINT_CONTRACT: a
+# where it was set (`rpc_setting`), as kint.chain.contract_source names KINT_CONTRACT: a
 # plain "KINT_RPC_URL" beside "KINT_CONTRACT in the supervisor's environment" sent the user
 # to a setting that, in their own shell, changes nothing. The Keychain's endpoint is the
 # one v0.3.0 reads while KINT_RPC_URL is unset (kint.chain.keychain_rpc): it is what to
@@ -123,3 +123,13 @@ def other_endpoint(chain: ChainConfig, *, keyless: bool = False,
         file="rpc_url in {where}, where the endpoints in force are set",
         otherwise=f"{{rpc}}, or {CONNECT_RPC_URLS} for this space alone"
                   + (f",{keys}" if keys else ""), another=True)
+
+
+def endpoint_in_force(chain: ChainConfig) -> str:
+    """The endpoint `chain`'s calls go through, by where it was set: what a hint asks the
+    user to check (a refused send's, a contract with no EpochAnchor's:
+    kint.chain.contract_source), where "KINT_RPC_URL" or "a connect's endpoints" named two
+    places, at most one of them in force."""
+    return by_where(chain, devchain="the devchain's, which `kint devchain status` names",
+                    space="one of those this space was given by `kint connect --rpc-urls`",
+                    file="set in {where}", otherwise="{rpc}")

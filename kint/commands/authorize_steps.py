@@ -191,10 +191,10 @@ def refuse_send_refused(err: Any, rerun: str, anchor: Anchor) -> NoReturn:
     word on the transaction, not the contract's), said as the endpoint's: nothing changed
     on chain, and `rerun` (what to run again) once the endpoint is looked at. The endpoint
     is named where `anchor`'s were set (the space's worker's, as a push's refused send
-    names them: rpc_hint.sent_through), where it said KINT_RPC_URL of a space whose
-    endpoints a connect kept or its config table sets."""
-    from kint.tenant_worker.rpc_hint import sent_through  # the worker's phrasing
+    names them: kint.chain.endpoint_source.endpoint_in_force), where it said KINT_RPC_URL of
+    a space whose endpoints a connect kept or its config table sets."""
+    from kint.chain.endpoint_source import endpoint_in_force  # the worker's phrasing
 
     refuse(ErrorCode.RPC_UNAVAILABLE, f"{err.detail}: nothing changed on chain",
-           f"check what the endpoint said ({sent_through(anchor.config)}), then run {rerun} "
-           f"again")
+           f"check what the endpoint said ({endpoint_in_force(anchor.config)}), then run "
+           f"{rerun} again")

@@ -156,8 +156,7 @@ def chain_errors(what: str, anchor: Anchor | None = None) -> Iterator[None]:
     try:
         yield
     except NoContractThere as err:  # the endpoint answered: no EpochAnchor at the address
-        refuse(ErrorCode.RPC_UNAVAILABLE, f"{what}: {err.happened}",
-               no_contract_hint(err, _chain_of(anchor)))
+        refuse(ErrorCode.RPC_UNAVAILABLE, f"{what}: {err.happened}", err.step)
     except RpcUnavailable as err:
         refuse(ErrorCode.RPC_UNAVAILABLE,
                f"{what}: the chain did not answer ({said(err, anchor)})",
@@ -194,26 +193,17 @@ def unanswered_hint(chain: ChainConfig | None) -> str:
     return endpoint_hint(chain)
 
 
-def no_contract_hint(err: NoContractThere, chain: ChainConfig | None) -> str:
-    """What to do about a view that returned no data (`err`) through `chain`: point the
-    endpoint at the space's chain where it answers for another (`err.step`, which names
-    where), else check the contract and the endpoint, each where it was set."""
-    return err.step if err.other_chain else not_epoch_anchor_hint(chain)
-
-
 def not_epoch_anchor_hint(chain: ChainConfig | None) -> str:
     """CONFIG_INVALID's hint for a contract that did not answer as EpochAnchor: the contract
-    and the endpoint in force, each named where it was set (enrolled_chain.contract_source,
-    rpc_hint.sent_through), as doctor's contract check names them. It said "check
-    KINT_CONTRACT and KINT_RPC_URL" of a contract a devchain's record or config.toml set."""
+    and the endpoint in force, each named where it was set (kint.chain.contract_source), as
+    doctor's contract check and a view with no data (NoContractThere's step) name them. It
+    said "check KINT_CONTRACT and KINT_RPC_URL" of a contract a devchain's record or
+    config.toml set."""
     if chain is None:
         return UNOPENED_CONTRACT_HINT
-    from kint.tenant_worker.enrolled_chain import contract_source
-    from kint.tenant_worker.rpc_hint import sent_through
+    from kint.chain.contract_source import contract_check
 
-    return (f"check the contract ({contract_source(chain)}) and the endpoint "
-            f"({sent_through(chain)}): they must name kint's EpochAnchor and an endpoint of "
-            f"chain {chain.chain_id}, where it is deployed")
+    return contract_check(chain)
 
 
 def said(err: RpcUnavailable, anchor: Anchor | None = None) -> str:

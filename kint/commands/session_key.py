@@ -165,8 +165,7 @@ def _from_chain(obj: Ctx, home: Path, address: str, owner: str | None,
     from kint.chain.calls import ChainRefused
     from kint.chain.key_facts import read_key_facts
     from kint.chain.rpc import RpcUnavailable
-    from kint.commands.onchain import (chain_shown, endpoint_on_other_chain, no_contract_hint,
-                                       open_anchor, said)
+    from kint.commands.onchain import chain_shown, endpoint_on_other_chain, open_anchor, said
 
     anchor = open_anchor(obj, home, owner_given)
     shown = {"chain": chain_shown(anchor)}
@@ -179,7 +178,7 @@ def _from_chain(obj: Ctx, home: Path, address: str, owner: str | None,
         return {**shown, **read_key_facts(anchor, address, owner).as_json()}
     except NoContractThere as err:  # the endpoint answered: no EpochAnchor at the address
         click.echo(f"kint: warning: {err.happened}; showing the local half only "
-                   f"({no_contract_hint(err, anchor.config)})", err=True)
+                   f"({err.step})", err=True)
         return shown
     except (RpcUnavailable, ChainRefused) as err:
         words = said(err, anchor) if isinstance(err, RpcUnavailable) else str(err)

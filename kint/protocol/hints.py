@@ -166,6 +166,13 @@ ARCHIVE_AT = ("pull again (a passing fault heals); if it stops at the same epoch
               "transaction index): give the space an archive endpoint ({endpoint}) and pull")
 ARCHIVE_HINT = ARCHIVE_AT.format(endpoint="rpc_url in config.toml, or `kint connect "
                                           "--rpc-urls URL` for one with no key in it")
+# An address with no EpochAnchor through the space's settings (a view with no data, doctor's
+# contract check finding no code, a contract that does not answer as EpochAnchor): the
+# contract and the endpoint, each named where it was set (kint.chain.contract_source), and
+# the chain ({chain_id}). A template, which kint-server carries into its words.
+CONTRACT_CHECK = ("check the contract ({contract}) and the endpoint ({endpoint}): they must "
+                  "name kint's EpochAnchor and an endpoint of chain {chain_id}, where it is "
+                  "deployed")
 # REORG_HINT is a template: {endpoint} names where the space's endpoints in force were set
 # (kint.chain.endpoint_source.other_endpoint), which kint-server carries into its words.
 REORG_HINT = ("ask another endpoint ({endpoint}): if it answers the same, the chain lost "
@@ -225,8 +232,9 @@ CONNECT_OFFLINE_DAEMON = ("the supervisor was started with KINT_OFFLINE=1: unset
 # A push whose transaction the endpoint answered and refused (it cannot land), a store
 # locked by another writer, a store read failing other than as damaged
 # (kint.tenant_worker.push_refusals): a push again is the agent's own memory_push.
-# {endpoint}: the endpoint the push sent through, by where it is set (rpc_hint's
-# sent_through), which the worker names on the way out as it names ARCHIVE_AT's.
+# {endpoint}: the endpoint the push sent through, by where it is set
+# (kint.chain.endpoint_source.endpoint_in_force), which the worker names on the way out as
+# it names ARCHIVE_AT's.
 SEND_REFUSED_AT = "check what the endpoint said ({endpoint}), then push again"
 SEND_REFUSED_HINT = SEND_REFUSED_AT.format(endpoint="KINT_RPC_URL, or the endpoints given to "
                                                     "`kint connect --rpc-urls`")

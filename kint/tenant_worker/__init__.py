@@ -26,7 +26,8 @@ and the other spaces' workers keep answering.
   `history`, `cache_check`, `provenance`, `changes`, `unanchored`, `chain_head`,
   `behind_head`, `doctor`, `doctor_chain`, `disk_space`, `file_presence`, `session_facts`,
   `store_holders`, `store_sharers` (another KINT_HOME's worker on the same store),
-  `rpc_hint`.
+  `rpc_hint`, `chain_refusal` (a chain call's failure as a refusal: a view with no data
+  is no endpoint that did not answer).
 - Keys and connect: `connect` (its steps and files; the data key from the caller's
   secrets in `connect_key`, the owner and chain in `connect_owner`, whether the space is
   bound to its owner in `owner_bound`), `connected`, `dev_owner`, `data_key`, `head_header`,

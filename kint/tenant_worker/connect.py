@@ -61,6 +61,7 @@ from kint.custody.wraps import Wrap, read_wraps, write_wraps
 from kint.protocol import ErrorCode, ProtocolError
 from kint.protocol.hints import HEADER_TRANSPORT_HINT
 from kint.tenant_worker import dev_owner
+from kint.tenant_worker.chain_refusal import chain_unavailable
 from kint.tenant_worker.connect_key import (FoundKey, check_secrets, key_from_recovery_code,
                                             key_from_supplied, say, secrets_given,
                                             supplied_keks, with_extra_passphrase)
@@ -86,8 +87,17 @@ def connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
         return _refused_as(ctx, args)
     except ProtocolError as err:
         if _given_urls(args):
-            name_the_given(err)
+            name_the_given(err, _settings_chain(ctx))
         raise
+
+
+def _settings_chain(ctx: SpaceContext) -> ChainConfig | None:
+    """The chain settings the connect read through, its endpoints aside (None: they do not
+    read, and no hint is named from them)."""
+    try:
+        return ctx.chain()
+    except ProtocolError:
+        return None
 
 
 def _refused_as(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
@@ -101,7 +111,7 @@ def _refused_as(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
     except devchain.DevchainError as err:  # `--dev`'s own calls: the devchain's code and hint
         raise ProtocolError(err.code, str(err), err.hint) from None
     except RpcUnavailable as err:  # a chain call no step above turned into a refusal of its own
-        raise ProtocolError(ErrorCode.RPC_UNAVAILABLE, str(err)) from None
+        raise chain_unavailable(err) from None
 
 
 def _connect(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:

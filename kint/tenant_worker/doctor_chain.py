@@ -25,20 +25,19 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kint.chain.anchor import Anchor
+from kint.chain.anchor import Anchor, NoContractThere
 from kint.chain.calls import ChainRefused
 from kint.chain.chain_id import (answered_chain_id, no_second_hint, on_other_chain,
                                  silent_second_hint)
 from kint.chain.config import BASE_CHAIN_ID, ChainConfig
+from kint.chain.contract_source import contract_check
 from kint.chain.key_facts import MIN_WRITE_BALANCE_WEI, read_key_facts
 from kint.chain.rpc import RpcTracker, RpcUnavailable
 from kint.protocol.checks import check
 from kint.render import epoch_at
 from kint.settings.urls import redact_url
-from kint.tenant_worker.enrolled_chain import contract_source
 from kint.tenant_worker.enrolment import Enrolment
-from kint.tenant_worker.rpc_hint import (GENERIC, bound_said, endpoint_check, endpoint_hint,
-                                         sent_through)
+from kint.tenant_worker.rpc_hint import GENERIC, bound_said, endpoint_check, endpoint_hint
 from kint.tenant_worker.statefiles import Mirror
 
 PRIMARY_DOWN = "not checked: the primary RPC did not answer"
@@ -195,7 +194,7 @@ def _contract_code(anchor: Anchor, chain: ChainConfig) -> tuple[dict[str, Any], 
         return check(name, False, str(err), _endpoint_named(chain)), False
     if not code:
         return check(name, False, f"no code at {chain.anchor} on chain {chain.chain_id}: "
-                     f"wrong address or wrong chain", _no_code_hint(chain)), False
+                     f"wrong address or wrong chain", contract_check(chain)), False
     size = f"{chain.anchor}: {len(code)} bytes of code"
     try:
         shipped = bytes.fromhex(epoch_anchor_artifact()["deployedBytecode"].removeprefix("0x"))
@@ -210,15 +209,6 @@ def _contract_code(anchor: Anchor, chain: ChainConfig) -> tuple[dict[str, Any], 
                      "start` to deploy it again", warn=True), True
     return check(name, True, f"{size}, not kint's own build of the interface (expected on "
                  f"Base: kint v0.3.0 deployed its own)"), True
-
-
-def _no_code_hint(chain: ChainConfig) -> str:
-    """No code at the contract's address: the contract in force and the endpoint named
-    where each was set (enrolled_chain.contract_source, rpc_hint.sent_through). It said
-    "check KINT_CONTRACT and that KINT_RPC_URL is an endpoint of that chain" of a space
-    whose contract its config table sets and whose endpoint a connect kept."""
-    return (f"check the contract ({contract_source(chain)}) and that the endpoint "
-            f"({sent_through(chain)}) is one of chain {chain.chain_id}")
 
 
 def no_session_key(home: Path) -> dict[str, Any] | None:
@@ -252,6 +242,9 @@ def _session_key(anchor: Anchor, home: Path, owner: str) -> dict[str, Any]:
     try:
         address = session_address(home)
         facts = read_key_facts(anchor, address, owner, with_expiry=False)
+    except NoContractThere as err:  # the contract check says it, and what to check
+        return check("session key", False, err.happened,
+                     "see the contract check")
     except (CustodyError, *CHAIN_READ_FAILED) as err:
         return check("session key", False, str(err), "check the session key file and the RPC")
     ok = bool(facts.authorized) and facts.balance_wei > MIN_WRITE_BALANCE_WEI

@@ -21,7 +21,8 @@ from __future__ import annotations
 from typing import Callable
 
 from kint import settings
-from kint.chain.config import BASE_CHAIN_ID, DEVCHAIN_SOURCE, ChainConfig
+from kint.chain.config import ChainConfig
+from kint.chain.contract_source import chain_name, contract_source
 from kint.chain.devchain.anvil import CHAIN_ID as DEVCHAIN_ID
 from kint.protocol import ErrorCode, ProtocolError
 from kint.settings.schema import DEFAULT_CONTRACT
@@ -30,10 +31,6 @@ from kint.tenant_worker.enrolment import Enrolment
 # The highest epoch this machine has anchored or pulled of the space (0: none), asked only
 # when a refusal is made: the mirror it reads is the space's whole state.
 SeenHere = Callable[[], int]
-
-
-def chain_name(chain_id: int) -> str:
-    return {BASE_CHAIN_ID: "Base", DEVCHAIN_ID: "the devchain"}.get(chain_id, f"chain {chain_id}")
 
 
 def other_chain(enrolment: Enrolment, chain: ChainConfig,
@@ -110,31 +107,6 @@ def _other_contract(enrolment: Enrolment, chain: ChainConfig, seen: int) -> Prot
     return ProtocolError(ErrorCode.CONFIG_INVALID, message,
                          _contract_hint(enrolment, chain)
                          + _connect_again(seen, f"the contract at {now}"))
-
-
-def contract_source(chain: ChainConfig) -> str:
-    """Where the contract in force was set, in the words of the setting to change (also
-    doctor's contract check: doctor_chain)."""
-    source, where = chain.contract_source, chain.contract_where
-    if source == settings.FILE:
-        return f"KINT_CONTRACT: `contract` in {where}"
-    if source == settings.DAEMON_ENV:
-        return "KINT_CONTRACT in the supervisor's environment"
-    if source == settings.THIS_CALL:
-        return "KINT_CONTRACT in this command's environment"
-    if source == DEVCHAIN_SOURCE:
-        return f"the devchain's, from its record {where}"
-    return _default_contract(chain.chain_id)
-
-
-def _default_contract(chain_id: int) -> str:
-    """The contract in force when nothing sets one: the default is the address of Base
-    mainnet's deployment (v0.3.0's 11-contract.md, "The deployment"), which is that
-    deployment only on Base; on another chain it is the same address and nothing more."""
-    if chain_id == BASE_CHAIN_ID:
-        return "KINT_CONTRACT unset: Base mainnet's deployment"
-    return (f"KINT_CONTRACT unset: the default, the address of Base mainnet's deployment, "
-            f"though kint reads {chain_name(chain_id)}, not Base")
 
 
 def _contract_hint(enrolment: Enrolment, chain: ChainConfig) -> str:

@@ -21,6 +21,7 @@ from kint.chain.rpc import RpcUnavailable
 from kint.epochs.envelope import Header, MalformedHeader, parse_header
 from kint.protocol import ErrorCode, ProtocolError
 from kint.protocol.hints import HEADER_TRANSPORT_HINT
+from kint.tenant_worker.chain_refusal import chain_unavailable
 
 log = logging.getLogger("kint.worker")
 
@@ -57,7 +58,8 @@ def read_head(anchor: Anchor, owner: str, space: str) -> Head:
     try:
         return anchor.head(owner, space)
     except RpcUnavailable as err:
-        raise _unreadable(f"cannot read the chain head: {err}") from None
+        raise chain_unavailable(err, "cannot read the chain head: ",
+                                HEADER_TRANSPORT_HINT) from None
 
 
 def newest_readable_header(anchor: Anchor, owner: str, space: str, head: Head, *,

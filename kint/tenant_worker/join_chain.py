@@ -20,6 +20,7 @@ from typing import Any
 from kint import settings
 from kint.custody.ids import address_problem, checksum_address
 from kint.protocol import ErrorCode, ProtocolError
+from kint.tenant_worker.chain_refusal import chain_unavailable
 from kint.tenant_worker.space import SpaceContext
 
 
@@ -81,8 +82,8 @@ def _head(ctx: SpaceContext, anchor: Any, owner: str) -> dict[str, int]:
             raise another_chain_refused(found, "join read no head from it")
         head = anchor.head(owner, ctx.config.space_id)
     except RpcUnavailable as err:
-        raise ProtocolError(ErrorCode.RPC_UNAVAILABLE, f"cannot read the chain head: {err}",
-                            endpoint_hint(anchor.config)) from None
+        raise chain_unavailable(err, "cannot read the chain head: ",
+                                endpoint_hint(anchor.config)) from None
     except (ChainRefused, Web3Exception) as err:
         raise ProtocolError(ErrorCode.CONFIG_INVALID, f"the contract at {anchor.address} did "
                             f"not answer as EpochAnchor ({type(err).__name__})",

@@ -64,6 +64,7 @@ from kint.rows.canon import Row
 from kint.rows.merkle import merkle_root
 from kint.tenant_worker import apply_journal, lost_restore, settled_notice
 from kint.tenant_worker.behind_head import behind_refusal
+from kint.tenant_worker.chain_refusal import chain_unavailable
 from kint.tenant_worker.cold_start import cold_start, stale
 from kint.tenant_worker.connected import connected
 from kint.tenant_worker.custody_errors import as_protocol_error
@@ -95,7 +96,7 @@ def pull(ctx: SpaceContext, args: dict[str, Any]) -> dict[str, Any]:
             return _pull(ctx, bool(args.get("full")), bool(args.get("discard_local")),
                          told=not args.get("unread"))
     except RpcUnavailable as err:
-        raise ProtocolError(ErrorCode.RPC_UNAVAILABLE, str(err)) from None
+        raise chain_unavailable(err) from None
     except custody_errors.CustodyError as err:
         raise as_protocol_error(err) from None
 

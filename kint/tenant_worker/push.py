@@ -43,6 +43,7 @@ from kint.paths import remove_file
 from kint.protocol import ErrorCode, ProtocolError
 from kint.protocol.errors import NOTICE_PREFIX, hint_with_notices
 from kint.protocol.hints import SNAPSHOT_TOO_LARGE_HINT
+from kint.tenant_worker.chain_refusal import chain_unavailable
 from kint.tenant_worker.changes import Changes, diff, snapshot
 from kint.tenant_worker.connected import connected, sender_for
 from kint.tenant_worker.custody_errors import as_protocol_error
@@ -125,7 +126,7 @@ def went_through(ctx: SpaceContext, by: str | None) -> None:
 def failure_refusal(err: RpcUnavailable | custody_errors.CustodyError) -> ProtocolError:
     """What a push (and rekey, around its own) refuses an RPC or custody failure with."""
     if isinstance(err, RpcUnavailable):
-        return ProtocolError(ErrorCode.RPC_UNAVAILABLE, str(err))
+        return chain_unavailable(err)
     return as_protocol_error(err)
 
 

@@ -35,7 +35,8 @@ from __future__ import annotations
 from kint import settings
 from kint.chain.calls import RPC_TIMEOUT_WORDS
 from kint.chain.config import DEVCHAIN_SOURCE, ChainConfig
-from kint.chain.endpoint_source import by_where, other_endpoint
+from kint.chain.contract_source import contract_check
+from kint.chain.endpoint_source import by_where, endpoint_in_force, other_endpoint
 from kint.chain.keychain_rpc import SOURCE as KEYCHAIN_SOURCE
 from kint.protocol.errors import (CHAIN_UNREADABLE_AT, DEFAULT_HINTS, DEVCHAIN_RPC_CHECK,
                                   DEVCHAIN_RPC_HINT, DEVCHAIN_STALE_HINT, FILE_RPC_CHECK,
@@ -125,21 +126,13 @@ def stale_journal_hint(chain: ChainConfig) -> str:
     return STALE_JOURNAL_AT.format(endpoints=check.removeprefix("check "))
 
 
-def sent_through(chain: ChainConfig) -> str:
-    """The endpoint a push sent through, by where `chain`'s were set: SEND_REFUSED_HINT
-    named two places (KINT_RPC_URL, a connect's endpoints), at most one of them in force."""
-    return by_where(chain, devchain="the devchain's, which `kint devchain status` names",
-                    space="one of those this space was given by `kint connect --rpc-urls`",
-                    file="set in {where}", otherwise="{rpc}")
-
-
 def named_hint(chain: ChainConfig, hint: str) -> str | None:
     """`hint`, raised in machine-wide words, naming where `chain`'s endpoints in force are
     set (None: not one of those hints)."""
     if hint == STALE_JOURNAL_HINT:
         return stale_journal_hint(chain)
     if hint == SEND_REFUSED_HINT:
-        return SEND_REFUSED_AT.format(endpoint=sent_through(chain))
+        return SEND_REFUSED_AT.format(endpoint=endpoint_in_force(chain))
     template = ANOTHER_ENDPOINT.get(hint)
     if template is None:
         return None
@@ -153,7 +146,7 @@ def named_hint(chain: ChainConfig, hint: str) -> str | None:
     return template.format(endpoint=other_endpoint(chain, keyless=hint == ARCHIVE_HINT))
 
 
-def name_the_given(err: ProtocolError) -> None:
+def name_the_given(err: ProtocolError, chain: ChainConfig | None = None) -> None:
     """Give `err`, a connect's failure through the endpoints given to its `--rpc-urls`, the
     hint that names them (GIVEN_URLS), when it is RPC_UNAVAILABLE with the generic hint or
     one of ANOTHER_ENDPOINT's: `name_the_endpoint` names the settings' endpoints, which a
@@ -161,7 +154,10 @@ def name_the_given(err: ProtocolError) -> None:
     endpoints in force are set" of a config.toml whose endpoint answered. Named before it
     leaves the op, it is none of the machine-wide hints, which `name_the_endpoint` leaves.
     So is a recovery code's refusal while the chain could not be read (CONNECT_WHEN_READABLE:
-    `readable_named`), which said "check KINT_RPC_URL" of a connect's dead --rpc-urls."""
+    `readable_named`), which said "check KINT_RPC_URL" of a connect's dead --rpc-urls, and
+    the check of a contract with no EpochAnchor (kint.chain.contract_source), named with
+    the settings' endpoint where it was raised, given `chain` (the settings' the connect
+    read through, its contract the one checked)."""
     bare, notices = split_notices(err.hint)
     hint = bare or ""
     if err.code is ErrorCode.RPC_UNAVAILABLE and hint == GENERIC:
@@ -170,6 +166,8 @@ def name_the_given(err: ProtocolError) -> None:
         hint = ANOTHER_ENDPOINT[hint].format(endpoint=GIVEN_URLS)
     elif hint.startswith(READABLE_MACHINE_WIDE):
         hint = readable_named(hint, GIVEN_RPC_CHECK) or hint
+    elif chain is not None and hint == contract_check(chain):
+        hint = contract_check(chain, endpoint=GIVEN_URLS)
     else:
         return
     err.hint = hint_with_notices(hint, notices)
