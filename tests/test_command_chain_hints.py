@@ -39,6 +39,10 @@ def _hint(out, code: str) -> str:
     return hint.removeprefix("hint: ")
 
 
+# The devchain's endpoint, as a hint names it.
+DEVCHAIN = "the devchain's, which `kint devchain status` names"
+
+
 def _account_as_contract(tmp_path, chain_home) -> tuple[Machine, str, Path]:
     """A machine whose config.toml names an account (no code there) as kint's contract:
     the machine, the account's address and the config file."""
@@ -89,6 +93,25 @@ def _no_contract_hint(contract: str, endpoint: str) -> str:
     where it was set."""
     return (f"check the contract ({contract}) and the endpoint ({endpoint}): they must name "
             f"kint's EpochAnchor and an endpoint of chain 31337, where it is deployed")
+
+
+def test_a_contract_that_computes_another_digest_names_where_it_was_set(tmp_path, chain_home):
+    """`authorize payload` through a contract that answers every call, but is not kint's
+    EpochAnchor (the authorization digest it computes is not the typed data's): the hint
+    said "check KINT_CONTRACT: unset, it is kint's EpochAnchor on Base", naming no place,
+    of a contract config.toml set. The code at the address is a real one, set with
+    `anvil_setCode`: it returns 32 zero bytes to any call (PUSH1 32 PUSH1 0 RETURN)."""
+    m = new_machine(tmp_path / "machine", chain_home)
+    other = Account.create().address
+    m.rpc("anvil_setCode", [other, "0x60206000f3"])
+    config = m.sb.kint_home / "config.toml"
+    config.write_text(f'contract = "{other}"\n')
+    config.chmod(0o600)
+    out = m.kint("authorize", "payload", "--owner", Account.create().address)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert _hint(out, "CONFIG_INVALID") == _no_contract_hint(
+        f"KINT_CONTRACT: `contract` in {config}", DEVCHAIN), out.stderr
+    assert f"the contract at {other} computes another digest" in out.stderr, out.stderr
 
 
 def test_an_endpoint_set_in_the_commands_environment_is_named_there(tmp_path, chain_home):
@@ -192,8 +215,7 @@ def test_the_authorize_pages_poll_counts_a_view_with_no_data_as_a_miss(tmp_path,
         out = run.report(owner.address, "0x" + "ab" * 32)
         assert _hint(out, "TIMEOUT") == ("look up the transaction in the wallet, then kint "
                                          "session-key show"), out.stderr
-        check = _no_contract_hint(f"the devchain's, from its record {record}",
-                                  "the devchain's, which `kint devchain status` names")
+        check = _no_contract_hint(f"the devchain's, from its record {record}", DEVCHAIN)
         assert (f"kint: error: canWrite({owner.address}, {m.key}) is still false after 3 "
                 f"checks (last error: checking write rights: {proxy.url} has no contract at "
                 f"{m.anchor.address} (its call returned no data); {check}) [TIMEOUT]"

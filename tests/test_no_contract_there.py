@@ -147,3 +147,4 @@ def test_the_failure_survives_a_pickle():
     again = pickle.loads(pickle.dumps(err))
     assert (again.happened, again.step, again.other_chain, str(again)) == \
         (err.happened, err.step, True, str(err))
+

@@ -132,6 +132,7 @@ def _built_at_run_time() -> dict[tuple[str, str], Callable[[], Iterator[tuple[st
     from kint.chain.calls import INSUFFICIENT_FUNDS, ChainRefused
     from kint.chain.chain_id import (ENDPOINT_NAMES, no_second_hint, on_other_chain,
                                      silent_second_hint)
+    from kint.chain.contract_source import contract_check
     from kint.tenant_worker.former_key import FormerKey
     from kint.custody.errors import WrongSigner
     from kint.protocol.errors import UNSETTLED_HINT, ProtocolError as Refused
@@ -315,6 +316,8 @@ def _built_at_run_time() -> dict[tuple[str, str], Callable[[], Iterator[tuple[st
         ("tenant_worker/unauthorized_journal.py", "self.hint(again)"): unauthorized,
         ("tenant_worker/chain_refusal.py", "err.step"): no_contract,
         ("tenant_worker/chain_refusal.py", "hint"): unanswered,
+        ("tenant_worker/join_chain.py", "contract_check(anchor.config)"): lambda: (
+            ("CONFIG_INVALID", contract_check(chain)) for chain in _chains()),
         ("tenant_worker/overtaken.py", "self.hint(again)"): lambda: (
             ("CHAIN_MOVED", Overtaken(3, 5, False, moved_to=moved).refusal(again).hint)
             for again in ("kint push", "kint rekey") for moved in (None, "/s/moved.db")),

@@ -50,7 +50,8 @@ def payload_cmd(ctx: click.Context, owner: str | None, days: int | None) -> None
     days_n = days_flag(ctx, days)
     owner_addr, key = owner_and_key(ctx, owner)
     from kint.chain.anchor_abi import authorization_typed_data
-    from kint.commands.onchain import chain_errors, chain_now, refuse_other_chain
+    from kint.commands.onchain import (chain_errors, chain_now, not_epoch_anchor_hint,
+                                       refuse_other_chain)
 
     with chain_errors("authorize payload"):
         # Its stderr is v0.3.0's two lines, which scripts read; the typed data names the
@@ -72,9 +73,7 @@ def payload_cmd(ctx: click.Context, owner: str | None, days: int | None) -> None
             refuse(ErrorCode.CONFIG_INVALID,
                    f"the contract at {anchor.address} computes another digest for this "
                    f"authorization than kint's typed data: it is not the EpochAnchor kint "
-                   f"knows",
-                   "check KINT_CONTRACT: unset, it is kint's EpochAnchor on Base (a "
-                   "devchain's record names its own)")
+                   f"knows", not_epoch_anchor_hint(anchor.config))
     click.echo(orjson.dumps(typed).decode())
     # kint v0.3.0's two lines (02-quickstart.md): what was stamped and how to sign it, then
     # the submit line. `--owner` is in it when it was given, after the action or before it

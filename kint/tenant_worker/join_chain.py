@@ -70,6 +70,7 @@ def _head(ctx: SpaceContext, anchor: Any, owner: str) -> dict[str, int]:
     from kint.chain.calls import ChainRefused
     from kint.chain.chain_id import other_chain
     from kint.chain.config import DEVCHAIN_SOURCE
+    from kint.chain.contract_source import contract_check
     from kint.chain.rpc import RpcUnavailable
     from kint.tenant_worker.connect import another_chain_refused
     from kint.tenant_worker.rpc_hint import endpoint_hint
@@ -87,8 +88,7 @@ def _head(ctx: SpaceContext, anchor: Any, owner: str) -> dict[str, int]:
     except (ChainRefused, Web3Exception) as err:
         raise ProtocolError(ErrorCode.CONFIG_INVALID, f"the contract at {anchor.address} did "
                             f"not answer as EpochAnchor ({type(err).__name__})",
-                            "check KINT_CONTRACT (`kint config show` says where the space's "
-                            "comes from)") from None
+                            contract_check(anchor.config)) from None
     return {"seq": head.seq, "block": head.block}
 
 
