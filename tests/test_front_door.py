@@ -467,15 +467,15 @@ def test_a_door_whose_moved_socket_was_never_known_is_lost_not_closed_for_good(
     closed, its note kept, for the supervisor to bind a listener under the moved-aside
     name (front_listeners.py), which the door takes as its own and opens the usual way. A
     real ROUTER; the removal at that one moment is had by the look answering None once."""
-    from kint.supervisor import front_door
+    from kint.supervisor import front_door_stop  # where the move looks (`_move_aside`)
 
     with _door_with_listeners(tmp_path) as (_, _, door, listeners, path):
         door.prepare()
         assert door.monitor is not None, "no open-file limit here"
         listeners.bind(path)
         looks = [None]
-        real_file_id = front_door.file_id
-        monkeypatch.setattr(front_door, "file_id",
+        real_file_id = front_door_stop.file_id
+        monkeypatch.setattr(front_door_stop, "file_id",
                             lambda p: looks.pop() if looks else real_file_id(p))
         door._close(path, OpenFiles(10, 64))
         (tmp_path / CLOSED_SOCKET).unlink()

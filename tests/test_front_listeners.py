@@ -24,7 +24,7 @@ from kint.open_files import OpenFiles
 from kint.socket_paths import FRONT_SOCKET
 from kint.supervisor.front_door import FrontDoor
 from kint.supervisor.front_listeners import FrontListeners
-from kint.supervisor.ownership import Ownership
+from kint.supervisor.ownership import Ownership, file_id
 from kint.supervisor.pidlock import PID_FILE, hold_pid_lock
 
 
@@ -49,6 +49,8 @@ def _lost_door(sock: zmq.Socket, path: Path,
     door = FrontDoor(sock, ownership=ownership)
     door.prepare()
     FrontListeners(sock).bind(path)
+    if ownership is not None:  # as the supervisor records its bind (sockets.py)
+        ownership.bound(path)
     door._close(path, OpenFiles(60, 64))
     (path.parent / CLOSED_SOCKET).unlink()
     door.look(path)
@@ -199,3 +201,42 @@ def test_with_no_monitor_a_retired_listener_is_unbound_at_once(front, tmp_path):
         assert sock.poll(10_000) and sock.recv_multipart()[1] == b"new"
     finally:
         client.close(linger=0)
+
+
+def test_a_door_closing_for_want_of_files_leaves_a_socket_file_bound_after_its_look(
+        front, pid_lock, monkeypatch, caplog):
+    """The door's look found the front socket file its supervisor's (`_ours`); before its
+    move, another supervisor took the home and bound its own file at the path (binding an
+    ipc path replaces the file there): the moment between the note's write and the move,
+    made here by the write itself. The door leaves that file where it is, its note
+    removed, and stays open (the ownership check steps its supervisor down). Before, it
+    moved the other's file aside, as the stop's door did before `_move_aside`: the other's
+    new clients found no socket."""
+    from kint.supervisor import front_door
+
+    ctx, sock, path = front
+    _, ownership = pid_lock
+    door = FrontDoor(sock, ownership=ownership)
+    door.prepare()
+    FrontListeners(sock).bind(path)
+    ownership.bound(path)
+    other = ctx.socket(zmq.ROUTER)
+    other.setsockopt(zmq.LINGER, 0)
+    written, taken = front_door.write_note, []
+
+    def written_then_taken(folder: Path, closed) -> None:
+        written(folder, closed)
+        other.bind(f"ipc://{path}")
+        taken.append(file_id(path))
+
+    monkeypatch.setattr(front_door, "write_note", written_then_taken)
+    try:
+        with caplog.at_level("WARNING", logger="kint.supervisor"):
+            door._close(path, OpenFiles(60, 64))
+        assert taken and file_id(path) == taken[0] is not None
+        assert door.closed is None and not (path.parent / CLOSED_SOCKET).exists()
+        assert not (path.parent / NOTE).exists()
+        assert "another supervisor's socket file now" in caplog.text, caplog.text
+    finally:
+        door.shut(path)
+        other.close(linger=0)

@@ -289,16 +289,23 @@ class FrontDoor(FrontDoorStop):
             self._open(front_path, files)
 
     def _close(self, path: Path, files: OpenFiles) -> None:
+        """Note, then move the socket file aside. The look that found it the supervisor's
+        (`_ours`) and the move are two steps, as at the stop: the move looks at the file it
+        moved and puts back one another supervisor bound in between (`_move_aside`)."""
         closed = self._note(files)
         try:
             write_note(path.parent, closed)
-            os.rename(path, path.parent / CLOSED_SOCKET)
+            moved = self._move_aside(path)
         except OSError as err:
             remove_own_note(path.parent, closed.pid, closed.started)
             log.warning("could not close the front socket to new clients at %d of %d open "
                         "files: %s", files.open, files.limit, err)
             return
-        self._moved = file_id(path.parent / CLOSED_SOCKET)
+        if not moved:
+            remove_own_note(path.parent, closed.pid, closed.started)
+            log.warning("%s is another supervisor's socket file now (it took the home as "
+                        "this one's door closed): left to it", path)
+            return
         self.closed = closed
         self.episodes += 1
         log.warning("%d of %d open files (ulimit -n) in use, %d by clients: new clients are "
@@ -306,6 +313,12 @@ class FrontDoor(FrontDoorStop):
                     "served", files.open, files.limit, self.clients, path)
 
     def _open(self, path: Path, files: OpenFiles) -> None:
+        """Move the socket file back to its path. A rename replaces what is there, which
+        while its supervisor holds the home's lock (`_moved_is_ours`) is no other
+        supervisor's (one binds only once it holds the lock): a stray file, which the
+        supervisor's check would replace by binding too. Only a successor started in the
+        microseconds after that look could lose its file, which needs this one's pid file
+        removed as well; not guarded."""
         if not self._moved_is_ours(path):
             return  # no longer its home: the ownership check steps it down
         try:

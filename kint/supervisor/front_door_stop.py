@@ -10,7 +10,8 @@ supervisor holds the home (its pid file removed and nobody started since); once 
 holds it, the file and the note there are that one's. That test (`_nobody_else`) is the
 door's too: it asks it before it puts back the socket it moved aside for want of open
 files (`FrontDoor._moved_is_own`). A look and a move are two steps, so the file moved is
-looked at again once moved (`_move_aside`). A base of `FrontDoor`, which keeps the state
+looked at again once moved (`_move_aside`), at the stop and when the door closes for want
+of open files alike. A base of `FrontDoor`, which keeps the state
 these methods read.
 """
 
@@ -88,11 +89,12 @@ class FrontDoorStop:
 
     def _move_aside(self, front_path: Path) -> bool:
         """Move the front socket's file aside (`CLOSED_SOCKET`), only while it is the one
-        this supervisor bound: whether it was. The look before (`_nobody_else`, the socket
-        file's identity) and a rename are two steps, and its pid file removed (it steps
-        down, `run/` cleaned), a successor can take the home and bind its own file at the
-        path between them (binding an ipc path replaces the file there): the rename would
-        move that one, its new clients finding no socket. So the file is looked at once
+        this supervisor bound: whether it was. The look before (`_nobody_else` at the stop,
+        `_ours` for want of files; the socket file's identity) and a rename are two steps,
+        and its pid file removed (it steps down, `run/` cleaned), a successor can take the
+        home and bind its own file at the path between them (binding an ipc path replaces
+        the file there): the rename would move that one, its new clients finding no
+        socket. So the file is looked at once
         moved: its identity the one bound here (this supervisor's listener still holds
         that inode, so no other file has its number), or else it goes back by a link that
         replaces nothing (a file bound at the path since then stays), or, the link refused
@@ -180,12 +182,12 @@ def _put_back(aside: Path, front_path: Path, err: OSError) -> None:
     if not os.path.exists(front_path):
         try:
             os.rename(aside, front_path)
-            log.warning("%s, moved aside as this supervisor stopped, could not be linked "
+            log.warning("%s, moved aside by this supervisor's door, could not be linked "
                         "back (%s): put back by a rename", front_path, err)
             return
         except OSError as again:
-            log.warning("%s, another supervisor's socket file, was moved aside as this "
-                        "supervisor stopped and could not be put back (%s, then %s): "
+            log.warning("%s, another supervisor's socket file, was moved aside by this "
+                        "supervisor's door and could not be put back (%s, then %s): "
                         "that supervisor's new clients find no socket until its check "
                         "binds it again", front_path, err, again)
     with contextlib.suppress(OSError):  # a folder that refuses it keeps it: nothing more
