@@ -141,6 +141,36 @@ def test_a_connect_through_an_address_with_no_contract_names_the_check(
     assert hint == _check(config, GIVEN if given else DEVCHAIN), hint
 
 
+def test_a_contract_that_reverts_a_view_is_said_as_no_epoch_anchor(tmp_path, chain_home):
+    """A contract at the address that reverts every call (code set with `anvil_setCode`:
+    PUSH1 0 PUSH1 0 REVERT), where EpochAnchor's views never revert: a connect's head read
+    and a command's own call (`authorize payload`) say the contract reverted it, with the
+    same check, where they said "the endpoint answered with an error (execution reverted)"
+    under the hint of an endpoint that did not answer."""
+    reverting = Account.create().address
+    devchain_anchor(chain_home).w3.provider.make_request("anvil_setCode",
+                                                         [reverting, "0x60006000fd"])
+    sb = new_machine(tmp_path / "m", chain_home)
+    config = _with_contract(sb, reverting)
+    url = json.loads(devchain_record(chain_home).read_text())["rpc_url"]
+    owner = Account.create()
+    from kint.custody.vault_message import canonical_payload
+
+    payload = canonical_payload(owner.address).decode()
+    try:
+        connect = _refusal(sb.kint("connect", "--owner", owner.address, "--signature", "-",
+                                   input=wallet_signature(owner, payload) + "\n"), 2)
+        authorize = _refusal(sb.kint("authorize", "payload", "--owner", owner.address), 2)
+    finally:
+        sb.shutdown()
+    reverted = (f"the contract at {reverting} reverted the call on {url} (EpochAnchor's "
+                f"views never revert)")
+    assert connect == (f"cannot read the chain head: reading the head: {reverted}",
+                       _check(config)), connect
+    assert authorize == (f"authorize payload: reading the authorization nonce: {reverted}",
+                         _check(config)), authorize
+
+
 def test_the_failure_survives_a_pickle():
     """Rebuilt from its args, the exception lacked its step (TypeError on unpickling)."""
     err = NoContractThere("reading the head: x has no contract", "check it", other_chain=True)

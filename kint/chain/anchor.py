@@ -51,9 +51,10 @@ class CalldataRefused(Exception):
 
 
 class NoContractThere(RpcUnavailable):
-    """A view returned no data: no contract at the address on the endpoint's chain (most
-    often another network than the space's, which the message names). The endpoint
-    answered, so this is not an unresponsive one, and verify says which it was.
+    """A view returned no data, or the contract reverted it: no EpochAnchor at the address
+    on the endpoint's chain (most often another network than the space's, which the
+    message names; EpochAnchor's views never revert). The endpoint answered, so this is
+    not an unresponsive one, and verify says which it was.
 
     What happened (`happened`) and what to do (`step`) are kept apart: a refusal with a
     hint of its own (kint.commands.onchain.chain_errors) says `happened` as its message,
@@ -75,11 +76,13 @@ class NoContractThere(RpcUnavailable):
 
 
 def no_contract_there(config: ChainConfig, what: str, url: str, address: str,
-                      answered: int | None, label: str | None = None) -> NoContractThere:
-    """The failure of view `what` that returned no data from `url` (redacted) at `address`,
-    the endpoint's chain id `answered` (None: not read): another chain than the space's,
-    whose endpoint is to change, or no EpochAnchor at the address on the space's chain.
-    `label`: the space's, for its table's name where this process is no worker of it."""
+                      answered: int | None, label: str | None = None,
+                      reverted: bool = False) -> NoContractThere:
+    """The failure of view `what` that returned no data from `url` (redacted) at `address`
+    (`reverted`: that the contract reverted it), the endpoint's chain id `answered` (None:
+    not read): another chain than the space's, whose endpoint is to change, or no
+    EpochAnchor at the address on the space's chain. `label`: the space's, for its table's
+    name where this process is no worker of it."""
     expected = config.chain_id
     if answered is not None and answered != expected:
         return NoContractThere(
@@ -87,8 +90,20 @@ def no_contract_there(config: ChainConfig, what: str, url: str, address: str,
             f"space is on",
             f"point the space's endpoint at chain {expected} "
             f"({other_endpoint(config, label=label)})", other_chain=True)
+    if reverted:
+        return NoContractThere(f"{what}: the contract at {address} reverted the call on {url} "
+                               f"(EpochAnchor's views never revert)", contract_check(config))
     return NoContractThere(f"{what}: {url} has no contract at {address} (its call returned "
                            f"no data)", contract_check(config))
+
+
+def _reverted(error: object) -> bool:
+    """Whether an eth_call's error object says the contract reverted the call (EIP-1474's
+    code 3, or the message nodes give with -32000), not that the endpoint failed."""
+    if not isinstance(error, dict):
+        return False
+    message = str(error.get("message", "")).lower()
+    return error.get("code") == 3 or message.startswith("execution reverted")
 
 
 class TransactionNotServed(CalldataRefused):
@@ -158,6 +173,8 @@ class Anchor(AnchorWrites):
             answer = self.provider.make_request("eth_call", [{"to": self.address, "data": data},
                                                              "latest"])
             if "error" in answer:
+                if _reverted(answer["error"]):  # EpochAnchor's views never revert
+                    raise self._no_contract(what, reverted=True)
                 raise RpcUnavailable(f"{what}: the endpoint answered with an error "
                                      f"({endpoint_text(answer['error'])})")
             result = answer.get("result")
@@ -173,17 +190,19 @@ class Anchor(AnchorWrites):
             raise RpcUnavailable(f"{what}: the endpoint's answer does not decode ({err})") from None
         return values[0] if len(values) == 1 else values
 
-    def _no_contract(self, what: str) -> NoContractThere:
-        """A view that returned no data: no contract at the address on the endpoint's
-        chain. Most often the endpoint now serves another network (a URL changed under a
-        running worker, a provider's default network), which one eth_chainId read says;
-        "does not decode (Tried to read 32 bytes)" said neither."""
+    def _no_contract(self, what: str, reverted: bool = False) -> NoContractThere:
+        """A view that returned no data (`reverted`: that the contract reverted): no
+        EpochAnchor at the address on the endpoint's chain. Most often the endpoint now
+        serves another network (a URL changed under a running worker, a provider's default
+        network), which one eth_chainId read says; "does not decode (Tried to read 32
+        bytes)" said neither, nor "the endpoint answered with an error (execution
+        reverted)" under the hint of an endpoint that did not answer."""
         try:
             answered: int | None = self.chain_id()
         except RpcUnavailable:
             answered = None
         return no_contract_there(self.config, what, redact_url(self.url), self.address,
-                                 answered, label=self.label)
+                                 answered, label=self.label, reverted=reverted)
 
     def balance(self, address: str) -> int:
         """Wei held by `address` at the latest block."""
